@@ -1,0 +1,35 @@
+# Two entry points on a fresh machine: `make demo` and `make test`. Both create the Python
+# environment in .venv/ by themselves when it is missing, broken or older than pyproject.toml.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SAMPLE_DIR ?= sample_data/dump
+DEMO_OUT ?= out/demo
+PYTEST_ARGS ?=
+
+.PHONY: env java demo test sample clean help
+
+help:
+	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
+	@echo "make test   - create .venv if needed, then run the whole test suite"
+	@echo "make sample - regenerate the bundled sample dump"
+	@echo "make clean  - remove .venv and outputs"
+
+env:
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" scripts/ensure-env.sh
+
+java:
+	@scripts/check-java.sh
+
+demo: env java
+	@test -f $(SAMPLE_DIR)/manifest.json || $(BIN)/txn-audit sample --out $(SAMPLE_DIR)
+	$(BIN)/txn-audit scan $(SAMPLE_DIR) --out $(DEMO_OUT) || test $$? -eq 1
+
+test: env java
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+sample: env
+	$(BIN)/txn-audit sample --out $(SAMPLE_DIR) --force
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,109 @@
+"""Small raw tables written by hand, for unit tests of the reconstruction and detection rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from txn_audit.schemas import RAW_TABLES
+
+
+@dataclass
+class RawBuilder:
+    """Appends rows the way a single broker (id 1) would have written them."""
+
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in RAW_TABLES})
+    next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
+    hw: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def _replica(self, topic: str, partition: int) -> dict[str, Any]:
+        return {"broker_id": 1, "log_dir": "ld", "topic": topic, "partition": partition}
+
+    def batch(
+        self, topic: str, partition: int, *, pid: int = -1, epoch: int = -1, seq: int = -1, count: int = 1,
+        ts: int, txn: bool = False,
+    ) -> int:
+        key = (topic, partition)
+        base = self.next_offset.get(key, 0)
+        self.next_offset[key] = base + count
+        self.rows["batches"].append({
+            **self._replica(topic, partition), "segment_base_offset": 0, "position": base * 100,
+            "base_offset": base, "last_offset": base + count - 1, "magic": 2, "codec": "none",
+            "timestamp_type": "CreateTime", "is_transactional": txn, "is_control": False, "producer_id": pid,
+            "producer_epoch": epoch, "base_sequence": seq, "last_sequence": seq + count - 1 if seq >= 0 else -1,
+            "record_count": count, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_ms": -1,
+            "partition_leader_epoch": 0, "stored_crc": 1, "computed_crc": 1, "crc_ok": True, "size_bytes": 100,
+            "file": f"ld/{topic}-{partition}/00000000000000000000.log",
+        })
+        return base
+
+    def marker(self, topic: str, partition: int, *, pid: int, epoch: int, kind: str, ts: int,
+               coordinator_epoch: int = 0) -> int:
+        key = (topic, partition)
+        offset = self.next_offset.get(key, 0)
+        self.next_offset[key] = offset + 1
+        common = {**self._replica(topic, partition), "producer_id": pid, "producer_epoch": epoch}
+        file = f"ld/{topic}-{partition}/00000000000000000000.log"
+        self.rows["batches"].append({
+            **common, "segment_base_offset": 0, "position": offset * 100, "base_offset": offset,
+            "last_offset": offset, "magic": 2, "codec": "none", "timestamp_type": "CreateTime",
+            "is_transactional": True, "is_control": True, "base_sequence": -1, "last_sequence": -1,
+            "record_count": 1, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_ms": -1,
+            "partition_leader_epoch": 0, "stored_crc": 1, "computed_crc": 1, "crc_ok": True, "size_bytes": 78,
+            "file": file,
+        })
+        self.rows["control_markers"].append({
+            **common, "offset": offset, "marker_type": kind, "control_type": 1 if kind == "COMMIT" else 0,
+            "coordinator_epoch": coordinator_epoch, "timestamp": ts, "key_version": 0, "value_version": 0,
+            "segment_base_offset": 0, "position": offset * 100, "file": file,
+        })
+        return offset
+
+    def coordinator(self, tid: str, *, pid: int, epoch: int, state: str, partitions: list[tuple[str, int]] | None,
+                    ts: int, start: int = -1, timeout_ms: int = 60_000) -> None:
+        key = ("__transaction_state", 0)
+        offset = self.next_offset.get(key, 0)
+        self.next_offset[key] = offset + 1
+        codes = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4,
+                 "CompleteAbort": 5}
+        self.rows["txn_log"].append({
+            **self._replica("__transaction_state", 0), "offset": offset, "record_timestamp": ts,
+            "transactional_id": tid, "key_version": 0, "value_version": 0, "tombstone": False, "producer_id": pid,
+            "producer_epoch": epoch, "previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1,
+            "txn_timeout_ms": timeout_ms, "state_code": codes[state], "state": state,
+            "topic_partitions": None if partitions is None else [{"topic": t, "partition": p} for t, p in partitions],
+            "txn_last_update_timestamp": ts, "txn_start_timestamp": start, "client_transaction_version": 0,
+            "segment_base_offset": 0, "file": "ld/__transaction_state-0/00000000000000000000.log",
+        })
+
+    def tables(self, spark: Any) -> dict[str, Any]:
+        offsets = []
+        for (topic, partition), end in sorted(self.next_offset.items()):
+            offsets.append({
+                **self._replica(topic, partition), "replica_status": "live", "topic_id": None,
+                "high_watermark": self.hw.get((topic, partition), end), "recovery_point": end,
+                "log_start_offset_checkpoint": None, "cleaner_offset": None, "first_segment_base_offset": 0,
+                "log_start_offset": 0, "live_segments": 1, "clean_shutdown": True,
+            })
+        self.rows["partition_offsets"] = offsets
+        return {
+            name: spark.createDataFrame(pa.Table.from_pylist(rows, schema=RAW_TABLES[name]))
+            for name, rows in self.rows.items()
+        }
+
+
+def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int = 60_000,
+              tolerance_ms: int = 1_000) -> list[dict[str, Any]]:
+    from txn_audit.detect import DetectOptions, detect
+    from txn_audit.reconstruct import reconstruct
+
+    raw = builder.tables(spark)
+    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms)
+    # detection reads these several times; the scan materialises them as tables, here they are cached
+    recon.partition_transactions = recon.partition_transactions.cache()
+    recon.partition_stability = recon.partition_stability.cache()
+    recon.events = recon.events.cache()
+    opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
+    return [r.asDict() for r in detect(raw, recon, opts).collect()]

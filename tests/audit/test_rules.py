@@ -1,0 +1,121 @@
+"""Detection rules on small hand-built logs: each rule fires where it should and only there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.audit.builders import RawBuilder, run_rules
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_800_000_000_000
+MIN = 60_000
+
+
+def kinds(findings: list[dict[str, Any]], min_sev: str = "info") -> set[tuple[str, str, int]]:
+    order = ["info", "warning", "critical"]
+    return {(f["kind"], f["topic"], f["partition"]) for f in findings
+            if order.index(f["severity"]) >= order.index(min_sev)}
+
+
+def test_committed_transactions_are_quiet(spark: Any) -> None:
+    b = RawBuilder()
+    b.coordinator("app", pid=7, epoch=0, state="Empty", partitions=None, ts=T0)
+    for i in range(3):
+        t = T0 + i * 1000
+        b.coordinator("app", pid=7, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=t + 1, start=t + 1)
+        b.batch("t", 0, pid=7, epoch=0, seq=i * 2, count=2, ts=t + 2, txn=True)
+        b.coordinator("app", pid=7, epoch=0, state="PrepareCommit", partitions=[("t", 0)], ts=t + 3, start=t + 1)
+        b.marker("t", 0, pid=7, epoch=0, kind="COMMIT", ts=t + 4)
+        b.coordinator("app", pid=7, epoch=0, state="CompleteCommit", partitions=[], ts=t + 3, start=t + 1)
+    b.batch("t", 0, pid=-1, count=5, ts=T0 + 5000)
+    assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
+
+
+def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
+    b = RawBuilder()
+    # pid 1: stray batch on t-1 never added; coordinator moved on to CompleteCommit
+    b.coordinator("a", pid=1, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=T0, start=T0)
+    b.batch("t", 0, pid=1, epoch=0, seq=0, ts=T0 + 1, txn=True)
+    b.batch("t", 1, pid=1, epoch=0, seq=0, ts=T0 + 2, txn=True)
+    b.coordinator("a", pid=1, epoch=0, state="PrepareCommit", partitions=[("t", 0)], ts=T0 + 3, start=T0)
+    b.marker("t", 0, pid=1, epoch=0, kind="COMMIT", ts=T0 + 4)
+    b.coordinator("a", pid=1, epoch=0, state="CompleteCommit", partitions=[], ts=T0 + 3, start=T0)
+    # pid 2: long-running, listed by its Ongoing record
+    b.coordinator("b", pid=2, epoch=3, state="Ongoing", partitions=[("t", 2)], ts=T0, start=T0, timeout_ms=3_600_000)
+    b.batch("t", 2, pid=2, epoch=3, seq=0, ts=T0 + 5, txn=True)
+    # pid 3: an old-epoch transaction on a partition its current (newer-epoch) transaction lists
+    b.batch("t", 3, pid=3, epoch=0, seq=0, ts=T0, txn=True)
+    b.coordinator("c", pid=3, epoch=1, state="Ongoing", partitions=[("t", 3)], ts=T0 + 10, start=T0 + 10)
+    found = run_rules(spark, b, as_of_ms=T0 + 20 * MIN, timeout_ms=15 * MIN)
+    k = kinds(found)
+    assert ("hanging_transaction", "t", 1) in k
+    assert ("open_transaction", "t", 2) in k
+    assert ("open_transaction_epoch_mismatch", "t", 3) in k
+    assert not {x for x in k if x[0] == "hanging_transaction" and x[2] != 1}
+    hanging = next(f for f in found if f["kind"] == "hanging_transaction")
+    assert hanging["remediation"].endswith("abort --topic t --partition 1 --start-offset 0")
+    assert hanging["transactional_id"] == "a"
+    # below the timeout the same stray batch is open, not hanging
+    early = kinds(run_rules(spark, b, as_of_ms=T0 + 10 * MIN, timeout_ms=15 * MIN))
+    assert ("hanging_transaction", "t", 1) not in early and ("open_transaction", "t", 1) in early
+
+
+def test_late_arrival_absorbed_and_hanging(spark: Any) -> None:
+    b = RawBuilder()
+    # t-0: N aborted, a late batch of N lands after the marker inside N+1, which commits
+    b.batch("t", 0, pid=5, epoch=0, seq=0, ts=T0, txn=True)
+    b.marker("t", 0, pid=5, epoch=0, kind="ABORT", ts=T0 + 10_000)
+    late = b.batch("t", 0, pid=5, epoch=0, seq=1, ts=T0 + 5, txn=True)
+    b.batch("t", 0, pid=5, epoch=0, seq=2, ts=T0 + 10_100, txn=True)
+    b.marker("t", 0, pid=5, epoch=0, kind="COMMIT", ts=T0 + 10_200)
+    # t-1: normal client skew (50 ms before the previous marker) is not late
+    b.batch("t", 1, pid=5, epoch=0, seq=0, ts=T0, txn=True)
+    b.marker("t", 1, pid=5, epoch=0, kind="COMMIT", ts=T0 + 100)
+    b.batch("t", 1, pid=5, epoch=0, seq=1, ts=T0 + 50, txn=True)
+    b.marker("t", 1, pid=5, epoch=0, kind="COMMIT", ts=T0 + 200)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN)
+    k = kinds(found)
+    assert ("late_arrival", "t", 0) in k and ("absorbed_late_record", "t", 0) in k
+    assert not {x for x in k if x[2] == 1}
+    absorbed = next(f for f in found if f["kind"] == "absorbed_late_record")
+    assert absorbed["severity"] == "critical" and absorbed["first_offset"] == late
+
+
+def test_sequence_gap_epoch_regression_and_zombie(spark: Any) -> None:
+    b = RawBuilder()
+    b.batch("s", 0, pid=9, epoch=0, seq=0, count=3, ts=T0)
+    b.batch("s", 0, pid=9, epoch=0, seq=5, count=1, ts=T0 + 1)  # gap: 3 expected
+    b.batch("s", 0, pid=9, epoch=1, seq=0, count=1, ts=T0 + 2)  # KIP-360 bump: fine
+    b.batch("s", 0, pid=9, epoch=0, seq=6, count=1, ts=T0 + 3)  # epoch goes back
+    b.batch("z", 0, pid=4, epoch=0, seq=0, ts=T0, txn=True)
+    b.marker("z", 0, pid=4, epoch=1, kind="ABORT", ts=T0 + 1)  # coordinator abort fences epoch 0
+    b.batch("z", 0, pid=4, epoch=0, seq=1, ts=T0 + 2, txn=True)  # zombie
+    b.marker("z", 0, pid=4, epoch=2, kind="ABORT", ts=T0 + 3)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN)
+    k = kinds(found)
+    assert ("sequence_gap", "s", 0) in k
+    assert ("epoch_regression", "s", 0) in k
+    assert ("zombie_write", "z", 0) in k
+    gaps = [f for f in found if f["kind"] == "sequence_gap"]
+    assert [g["first_offset"] for g in gaps] == [3]
+
+
+def test_coordinator_stuck_missing_marker_outcome_mismatch(spark: Any) -> None:
+    b = RawBuilder()
+    b.batch("p", 0, pid=1, epoch=0, seq=0, ts=T0, txn=True)
+    b.batch("p", 1, pid=1, epoch=0, seq=0, ts=T0, txn=True)
+    b.coordinator("s", pid=1, epoch=0, state="PrepareCommit", partitions=[("p", 0), ("p", 1)], ts=T0 + 10, start=T0)
+    b.marker("p", 0, pid=1, epoch=0, kind="COMMIT", ts=T0 + 20)
+    b.batch("q", 0, pid=2, epoch=0, seq=0, ts=T0, txn=True)
+    b.batch("q", 1, pid=2, epoch=0, seq=0, ts=T0, txn=True)
+    b.coordinator("m", pid=2, epoch=0, state="PrepareAbort", partitions=[("q", 0), ("q", 1)], ts=T0 + 10, start=T0)
+    b.marker("q", 0, pid=2, epoch=0, kind="COMMIT", ts=T0 + 20)  # wrong outcome
+    b.coordinator("m", pid=2, epoch=0, state="CompleteAbort", partitions=[], ts=T0 + 10, start=T0)
+    found = run_rules(spark, b, as_of_ms=T0 + 5 * MIN, timeout_ms=15 * MIN)
+    k = kinds(found)
+    assert ("coordinator_stuck", "p", 1) in k and ("coordinator_stuck", "p", 0) not in k
+    assert ("outcome_mismatch", "q", 0) in k
+    assert ("missing_marker", "q", 1) in k

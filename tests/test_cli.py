@@ -1,0 +1,115 @@
+"""CLI behaviour: exit codes, output, and clear messages for bad arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from txn_audit.cli import app
+
+runner = CliRunner()
+
+
+def test_help_runs_as_a_subprocess() -> None:
+    done = subprocess.run([sys.executable, "-m", "txn_audit.cli", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0
+    for command in ("scan", "ingest", "sample"):
+        assert command in done.stdout
+
+
+def test_missing_dump_is_a_usage_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "dump not found" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_out_option_is_a_usage_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--out" in result.output
+
+
+def test_sample_refuses_to_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "keep.txt").write_text("mine")
+    result = runner.invoke(app, ["sample", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "--force" in result.output
+    assert (tmp_path / "x" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.spark
+def test_ingest_sample_then_strict(spark: Any, tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    assert runner.invoke(app, ["sample", "--out", str(dump)]).exit_code == 0
+    result = runner.invoke(app, ["ingest", str(dump), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "batches" in result.output and "decode issues" in result.output
+    for table in ("batches", "control_markers", "txn_log", "decode_issues", "segments", "partition_offsets"):
+        assert (tmp_path / "out" / table).is_dir()
+    strict = runner.invoke(app, ["ingest", str(dump), "--out", str(tmp_path / "out"), "--strict", "--no-progress"])
+    assert strict.exit_code == 3
+    assert "--strict" in strict.output
+
+
+def test_scan_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
+    dump = str(tmp_path)
+    for args, message in (
+        (["--as-of", "yesterday"], "ISO-8601"),
+        (["--max-transaction-timeout", "15"], "duration"),
+        (["--late-tolerance", "soon"], "duration"),
+        (["--min-severity", "loud"], "--min-severity"),
+        (["--format", "xml"], "--format"),
+    ):
+        result = runner.invoke(app, ["scan", dump, *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output
+        assert "Traceback" not in result.output
+
+
+@pytest.mark.spark
+def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
+    import json
+
+    from tests.realcorpus import SCENARIOS, expected_json, scenario_dir
+
+    if "hanging-unadded-partition" not in SCENARIOS or "healthy" not in SCENARIOS:
+        pytest.skip("real corpus not found")
+    healthy = runner.invoke(app, ["scan", str(scenario_dir("healthy") / "logdirs"), "--no-progress"])
+    assert healthy.exit_code == 0, healthy.output
+    assert healthy.output.startswith("CLEAN")
+
+    at = next(c["at_ms"] for c in expected_json("hanging-unadded-partition")["tool_commands"]
+              if "find-hanging" in c["command"])
+    hang = str(scenario_dir("hanging-unadded-partition") / "logdirs")
+    table = runner.invoke(app, ["scan", hang, "--as-of", str(at), "--max-transaction-timeout", "1m",
+                                "--no-progress"])
+    assert table.exit_code == 1
+    assert table.output.startswith("CRITICAL")
+    assert "hanging_transaction" in table.output and "--start-offset 0" in table.output
+    assert "Partitions whose LSO is below the high watermark" in table.output
+
+    as_json = runner.invoke(app, ["scan", hang, "--as-of", "2026-11-22T20:01:26.713Z",
+                                  "--max-transaction-timeout", "1m", "--format", "json"])
+    assert as_json.exit_code == 1
+    doc = json.loads(as_json.stdout)
+    assert doc["as_of_ms"] == at
+    assert {"as_of_ms", "input", "partitions", "findings", "summary"} == set(doc)
+    kinds = {f["kind"] for f in doc["findings"]}
+    assert "hanging_transaction" in kinds
+    assert set(doc["findings"][0]) == {
+        "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
+        "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation"}
+    assert set(doc["partitions"][0]) == {
+        "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
+        "held_records", "held_bytes"}
+
+    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress"])
+    assert critical_only.exit_code == 0, critical_only.output  # only an info/warning open txn at the dump's own time

@@ -1,0 +1,330 @@
+"""The one programmatic entry point: the CLI, the nightly job and notebooks all call this.
+
+``ingest`` decodes a dump into the raw tables; ``scan`` does ingest + reconstruct + detect and
+returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
+``txn-audit scan --format json`` (documented in the README).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from txn_audit.errors import UsageError
+from txn_audit.ingest.discover import Inventory, discover
+from txn_audit.ingest.job import STAGING_PREFIX, publish, write_raw_tables
+from txn_audit.progress import spark_progress
+from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
+from txn_audit.spark import build_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SEVERITIES = ("info", "warning", "critical")
+INGEST_STAMP = "_ingest.json"
+JSON_FINDING_KEYS = (
+    "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id", "first_offset",
+    "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation",
+)
+JSON_PARTITION_KEYS = (
+    "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
+    "held_records", "held_bytes",
+)
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of every txn-audit command (also the nightly job's)."""
+
+    OK = 0  # clean
+    FINDINGS = 1  # findings at or above the chosen severity
+    USAGE = 2  # bad arguments, missing input, or an environment problem (no Java)
+    CORRUPT_INPUT = 3  # unreadable or corrupt input under --strict
+
+
+@dataclass
+class IngestResult:
+    dump: Path
+    tables_dir: Path
+    row_counts: dict[str, int]
+    issue_counts: dict[str, int]
+    brokers: list[int | None]
+    log_dirs: list[str]
+    partitions: int
+    files: int
+    decoded_files: int
+    reused: bool = False
+    issues_preview: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total_issues(self) -> int:
+        return sum(self.issue_counts.values())
+
+
+def ingest_exit_code(result: IngestResult, *, strict: bool) -> ExitCode:
+    """Under ``strict`` any decode issue (even a warning) is exit code 3."""
+    return ExitCode.CORRUPT_INPUT if strict and result.total_issues else ExitCode.OK
+
+
+def _fingerprint(inventory: Inventory) -> str:
+    """Identity of the input: every file's path, size and modification time."""
+    digest = hashlib.sha256()
+    for row in sorted(inventory.segments, key=lambda r: r["path"]):
+        path = inventory.root / row["path"]
+        try:
+            mtime = path.lstat().st_mtime_ns
+        except OSError:
+            mtime = -1
+        digest.update(f"{row['path']}\0{row['size_bytes']}\0{mtime}\n".encode())
+    return digest.hexdigest()
+
+
+def _issue_preview(spark: SparkSession, tables_dir: Path) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    rank = F.when(F.col("severity") == "error", 0).when(F.col("severity") == "warning", 1).otherwise(2)
+    rows = (
+        spark.read.parquet(str(tables_dir / "decode_issues"))
+        .orderBy(rank, "file", "position")
+        .limit(20)
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
+def ingest(
+    dump: str | Path,
+    out: str | Path,
+    *,
+    spark: SparkSession | None = None,
+    progress: bool = True,
+    reuse: bool = False,
+    on_stage: Callable[[str], None] | None = None,
+) -> IngestResult:
+    """Decode every file of ``dump`` into the raw Parquet tables under ``out/<table>/``.
+
+    With ``reuse``, tables already in ``out`` from the very same input (same files, sizes and
+    modification times) are kept instead of decoding again.
+    """
+    inventory: Inventory = discover(dump)
+    tables_dir = Path(out)
+    stamp = tables_dir / INGEST_STAMP
+    fingerprint = _fingerprint(inventory)
+    spark = spark or build_session()
+    reused = False
+    if reuse and stamp.is_file() and all((tables_dir / t).is_dir() for t in RAW_TABLES):
+        previous = json.loads(stamp.read_text())
+        if previous.get("fingerprint") == fingerprint:
+            row_counts, issue_counts, reused = previous["row_counts"], previous["issue_counts"], True
+    if not reused:
+        with spark_progress(spark, "decoding log segments", enabled=progress):
+            written = write_raw_tables(spark, inventory, tables_dir, on_stage=on_stage)
+        row_counts, issue_counts = written.row_counts, written.issue_counts
+        _write_json_atomic(
+            stamp,
+            {"input": str(inventory.root), "fingerprint": fingerprint, "row_counts": row_counts,
+             "issue_counts": issue_counts},
+        )
+    return IngestResult(
+        dump=Path(dump),
+        tables_dir=tables_dir,
+        row_counts=row_counts,
+        issue_counts=issue_counts,
+        brokers=inventory.brokers,
+        log_dirs=[d.rel for d in inventory.log_dirs],
+        partitions=len(inventory.replicas),
+        files=len(inventory.segments),
+        decoded_files=len(inventory.tasks),
+        reused=reused,
+        issues_preview=_issue_preview(spark, tables_dir),
+    )
+
+
+def _write_json_atomic(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+# -- scan ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ScanResult:
+    input: str
+    as_of_ms: int
+    options: dict[str, Any]
+    partitions: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    ingest: IngestResult
+    out_dir: Path | None
+
+    def counts(self, min_severity: str = "info") -> Counter[str]:
+        floor = SEVERITIES.index(min_severity)
+        return Counter(f["kind"] for f in self.findings if SEVERITIES.index(f["severity"]) >= floor)
+
+    def at_or_above(self, min_severity: str) -> list[dict[str, Any]]:
+        floor = SEVERITIES.index(min_severity)
+        return [f for f in self.findings if SEVERITIES.index(f["severity"]) >= floor]
+
+    def summary(self) -> dict[str, Any]:
+        by_severity = Counter(f["severity"] for f in self.findings)
+        return {
+            "verdict": verdict(self, "warning"),
+            "findings_by_severity": {s: by_severity.get(s, 0) for s in SEVERITIES},
+            "findings_by_kind": dict(sorted(Counter(f["kind"] for f in self.findings).items())),
+            "partitions": len(self.partitions),
+            "partitions_with_lso_below_hw": sum(
+                1 for p in self.partitions
+                if p["high_watermark"] is not None and p["last_stable_offset"] < p["high_watermark"]
+            ),
+            "hw_sources": dict(sorted(Counter(p.get("hw_source", "checkpoint") for p in self.partitions).items())),
+            "brokers": [b for b in self.ingest.brokers],
+            "files": self.ingest.files,
+            "decoded_files": self.ingest.decoded_files,
+            "decode_issues": self.ingest.issue_counts,
+            "table_rows": self.ingest.row_counts,
+            "options": self.options,
+            "tables": None if self.out_dir is None else str(self.out_dir / "tables"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "as_of_ms": self.as_of_ms,
+            "input": self.input,
+            "partitions": [{k: p[k] for k in JSON_PARTITION_KEYS} for p in self.partitions],
+            "findings": [{k: f[k] for k in JSON_FINDING_KEYS} for f in self.findings],
+            "summary": self.summary(),
+        }
+
+
+def verdict(result: ScanResult, min_severity: str) -> str:
+    relevant = result.at_or_above(min_severity)
+    if not relevant:
+        return f"CLEAN: no findings at or above {min_severity} in {len(result.partitions)} partitions"
+    worst = max(relevant, key=lambda f: SEVERITIES.index(f["severity"]))["severity"].upper()
+    counts = Counter(f["kind"] for f in relevant)
+    parts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.most_common())
+    return f"{worst}: {parts}"
+
+
+def scan_exit_code(result: ScanResult, *, min_severity: str, strict: bool) -> ExitCode:
+    if strict and result.ingest.total_issues:
+        return ExitCode.CORRUPT_INPUT
+    return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
+
+
+def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
+    """The newest timestamp anywhere in the dump: the default audit time."""
+    from pyspark.sql import functions as F
+
+    candidates = [
+        raw["batches"].agg(F.max("max_timestamp")).first()[0],
+        raw["control_markers"].agg(F.max("timestamp")).first()[0],
+        raw["txn_log"].agg(F.max("record_timestamp")).first()[0],
+    ]
+    found = [int(c) for c in candidates if c is not None]
+    return max(found) if found else None
+
+
+def scan(
+    dump: str | Path,
+    out: str | Path | None = None,
+    *,
+    spark: SparkSession | None = None,
+    as_of_ms: int | None = None,
+    max_transaction_timeout_ms: int = 15 * 60_000,
+    late_tolerance_ms: int = 1_000,
+    progress: bool = True,
+    on_stage: Callable[[str], None] | None = None,
+) -> ScanResult:
+    """Ingest, reconstruct and detect. Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
+    without ``out`` everything is computed in a temporary folder that is removed afterwards."""
+    spark = spark or build_session()
+    if out is None:
+        with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
+            return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
+                         progress, on_stage)
+    return _scan(spark, dump, Path(out), Path(out), as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
+                 progress, on_stage)
+
+
+def _scan(
+    spark: SparkSession,
+    dump: str | Path,
+    work: Path,
+    out_dir: Path | None,
+    as_of_ms: int | None,
+    max_transaction_timeout_ms: int,
+    late_tolerance_ms: int,
+    progress: bool,
+    on_stage: Callable[[str], None] | None,
+) -> ScanResult:
+    from txn_audit.detect import DetectOptions, detect
+    from txn_audit.reconstruct import reconstruct
+    from txn_audit.tables import load_tables
+
+    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
+        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
+    tables_dir = work / "tables"
+    ingested = ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage)
+    raw = load_tables(spark, tables_dir, RAW_TABLES)
+    if as_of_ms is None:
+        as_of_ms = newest_timestamp(raw) or 0
+    if on_stage:
+        on_stage("rebuilding transactions")
+    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)
+    opts = DetectOptions(
+        as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
+    )
+    derived = {
+        "partition_transactions": recon.partition_transactions,
+        "transactions": recon.transactions,
+        "partition_stability": recon.partition_stability,
+    }
+    staging = tables_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    try:
+        with spark_progress(spark, "rebuilding transactions", enabled=progress):
+            for name, frame in derived.items():
+                frame.write.parquet(str(staging / name))
+            # detection reads the derived tables back so that they are computed once
+            recon.partition_transactions = spark.read.parquet(str(staging / "partition_transactions"))
+            recon.partition_stability = spark.read.parquet(str(staging / "partition_stability"))
+            if on_stage:
+                on_stage("detecting")
+            detect(raw, recon, opts).coalesce(1).write.parquet(str(staging / "findings"))
+        publish(staging, tables_dir, list(DERIVED_TABLES))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    findings = sorted(
+        (r.asDict() for r in spark.read.parquet(str(tables_dir / "findings")).collect()),
+        key=lambda f: (-SEVERITIES.index(f["severity"]), f["kind"], f["topic"] or "\uffff",
+                       f["partition"] if f["partition"] is not None else 1 << 31,
+                       f["first_offset"] if f["first_offset"] is not None else 1 << 62, f["evidence"]),
+    )
+    partitions = [
+        r.asDict()
+        for r in spark.read.parquet(str(tables_dir / "partition_stability")).orderBy("topic", "partition").collect()
+    ]
+    result = ScanResult(
+        input=str(Path(dump)),
+        as_of_ms=as_of_ms,
+        options={"max_transaction_timeout_ms": max_transaction_timeout_ms, "late_tolerance_ms": late_tolerance_ms},
+        partitions=partitions,
+        findings=findings,
+        ingest=ingested,
+        out_dir=out_dir,
+    )
+    if out_dir is not None:
+        _write_json_atomic(out_dir / "summary.json", result.to_json())
+    return result

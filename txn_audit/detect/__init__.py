@@ -1,0 +1,77 @@
+"""Findings: every problem the audit recognises, one row each (``txn_audit.schemas.FINDINGS``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from txn_audit.detect.rules import (
+    DetectOptions,
+    absorbed_findings,
+    coordinator_findings,
+    decode_issue_findings,
+    epoch_findings,
+    late_arrival_findings,
+    open_transaction_findings,
+    pending_offset_commit_findings,
+    retention_findings,
+    sequence_findings,
+    stuck_lso_findings,
+)
+from txn_audit.reconstruct import Reconstruction, on_replicas
+
+__all__ = ["DetectOptions", "SEVERITY_RANK", "detect", "FINDING_KINDS"]
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+FINDING_KINDS = (
+    "hanging_transaction",
+    "open_transaction",
+    "open_transaction_epoch_mismatch",
+    "stuck_lso",
+    "late_arrival",
+    "absorbed_late_record",
+    "coordinator_stuck",
+    "missing_marker",
+    "outcome_mismatch",
+    "sequence_gap",
+    "epoch_regression",
+    "zombie_write",
+    "pending_offset_commit",
+    "retention_lost_open_txn",
+    "corrupt_batch",
+    "truncated_segment",
+    "unreadable_input",
+)
+
+
+def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
+    """All findings, ordered most severe first, then by kind and location."""
+    batches = on_replicas(raw["batches"], recon.replicas)
+    markers = on_replicas(raw["control_markers"], recon.replicas)
+    txn_log = on_replicas(raw["txn_log"], recon.replicas)
+    commits = on_replicas(raw["offset_commits"], recon.replicas)
+    last_coord = markers.groupBy("topic", "partition", "producer_id").agg(
+        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch")
+    )
+    present = batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+    parts = [
+        open_transaction_findings(recon.partition_transactions, recon.coordinator, last_coord, opts),
+        stuck_lso_findings(recon.partition_stability),
+        late_arrival_findings(recon.events, opts),
+        absorbed_findings(recon.partition_transactions),
+        coordinator_findings(txn_log, markers, present, recon.partition_transactions, opts),
+        sequence_findings(batches),
+        epoch_findings(batches, markers),
+        pending_offset_commit_findings(commits, recon.partition_transactions),
+        retention_findings(recon.partition_transactions, recon.partition_stability),
+        decode_issue_findings(raw["decode_issues"], raw["batches"]),
+    ]
+    findings = parts[0]
+    for part in parts[1:]:
+        findings = findings.unionByName(part)
+    rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
+    return findings.orderBy(
+        rank, "kind", F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last(),
+        F.col("first_offset").asc_nulls_last(), F.col("producer_id").asc_nulls_last(), "evidence",
+    )

@@ -1,0 +1,626 @@
+"""Finding rules: each takes DataFrames and returns rows of the ``findings`` schema.
+
+Every finding carries a one-sentence evidence that names offsets, producer ids and
+timestamps a person can check with ``kafka-dump-log.sh``, and, where Kafka offers one, the
+command that repairs it. Kafka's own verdicts are mirrored exactly where they exist
+(``hanging_transaction`` follows ``kafka-transactions.sh find-hanging``; LSO follows the
+broker); the other rules go where Kafka's tools are silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from txn_audit.schemas import FINDINGS, conform
+
+CORRUPTION_ISSUES = (
+    "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
+    "unexpected_control",
+)
+TRUNCATION_ISSUES = ("truncated_tail", "zero_filled_tail")
+COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+@dataclass(frozen=True)
+class DetectOptions:
+    as_of_ms: int
+    max_transaction_timeout_ms: int = 15 * 60_000
+    late_tolerance_ms: int = 1_000
+    #: Prepare* younger than this is markers in flight, not a stuck coordinator
+    prepare_grace_ms: int = 30_000
+    #: clock skew allowed between the coordinator's and partition leaders' timestamps
+    clock_skew_ms: int = 1_000
+
+
+# -- formatting helpers -----------------------------------------------------------------
+
+
+def ts(col: Column | str) -> Column:
+    """Epoch milliseconds as ``2026-11-22 20:00:08.971 UTC``."""
+    c = F.col(col) if isinstance(col, str) else col
+    return F.concat(F.date_format(F.timestamp_millis(c), "yyyy-MM-dd HH:mm:ss.SSS"), F.lit(" UTC"))
+
+
+def duration(ms: Column) -> Column:
+    secs = ms / 1000.0
+    return (
+        F.when(ms < 120_000, F.format_string("%.1f s", secs))
+        .when(ms < 2 * 3_600_000, F.format_string("%.1f min", secs / 60))
+        .when(ms < 2 * 86_400_000, F.format_string("%.1f h", secs / 3600))
+        .otherwise(F.format_string("%.1f days", secs / 86400))
+    )
+
+
+def pname(topic: str = "topic", partition: str = "partition") -> Column:
+    return F.concat(F.col(topic), F.lit("-"), F.col(partition).cast("string"))
+
+
+def abort_command(topic: Column, partition: Column, start_offset: Column) -> Column:
+    return F.format_string(
+        "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --start-offset %d",
+        topic, partition, start_offset,
+    )
+
+
+def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: Column, coord: Column) -> Column:
+    return F.format_string(
+        "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d "
+        "--producer-id %d --producer-epoch %d --coordinator-epoch %d",
+        topic, partition, pid, epoch, F.greatest(F.coalesce(coord, F.lit(0)), F.lit(0)),
+    )
+
+
+def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, **columns: Column) -> DataFrame:
+    """Shape ``df`` into findings rows; columns not given are null."""
+    sev = F.lit(severity) if isinstance(severity, str) else severity
+    selected = [F.lit(kind).alias("kind"), sev.alias("severity"), evidence.alias("evidence")]
+    for field in FINDINGS:
+        if field.name in ("kind", "severity", "evidence"):
+            continue
+        if field.name in columns:
+            selected.append(columns[field.name].alias(field.name))
+        elif field.name in df.columns:
+            selected.append(F.col(field.name))
+        else:
+            selected.append(F.lit(None).alias(field.name))
+    return conform(df.select(*selected), FINDINGS)
+
+
+# -- open transactions: hanging, long-running, epoch mismatch ------------------------------
+
+
+def open_transaction_findings(
+    ptx: DataFrame, coordinator: DataFrame, last_coordinator_epochs: DataFrame, opts: DetectOptions
+) -> DataFrame:
+    """Classify every open partition transaction as find-hanging does.
+
+    Candidate: the producer's last write here is older than the max transaction timeout.
+    Hanging: a candidate whose producer id is no transactional id's *current* producer id, or
+    whose id's current state does not list this partition (Ongoing and Prepare* list the
+    partitions awaiting markers; Empty and Complete* list none). Epochs are not compared by
+    Kafka; an open transaction at an older epoch than the listing one is reported apart.
+    """
+    cur = coordinator.where(~F.col("tombstone")).select(
+        F.col("producer_id").alias("cur_pid"),
+        F.col("transactional_id").alias("cur_tid"),
+        F.col("producer_epoch").alias("cur_epoch"),
+        F.col("state").alias("cur_state"),
+        F.col("listed").alias("cur_listed"),
+        F.col("txn_timeout_ms").alias("cur_timeout"),
+        F.col("txn_start_timestamp").alias("cur_start"),
+    )
+    open_ = (
+        ptx.where(F.col("state") == "open")
+        .join(cur, F.col("producer_id") == F.col("cur_pid"), "left")
+        .join(last_coordinator_epochs, ["topic", "partition", "producer_id"], "left")
+    )
+    here = pname()
+    listed = F.coalesce(F.array_contains("cur_listed", here), F.lit(False))
+    idle_ms = F.lit(opts.as_of_ms) - F.col("producer_last_timestamp")
+    candidate = idle_ms > F.lit(opts.max_transaction_timeout_ms)
+    epoch = F.coalesce("max_epoch", "min_epoch")
+    mismatch = listed & (epoch < F.col("cur_epoch"))
+    hanging = candidate & ~listed
+    tid = F.coalesce("cur_tid", "transactional_id")
+    where_coord = (
+        F.when(
+            F.col("cur_tid").isNull(),
+            F.when(
+                F.col("transactional_id").isNotNull(),
+                F.format_string("transactional id %s no longer has this producer id", F.col("transactional_id")),
+            ).otherwise(F.lit("no transactional id in __transaction_state has this producer id")),
+        ).otherwise(
+            F.format_string("its transactional id %s is %s and does not list %s", F.col("cur_tid"),
+                            F.col("cur_state"), here)
+        )
+    )
+    since = F.when(F.col("source") == "snapshot", F.lit(" (known only from a producer snapshot)")).otherwise(F.lit(""))
+    base_cols = {
+        "producer_epoch": epoch,
+        "transactional_id": tid,
+        "first_offset": F.col("first_offset"),
+        "last_offset": F.col("last_data_offset"),
+        "first_timestamp_ms": F.col("first_timestamp"),
+        "last_timestamp_ms": F.col("producer_last_timestamp"),
+    }
+    hanging_rows = finding(
+        open_.where(hanging),
+        "hanging_transaction",
+        "critical",
+        F.format_string(
+            "producer %d (epoch %d) has a transaction open on %s since offset %d%s; its last write here was "
+            "at %s, %s before the audit time (more than the %s maximum transaction timeout), and %s, so no "
+            "marker will ever close it",
+            F.col("producer_id"), epoch, here, F.col("first_offset"), since, ts("producer_last_timestamp"),
+            duration(idle_ms), duration(F.lit(opts.max_transaction_timeout_ms)), where_coord,
+        ),
+        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("first_offset")),
+        remediation_pre_3_0=abort_command_pre_3_0(F.col("topic"), F.col("partition"), F.col("producer_id"), epoch,
+                                                  F.col("last_coordinator_epoch")),
+        **base_cols,
+    )
+    mismatch_rows = finding(
+        open_.where(mismatch),
+        "open_transaction_epoch_mismatch",
+        "warning",
+        F.format_string(
+            "producer %d has a transaction open on %s since offset %d at epoch %d, while its transactional id %s "
+            "lists %s in a %s transaction at epoch %d; find-hanging does not report this (it ignores epochs), "
+            "and the current transaction's marker will decide these older records too",
+            F.col("producer_id"), here, F.col("first_offset"), epoch, F.col("cur_tid"), here, F.col("cur_state"),
+            F.col("cur_epoch"),
+        ),
+        **base_cols,
+    )
+    age = F.lit(opts.as_of_ms) - F.coalesce("cur_start", "first_timestamp")
+    overdue = (F.col("cur_state") == "Ongoing") & F.col("cur_timeout").isNotNull() & (age > F.col("cur_timeout"))
+    open_sev = F.when(~listed, "warning").when(overdue, "warning").otherwise("info")
+    open_rows = finding(
+        open_.where(~hanging & ~mismatch),
+        "open_transaction",
+        open_sev,
+        F.when(
+            listed,
+            F.format_string(
+                "producer %d (transactional id %s, epoch %d) has a transaction open on %s since offset %d, "
+                "started %s (%s before the audit time); the coordinator lists %s in its %s transaction%s",
+                F.col("producer_id"), F.col("cur_tid"), epoch, here, F.col("first_offset"),
+                ts(F.coalesce("cur_start", "first_timestamp")), duration(age), here, F.col("cur_state"),
+                F.when(overdue, F.format_string(", which is older than its %d ms transaction.timeout.ms: the "
+                                                "coordinator should already have aborted it", F.col("cur_timeout")))
+                .otherwise(F.lit("")),
+            ),
+        ).otherwise(
+            F.format_string(
+                "producer %d (epoch %d) has a transaction open on %s since offset %d, last write %s (%s before the "
+                "audit time) and %s; find-hanging reports it once that last write is older than %s",
+                F.col("producer_id"), epoch, here, F.col("first_offset"), ts("producer_last_timestamp"),
+                duration(idle_ms), where_coord, duration(F.lit(opts.max_transaction_timeout_ms)),
+            )
+        ),
+        **base_cols,
+    )
+    return hanging_rows.unionByName(mismatch_rows).unionByName(open_rows)
+
+
+def stuck_lso_findings(stability: DataFrame) -> DataFrame:
+    held = stability.where(F.col("last_stable_offset") < F.col("high_watermark"))
+    return finding(
+        held,
+        "stuck_lso",
+        "warning",
+        F.format_string(
+            "last stable offset %d is %d offsets behind the high watermark %d (%s): %d records (%d bytes) are "
+            "held back from read_committed consumers since %s (%s) by producer %d%s, whose transaction is open "
+            "from offset %d",
+            F.col("last_stable_offset"), F.col("high_watermark") - F.col("last_stable_offset"),
+            F.col("high_watermark"), F.col("hw_source"), F.col("held_records"), F.col("held_bytes"),
+            ts("held_since_timestamp"), duration(F.col("held_ms")), F.col("culprit_producer_id"),
+            F.when(F.col("culprit_transactional_id").isNotNull(),
+                   F.format_string(" (%s)", F.col("culprit_transactional_id"))).otherwise(F.lit("")),
+            F.col("last_stable_offset"),
+        ),
+        producer_id=F.col("culprit_producer_id"),
+        producer_epoch=F.col("culprit_producer_epoch"),
+        transactional_id=F.col("culprit_transactional_id"),
+        first_offset=F.col("last_stable_offset"),
+        last_offset=F.col("high_watermark") - 1,
+        first_timestamp_ms=F.col("held_since_timestamp"),
+    )
+
+
+# -- late records ----------------------------------------------------------------------
+
+
+def late_arrival_findings(events: DataFrame, opts: DetectOptions) -> DataFrame:
+    late = events.where(F.col("is_late"))
+    skew = F.col("prev_marker_timestamp") - F.col("max_timestamp")
+    why = F.when(
+        F.col("epoch") < F.col("prev_marker_epoch"),
+        F.format_string("carries epoch %d, below the epoch %d of that marker", F.col("epoch"),
+                        F.col("prev_marker_epoch")),
+    ).otherwise(
+        F.format_string("was created at %s, %s before that marker (tolerance %s)", ts("max_timestamp"),
+                        duration(skew), duration(F.lit(opts.late_tolerance_ms)))
+    )
+    return finding(
+        late,
+        "late_arrival",
+        "warning",
+        F.format_string(
+            "transactional batch at offsets %d-%d of %s (producer %d, epoch %d) was appended after the producer's "
+            "%s marker at offset %d (%s) yet %s: it belongs to a transaction that had already ended",
+            F.col("offset"), F.col("last_offset"), pname(), F.col("producer_id"), F.col("epoch"),
+            F.col("prev_marker_type"), F.col("prev_marker_offset"), ts("prev_marker_timestamp"), why,
+        ),
+        producer_epoch=F.col("epoch"),
+        first_offset=F.col("offset"),
+        last_offset=F.col("last_offset"),
+        first_timestamp_ms=F.col("max_timestamp"),
+        last_timestamp_ms=F.col("prev_marker_timestamp"),
+    )
+
+
+def absorbed_findings(ptx: DataFrame) -> DataFrame:
+    closed = ptx.where((F.col("late_batches") > 0) & F.col("marker_type").isNotNull())
+    flipped = F.col("marker_type") != F.col("prev_marker_type")
+    return finding(
+        closed,
+        "absorbed_late_record",
+        F.when(flipped, "critical").otherwise("warning"),
+        F.format_string(
+            "%d late batch(es) from offset %d of %s, written for the transaction that producer %d ended with %s at "
+            "offset %d, were %s by the next transaction's %s marker at offset %d: records of one transaction were "
+            "decided with another%s",
+            F.col("late_batches"), F.col("first_late_offset"), pname(), F.col("producer_id"),
+            F.col("prev_marker_type"), F.col("prev_marker_offset"),
+            F.when(F.col("marker_type") == "COMMIT", "committed").otherwise("aborted"), F.col("marker_type"),
+            F.col("marker_offset"),
+            F.when(flipped, F.lit(" (an exactly-once violation: the outcome differs)")).otherwise(F.lit("")),
+        ),
+        producer_epoch=F.col("max_epoch"),
+        first_offset=F.col("first_late_offset"),
+        last_offset=F.col("marker_offset"),
+        first_timestamp_ms=F.col("first_timestamp"),
+        last_timestamp_ms=F.col("marker_timestamp"),
+    )
+
+
+# -- coordinator against partitions ----------------------------------------------------------
+
+
+def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions) -> DataFrame:
+    """Every Prepare* record, exploded per listed partition, with what followed it.
+
+    ``next_state`` is the id's next coordinator record (a Prepare* is always followed by its
+    Complete*, null when the Prepare* is the latest record); ``has_marker`` says whether the
+    producer's next event on that partition, by time, is a marker of the prepared epoch.
+    """
+    next_record = Window.partitionBy("transactional_id").orderBy("partition", "offset")
+    prep = (
+        txn_log.withColumn("next_state", F.lead("state").over(next_record))
+        .where(F.col("state").isin("PrepareCommit", "PrepareAbort"))
+        .select(
+            "transactional_id",
+            "producer_id",
+            "state",
+            "next_state",
+            F.col("producer_epoch").alias("epoch"),
+            F.col("txn_last_update_timestamp").alias("ts"),
+            F.col("offset").alias("txn_log_offset"),
+            F.col("partition").alias("txn_log_partition"),
+            F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT").alias("decision"),
+            F.explode(F.coalesce("topic_partitions", F.array())).alias("tp"),
+        )
+        .select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition"))
+        .drop("tp")
+        .withColumn("is_prepare", F.lit(True))
+    )
+    mk = markers.select(
+        "topic", "partition", "producer_id", F.col("producer_epoch").alias("epoch"), F.col("timestamp").alias("ts"),
+        F.col("offset").alias("marker_offset"), "marker_type", F.lit(False).alias("is_prepare"),
+    )
+    # a marker is written after its Prepare* was appended, so on one clock it never precedes it
+    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("ts", F.col("is_prepare").desc())
+    u = prep.unionByName(mk, allowMissingColumns=True)
+    nxt = (
+        u.withColumn("next_is_marker", F.lead(~F.col("is_prepare")).over(order))
+        .withColumn("next_epoch", F.lead("epoch").over(order))
+        .withColumn("next_marker_type", F.lead("marker_type").over(order))
+        .withColumn("next_marker_offset", F.lead("marker_offset").over(order))
+    )
+    matched = F.coalesce("next_is_marker", F.lit(False)) & (F.col("next_epoch") == F.col("epoch"))
+    return (
+        nxt.where(F.col("is_prepare"))
+        .withColumn("has_marker", matched)
+        .join(present, ["topic", "partition"], "left")
+        .withColumn("in_dump", F.col("covers_from").isNotNull() & (F.col("covers_from") <= F.col("ts")))
+    )
+
+
+def coordinator_findings(
+    txn_log: DataFrame, markers: DataFrame, present: DataFrame, ptx: DataFrame, opts: DetectOptions
+) -> DataFrame:
+    """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records.
+
+    A missing marker is reported only where it matters and is certain: the partition is in
+    the dump and still holds that producer's transaction open from before the decision.
+    """
+    matches = _prepare_marker_matches(txn_log, markers, present, opts)
+    completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
+    here = pname()
+    still_open = ptx.where(F.col("state") == "open").select(
+        "topic", "partition", "producer_id", F.col("first_timestamp").alias("_open_since")
+    )
+    missing = (
+        completed.where(F.col("in_dump") & ~F.col("has_marker"))
+        .join(still_open, ["topic", "partition", "producer_id"])
+        .where(F.col("_open_since") <= F.col("ts"))
+    )
+    missing_rows = finding(
+        missing,
+        "missing_marker",
+        "critical",
+        F.format_string(
+            "transactional id %s (producer %d, epoch %d) decided %s at %s (__transaction_state-%d offset %d) and "
+            "the coordinator then wrote %s, but %s never received the %s marker for it",
+            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("decision"), ts("ts"),
+            F.col("txn_log_partition"), F.col("txn_log_offset"), F.col("next_state"), here, F.col("decision"),
+        ),
+        producer_epoch=F.col("epoch"),
+        first_timestamp_ms=F.col("ts"),
+    )
+    mismatch = matches.where(F.col("has_marker") & (F.col("next_marker_type") != F.col("decision")))
+    mismatch_rows = finding(
+        mismatch,
+        "outcome_mismatch",
+        "critical",
+        F.format_string(
+            "transactional id %s (producer %d, epoch %d) decided %s at %s but the marker written to %s at offset %d "
+            "is %s",
+            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("decision"), ts("ts"), here,
+            F.col("next_marker_offset"), F.col("next_marker_type"),
+        ),
+        producer_epoch=F.col("epoch"),
+        first_offset=F.col("next_marker_offset"),
+        last_offset=F.col("next_marker_offset"),
+        first_timestamp_ms=F.col("ts"),
+    )
+    # stuck: the id's latest record is a Prepare*; report each partition still waiting for its marker.
+    # Markers of other brokers may carry a clock a little behind the coordinator's.
+    newest_marker = markers.groupBy("topic", "partition", "producer_id").agg(F.max("timestamp").alias("_last_mark"))
+    stuck = (
+        matches.where(F.col("next_state").isNull())
+        .join(newest_marker, ["topic", "partition", "producer_id"], "left")
+        .withColumn("has_marker", F.col("has_marker") | F.coalesce(
+            F.col("_last_mark") >= F.col("ts") - opts.clock_skew_ms, F.lit(False)))
+    )
+    done_on = stuck.groupBy("transactional_id").agg(
+        F.array_sort(F.collect_list(F.when(F.col("has_marker"), here))).alias("done_on")
+    )
+    age = F.lit(opts.as_of_ms) - F.col("ts")
+    pending = stuck.where(~F.col("has_marker")).join(done_on, "transactional_id")
+    stuck_rows = finding(
+        pending,
+        "coordinator_stuck",
+        F.when(age > opts.prepare_grace_ms, "warning").otherwise("info"),
+        F.format_string(
+            "transactional id %s (producer %d, epoch %d) has been in %s since %s (%s before the audit time) with no "
+            "Complete record; %s still has no marker%s",
+            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("state"), ts("ts"),
+            duration(age), here,
+            F.when(F.size("done_on") > 0,
+                   F.concat(F.lit(", while markers were written to "), F.array_join("done_on", ", ")))
+            .otherwise(F.lit("")),
+        ),
+        producer_epoch=F.col("epoch"),
+        first_timestamp_ms=F.col("ts"),
+    )
+    return missing_rows.unionByName(mismatch_rows).unionByName(stuck_rows)
+
+
+# -- idempotence and fencing -----------------------------------------------------------------
+
+
+def sequence_findings(batches: DataFrame) -> DataFrame:
+    data = batches.where(
+        (F.col("producer_id") >= 0) & ~F.col("is_control") & (F.col("base_sequence") >= 0)
+        & ~F.col("topic").isin(*COMPACTED_TOPICS)
+    )
+    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset")
+    prev = (
+        data.withColumn("prev_epoch", F.lag("producer_epoch").over(order))
+        .withColumn("prev_last_seq", F.lag("last_sequence").over(order))
+        .withColumn("prev_last_offset", F.lag("last_offset").over(order))
+    )
+    expected = F.when(F.col("prev_last_seq") == F.lit(2**31 - 1), F.lit(0)).otherwise(F.col("prev_last_seq") + 1)
+    same_epoch_gap = (F.col("producer_epoch") == F.col("prev_epoch")) & (F.col("base_sequence") != expected)
+    new_epoch_bad = (F.col("producer_epoch") > F.col("prev_epoch")) & (F.col("base_sequence") != 0)
+    bad = prev.where(same_epoch_gap | new_epoch_bad)
+    return finding(
+        bad,
+        "sequence_gap",
+        "warning",
+        F.when(
+            F.col("producer_epoch") == F.col("prev_epoch"),
+            F.format_string(
+                "producer %d epoch %d: batch at offset %d of %s starts at sequence %d, but its previous batch "
+                "(ending at offset %d) ended at sequence %d, so %d was expected",
+                F.col("producer_id"), F.col("producer_epoch"), F.col("base_offset"), pname(), F.col("base_sequence"),
+                F.col("prev_last_offset"), F.col("prev_last_seq"), expected,
+            ),
+        ).otherwise(
+            F.format_string(
+                "producer %d: first batch of epoch %d at offset %d of %s starts at sequence %d instead of 0",
+                F.col("producer_id"), F.col("producer_epoch"), F.col("base_offset"), pname(), F.col("base_sequence"),
+            )
+        ),
+        first_offset=F.col("base_offset"),
+        last_offset=F.col("last_offset"),
+        first_timestamp_ms=F.col("first_timestamp"),
+        last_timestamp_ms=F.col("max_timestamp"),
+    )
+
+
+def epoch_findings(batches: DataFrame, markers: DataFrame) -> DataFrame:
+    """Epochs per (partition, producer) never go down; data below a marker's epoch is a zombie;
+    coordinator epochs of markers never go down (KAFKA-9144)."""
+    data = batches.where((F.col("producer_id") >= 0) & ~F.col("is_control")).select(
+        "topic", "partition", "broker_id", "producer_id", F.col("producer_epoch").alias("epoch"),
+        F.col("base_offset").alias("offset"), "last_offset", F.col("max_timestamp").alias("timestamp"),
+        F.lit(False).alias("is_marker"), F.lit(None).cast("int").alias("coordinator_epoch"),
+    )
+    mk = markers.select(
+        "topic", "partition", "broker_id", "producer_id", F.col("producer_epoch").alias("epoch"), "offset",
+        F.col("offset").alias("last_offset"), "timestamp", F.lit(True).alias("is_marker"), "coordinator_epoch",
+    )
+    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("offset").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    ev = (
+        data.unionByName(mk)
+        .withColumn("max_data_epoch", F.max(F.when(~F.col("is_marker"), F.col("epoch"))).over(order))
+        .withColumn("max_marker_epoch", F.max(F.when(F.col("is_marker"), F.col("epoch"))).over(order))
+        .withColumn("max_coord_epoch", F.max("coordinator_epoch").over(order))
+    )
+    zombie = ev.where(~F.col("is_marker") & (F.col("epoch") < F.col("max_marker_epoch")))
+    regress = ev.where(
+        (F.col("epoch") < F.col("max_data_epoch"))
+        & ~(~F.col("is_marker") & (F.col("epoch") < F.coalesce("max_marker_epoch", F.lit(-1))))
+    )
+    coord = ev.where(F.col("is_marker") & (F.col("coordinator_epoch") < F.col("max_coord_epoch")))
+    what = F.when(F.col("is_marker"), F.lit("marker")).otherwise(F.lit("data batch"))
+    common = {
+        "producer_epoch": F.col("epoch"),
+        "first_offset": F.col("offset"),
+        "last_offset": F.col("last_offset"),
+        "first_timestamp_ms": F.col("timestamp"),
+    }
+    return (
+        finding(
+            zombie, "zombie_write", "critical",
+            F.format_string(
+                "data batch at offset %d of %s was written by producer %d with epoch %d after a marker with epoch %d "
+                "had fenced that epoch: a zombie producer's write",
+                F.col("offset"), pname(), F.col("producer_id"), F.col("epoch"), F.col("max_marker_epoch"),
+            ),
+            **common,
+        )
+        .unionByName(
+            finding(
+                regress, "epoch_regression", "critical",
+                F.format_string(
+                    "%s at offset %d of %s has producer %d epoch %d, lower than the epoch %d it already wrote with "
+                    "on this partition",
+                    what, F.col("offset"), pname(), F.col("producer_id"), F.col("epoch"), F.col("max_data_epoch"),
+                ),
+                **common,
+            )
+        )
+        .unionByName(
+            finding(
+                coord, "epoch_regression", "critical",
+                F.format_string(
+                    "marker at offset %d of %s for producer %d has coordinator epoch %d, lower than the %d of an "
+                    "earlier marker (the KAFKA-9144 signature)",
+                    F.col("offset"), pname(), F.col("producer_id"), F.col("coordinator_epoch"),
+                    F.col("max_coord_epoch"),
+                ),
+                **common,
+            )
+        )
+    )
+
+
+# -- offsets, retention, decoding ------------------------------------------------------------
+
+
+def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) -> DataFrame:
+    open_ = ptx.where((F.col("state") == "open") & (F.col("topic") == "__consumer_offsets")).select(
+        "partition", "producer_id", "first_offset", "transactional_id", F.col("max_epoch").alias("epoch")
+    )
+    commits = offset_commits.where(F.col("is_transactional")).alias("c")
+    joined = commits.join(
+        open_.alias("o"),
+        (F.col("c.partition") == F.col("o.partition")) & (F.col("c.producer_id") == F.col("o.producer_id"))
+        & (F.col("c.offset") >= F.col("o.first_offset")),
+    )
+    grouped = joined.groupBy("c.topic", "c.partition", "c.broker_id", "c.producer_id", "c.group_id").agg(
+        F.first("o.transactional_id").alias("transactional_id"),
+        F.first("o.epoch").alias("producer_epoch"),
+        F.min("c.offset").alias("first_offset"),
+        F.max("c.offset").alias("last_offset"),
+        F.min("c.record_timestamp").alias("first_timestamp_ms"),
+        F.array_sort(F.collect_set(F.concat(F.col("c.commit_topic"), F.lit("-"),
+                                            F.col("c.commit_partition").cast("string")))).alias("committed"),
+    )
+    return finding(
+        grouped,
+        "pending_offset_commit",
+        "warning",
+        F.format_string(
+            "group %s has offsets for %s committed inside producer %d's transaction (offsets %d-%d of %s) that has "
+            "no marker: the group's offsets stay unstable (UNSTABLE_OFFSET_COMMIT) until it ends",
+            F.col("group_id"), F.array_join("committed", ", "), F.col("producer_id"), F.col("first_offset"),
+            F.col("last_offset"), pname(),
+        ),
+    )
+
+
+def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
+    lost = ptx.where(F.col("source") == "snapshot").join(
+        stability.select("topic", "partition", "log_start_offset"), ["topic", "partition"]
+    )
+    return finding(
+        lost,
+        "retention_lost_open_txn",
+        "critical",
+        F.format_string(
+            "a producer snapshot shows producer %d with a transaction open on %s from offset %d, below the log start "
+            "offset %d: its data was deleted by retention while it stayed open, pinning the LSO at the log start",
+            F.col("producer_id"), pname(), F.col("first_offset"), F.col("log_start_offset"),
+        ),
+        producer_epoch=F.col("min_epoch"),
+        first_offset=F.col("first_offset"),
+        last_timestamp_ms=F.col("producer_last_timestamp"),
+        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("first_offset")),
+    )
+
+
+def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
+    at = batches.select(
+        "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
+        F.col("max_timestamp").alias("_t"),
+    )
+    before = batches.groupBy("file").agg(F.max("last_offset").alias("_end"))
+    enriched = issues.join(at, ["file", "position"], "left").join(before, "file", "left")
+    corrupt = enriched.where(F.col("kind").isin(*CORRUPTION_ISSUES))
+    torn = enriched.where(F.col("kind").isin(*TRUNCATION_ISSUES))
+    other = enriched.where(~F.col("kind").isin(*CORRUPTION_ISSUES, *TRUNCATION_ISSUES))
+    where = F.format_string("%s at byte %d", F.col("file"), F.coalesce("position", F.lit(-1)))
+    return (
+        finding(
+            corrupt, "corrupt_batch", "critical",
+            F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
+            first_offset=F.col("_b"), last_offset=F.col("_l"), first_timestamp_ms=F.col("_t"),
+        )
+        .unionByName(
+            finding(
+                torn, "truncated_segment",
+                F.when(F.col("kind") == "zero_filled_tail", "info").otherwise("warning"),
+                F.concat(where, F.lit(": "), F.col("detail"),
+                         F.lit(" (a torn tail is how a crashed broker's active segment ends; the broker truncates it "
+                               "on recovery)")),
+                first_offset=F.col("_end") + 1,
+            )
+        )
+        .unionByName(
+            finding(
+                other, "unreadable_input", F.when(F.col("severity") == "info", "info").otherwise("warning"),
+                F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
+            )
+        )
+    )

@@ -1,0 +1,359 @@
+"""Find the broker log dirs, partition folders and files of a dump, and say what each one is.
+
+A dump may be one broker's log dir, several log dirs of one broker, or several brokers side by
+side, at any depth. A log dir is a folder holding ``meta.properties`` (which names the broker)
+or, failing that, one holding partition folders and Kafka's checkpoint files. Every file met is
+inventoried (the ``segments`` table) with whether it will be decoded and, if not, why; problems
+with the layout itself become ``decode_issues`` rows. Only small text files (checkpoints,
+properties) are read here, on the driver; segments are decoded later on Spark workers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from txn_audit.errors import CorruptInputError, UsageError
+from txn_audit.formats.checkpoint import (
+    decode_offset_checkpoint,
+    decode_partition_metadata,
+    decode_properties,
+)
+from txn_audit.formats.layout import (
+    CHECKPOINT_FILES,
+    CLEAN_SHUTDOWN_FILE,
+    META_PROPERTIES,
+    parse_log_file_name,
+    parse_partition_dir,
+)
+from txn_audit.formats.model import IssueKind, OffsetCheckpoint, Severity
+from txn_audit.ingest.worker import FileTask
+
+#: Partitions whose contents say nothing about transactions: inventoried, not decoded.
+NOT_AUDITED_TOPICS = {"__cluster_metadata": "KRaft metadata log (no transactions)"}
+DECODED_KINDS = {"log", "snapshot", "txnindex"}
+#: Log-dir level files that are known and need no decoding for a transaction audit.
+KNOWN_LOG_DIR_FILES = {".lock", "bootstrap.checkpoint", CLEAN_SHUTDOWN_FILE, META_PROPERTIES}
+KNOWN_PARTITION_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
+
+
+@dataclass
+class PartitionReplica:
+    broker_id: int | None
+    log_dir: str
+    topic: str
+    partition: int
+    replica_status: str
+    topic_id: str | None = None
+    log_base_offsets: list[int] = field(default_factory=list)
+
+
+@dataclass
+class LogDir:
+    path: Path
+    rel: str
+    broker_id: int | None
+    clean_shutdown: bool
+    checkpoints: dict[str, OffsetCheckpoint] = field(default_factory=dict)
+
+
+@dataclass
+class Inventory:
+    root: Path
+    log_dirs: list[LogDir] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    replicas: list[PartitionReplica] = field(default_factory=list)
+    tasks: list[FileTask] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def brokers(self) -> list[int | None]:
+        return sorted({d.broker_id for d in self.log_dirs}, key=lambda b: (b is None, b or 0))
+
+    def partition_offsets_rows(self) -> list[dict[str, Any]]:
+        """Rows of the ``partition_offsets`` table, one per partition replica."""
+        by_dir = {d.rel: d for d in self.log_dirs}
+        rows = []
+        for r in self.replicas:
+            ld = by_dir[r.log_dir]
+            key = (r.topic, r.partition)
+
+            def ckpt(name: str, ld: LogDir = ld, key: tuple[str, int] = key) -> int | None:
+                c = ld.checkpoints.get(name)
+                return None if c is None else c.entries.get(key)
+
+            first = min(r.log_base_offsets) if r.log_base_offsets else None
+            lso_ckpt = ckpt("log-start-offset-checkpoint")
+            rows.append(
+                {
+                    "broker_id": r.broker_id,
+                    "log_dir": r.log_dir,
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "replica_status": r.replica_status,
+                    "topic_id": r.topic_id,
+                    "high_watermark": ckpt("replication-offset-checkpoint"),
+                    "recovery_point": ckpt("recovery-point-offset-checkpoint"),
+                    "log_start_offset_checkpoint": lso_ckpt,
+                    "cleaner_offset": ckpt("cleaner-offset-checkpoint"),
+                    "first_segment_base_offset": first,
+                    "log_start_offset": lso_ckpt if lso_ckpt is not None else first,
+                    "live_segments": len(r.log_base_offsets),
+                    "clean_shutdown": ld.clean_shutdown,
+                }
+            )
+        return rows
+
+
+def _rel(root: Path, path: Path) -> str:
+    rel = os.path.relpath(path, root)
+    return "." if rel == "." else rel.replace(os.sep, "/")
+
+
+def _is_partition_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and parse_partition_dir(path.name) is not None
+
+
+def _looks_like_log_dir(path: Path) -> bool:
+    if (path / META_PROPERTIES).is_file():
+        return True
+    try:
+        children = list(path.iterdir())
+    except OSError:
+        return False
+    has_partition = any(_is_partition_dir(c) for c in children)
+    has_checkpoint = any(c.name in CHECKPOINT_FILES for c in children)
+    return has_partition and (has_checkpoint or not any(c.is_dir() and not _is_partition_dir(c) for c in children))
+
+
+def discover(dump: str | os.PathLike[str]) -> Inventory:
+    """Inventory every file under ``dump``. Raises ``UsageError`` if it is not a readable folder."""
+    root = Path(dump)
+    if not root.exists():
+        raise UsageError(f"dump not found: {root}")
+    if not root.is_dir():
+        raise UsageError(f"dump must be a folder of broker log dirs, got a file: {root}")
+    inv = Inventory(root=root.resolve())
+    found_dirs: list[Path] = []
+    if _is_partition_dir(root) and not _looks_like_log_dir(root):
+        # the user pointed at one partition folder: audit it as a log dir of unknown broker
+        found_dirs.append(root.parent)
+        only = {root.name}
+    else:
+        only = None
+        for current, dirnames, _files in os.walk(root, followlinks=False, onerror=lambda e: _walk_error(inv, e)):
+            here = Path(current)
+            if _looks_like_log_dir(here):
+                found_dirs.append(here)
+                dirnames[:] = []  # partitions are handled by _scan_log_dir
+            else:
+                dirnames.sort()
+    if not found_dirs:
+        raise UsageError(
+            f"no Kafka log dir found under {root}: expected folders holding meta.properties, "
+            "checkpoint files and <topic>-<partition> folders"
+        )
+    for path in sorted(found_dirs):
+        _scan_log_dir(inv, path, only)
+    inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
+    return inv
+
+
+def _walk_error(inv: Inventory, err: OSError) -> None:
+    name = err.filename if isinstance(err.filename, str) else str(err.filename)
+    inv.issues.append(_issue_row(None, ".", None, None, _rel(inv.root, Path(name)), IssueKind.UNREADABLE_FILE,
+                                 Severity.ERROR, f"cannot list folder: {err.strerror}"))
+
+
+def _issue_row(
+    broker: int | None, log_dir: str, topic: str | None, partition: int | None, file: str,
+    kind: str, severity: str, detail: str, position: int | None = None,
+) -> dict[str, Any]:
+    return {
+        "broker_id": broker, "log_dir": log_dir, "topic": topic, "partition": partition, "file": file,
+        "position": position, "kind": str(kind), "severity": str(severity), "detail": detail,
+    }
+
+
+def _read_text(inv: Inventory, ld: LogDir | None, path: Path, broker: int | None, log_dir: str) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="strict")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        inv.issues.append(_issue_row(broker, log_dir, None, None, _rel(inv.root, path), IssueKind.UNREADABLE_FILE,
+                                     Severity.ERROR, f"cannot read: {reason}"))
+        return None
+
+
+def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
+    rel = _rel(inv.root, path)
+    broker: int | None = None
+    meta = path / META_PROPERTIES
+    if meta.is_file() and only is None:
+        text = _read_text(inv, None, meta, None, rel)
+        if text is not None:
+            try:
+                props = decode_properties(text)
+            except CorruptInputError as err:
+                props = {}
+                inv.issues.append(_issue_row(None, rel, None, None, _rel(inv.root, meta), IssueKind.BAD_CHECKPOINT,
+                                             Severity.ERROR, err.detail))
+            raw = props.get("node.id", props.get("broker.id"))
+            try:
+                broker = int(raw) if raw is not None else None
+            except ValueError:
+                broker = None
+            if broker is None:
+                inv.issues.append(_issue_row(None, rel, None, None, _rel(inv.root, meta), IssueKind.BAD_CHECKPOINT,
+                                             Severity.WARNING, "meta.properties has no usable node.id/broker.id"))
+    elif only is None:
+        inv.issues.append(_issue_row(None, rel, None, None, rel, IssueKind.UNRECOGNISED_FILE, Severity.INFO,
+                                     "log dir without meta.properties: broker id unknown"))
+    ld = LogDir(path=path, rel=rel, broker_id=broker, clean_shutdown=(path / CLEAN_SHUTDOWN_FILE).exists())
+    inv.log_dirs.append(ld)
+
+    try:
+        children = sorted(path.iterdir(), key=lambda p: p.name)
+    except OSError as err:
+        inv.issues.append(_issue_row(broker, rel, None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+                                     f"cannot list log dir: {err.strerror}"))
+        return
+    for child in children:
+        if only is not None and child.name not in only:
+            continue
+        child_rel = _rel(inv.root, child)
+        if child.is_symlink():
+            _inventory(inv, ld, None, None, None, child, kind="symlink", status="live", decoded=False,
+                       skip_reason="symbolic link: not followed")
+            inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+                                         "symbolic link not followed: what it points to is not part of the audit"))
+            continue
+        if child.is_dir():
+            parsed = parse_partition_dir(child.name)
+            if parsed is None:
+                _inventory(inv, ld, None, None, None, child, kind="folder", status="live", decoded=False,
+                           skip_reason="not a <topic>-<partition> folder")
+                inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.UNRECOGNISED_FILE,
+                                             Severity.WARNING, "folder name is not <topic>-<partition>: not audited"))
+                continue
+            _scan_partition(inv, ld, child, parsed.topic, parsed.partition, parsed.status)
+            continue
+        if child.name in CHECKPOINT_FILES:
+            text = _read_text(inv, ld, child, broker, rel)
+            if text is not None:
+                try:
+                    ld.checkpoints[child.name] = decode_offset_checkpoint(text)
+                except CorruptInputError as err:
+                    inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.BAD_CHECKPOINT,
+                                                 Severity.ERROR, err.detail, err.position))
+            _inventory(inv, ld, None, None, None, child, kind="checkpoint", status="live", decoded=True)
+        elif child.name in KNOWN_LOG_DIR_FILES:
+            _inventory(inv, ld, None, None, None, child, kind="metadata", status="live",
+                       decoded=child.name == META_PROPERTIES,
+                       skip_reason=None if child.name == META_PROPERTIES else "not needed for a transaction audit")
+        else:
+            _inventory(inv, ld, None, None, None, child, kind="other", status="live", decoded=False,
+                       skip_reason="unknown file")
+            inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.UNRECOGNISED_FILE,
+                                         Severity.INFO, "unknown file in a log dir: not audited"))
+
+
+def _inventory(
+    inv: Inventory, ld: LogDir, topic: str | None, partition: int | None, replica_status: str | None,
+    path: Path, *, kind: str, status: str, decoded: bool, base_offset: int | None = None,
+    skip_reason: str | None = None,
+) -> None:
+    try:
+        size: int | None = path.lstat().st_size
+    except OSError:
+        size = None
+    inv.segments.append(
+        {
+            "broker_id": ld.broker_id, "log_dir": ld.rel, "topic": topic, "partition": partition,
+            "path": _rel(inv.root, path), "file_name": path.name, "kind": kind, "base_offset": base_offset,
+            "size_bytes": size, "status": status, "replica_status": replica_status, "decoded": decoded,
+            "skip_reason": skip_reason,
+        }
+    )
+
+
+def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partition: int, replica_status: str) -> None:
+    broker = ld.broker_id
+    replica = PartitionReplica(broker, ld.rel, topic, partition, replica_status)
+    audited_reason = NOT_AUDITED_TOPICS.get(topic)
+    if replica_status != "live":
+        audited_reason = {
+            "delete": "replica folder renamed for deletion",
+            "future": "replica copy still being built by a log-dir move",
+            "stray": "replica not assigned to this broker (stray)",
+        }.get(replica_status, f"replica status {replica_status}")
+    if replica_status == "live":
+        inv.replicas.append(replica)
+    try:
+        children = sorted(path.iterdir(), key=lambda p: p.name)
+    except OSError as err:
+        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, _rel(inv.root, path), IssueKind.UNREADABLE_FILE,
+                                     Severity.ERROR, f"cannot list partition folder: {err.strerror}"))
+        return
+    swap_bases: list[int] = []
+    for child in children:
+        rel = _rel(inv.root, child)
+        if child.is_symlink() or not child.is_file():
+            reason = "symbolic link: not followed" if child.is_symlink() else "unexpected folder"
+            _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
+                       skip_reason=reason)
+            inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,
+                                         Severity.WARNING, f"{reason}: not audited"))
+            continue
+        name = parse_log_file_name(child.name)
+        if name is None:
+            known = child.name in KNOWN_PARTITION_FILES
+            _inventory(inv, ld, topic, partition, replica_status, child, kind="metadata" if known else "other",
+                       status="live", decoded=child.name == "partition.metadata",
+                       skip_reason=None if child.name == "partition.metadata" else
+                       ("not needed for a transaction audit" if known else "unknown file"))
+            if child.name == "partition.metadata":
+                text = _read_text(inv, ld, child, broker, ld.rel)
+                if text is not None:
+                    try:
+                        replica.topic_id = decode_partition_metadata(text).get("topic_id")
+                    except CorruptInputError as err:
+                        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
+                                                     Severity.WARNING, err.detail))
+            elif not known:
+                inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.UNRECOGNISED_FILE,
+                                             Severity.INFO, "unknown file in a partition folder: not audited"))
+            continue
+        size = child.stat().st_size
+        skip: str | None = None
+        if name.status != "live":
+            skip = {
+                "deleted": "scheduled for deletion (.deleted): below the log start offset",
+                "cleaned": "output of an interrupted compaction (.cleaned)",
+                "swap": "compaction result not yet swapped in (.swap)",
+            }.get(name.status, name.status)
+            if name.status == "swap":
+                swap_bases.append(name.base_offset)
+        elif audited_reason is not None:
+            skip = audited_reason
+        elif name.kind not in DECODED_KINDS:
+            skip = "index file: derived data, not needed for the audit"
+        decoded = skip is None
+        _inventory(inv, ld, topic, partition, replica_status, child, kind=name.kind, status=name.status,
+                   decoded=decoded, base_offset=name.base_offset, skip_reason=skip)
+        if name.kind == "log" and name.status == "live" and replica_status == "live":
+            replica.log_base_offsets.append(name.base_offset)
+        if decoded:
+            inv.tasks.append(
+                FileTask(
+                    path=str(child.resolve()), rel_path=rel, kind=name.kind, broker_id=broker, log_dir=ld.rel,
+                    topic=topic, partition=partition, base_offset=name.base_offset, size_bytes=size,
+                )
+            )
+    for base in swap_bases:
+        inv.issues.append(_issue_row(
+            broker, ld.rel, topic, partition, _rel(inv.root, path), IssueKind.NOT_AUDITED, Severity.WARNING,
+            f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
+            "segments it covers; this audit reads the live segments"))

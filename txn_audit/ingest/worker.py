@@ -1,0 +1,369 @@
+"""Per-file decoding that runs inside Spark's Python workers.
+
+A ``FileTask`` names one file; ``decode_task`` decodes it with the pure ``formats`` layer and
+fills ``TableRows`` buffers, which become Arrow record batches of the combined decode schema
+(see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
+problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
+becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
+Files are opened read-only and memory-mapped, so a large segment is paged, not loaded.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from txn_audit.errors import CorruptInputError
+from txn_audit.formats.consumer_offsets import (
+    decode_offset_commit_value,
+    decode_offsets_key,
+)
+from txn_audit.formats.model import (
+    TIMESTAMP_TYPE_NAMES,
+    BatchHeader,
+    DecodeIssue,
+    IssueKind,
+    OffsetCommitKey,
+    Severity,
+)
+from txn_audit.formats.record_batch import control_marker_of
+from txn_audit.formats.segment import iter_batches, iter_records
+from txn_audit.formats.snapshot import decode_producer_snapshot
+from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
+from txn_audit.formats.txnindex import decode_txn_index
+from txn_audit.schemas import DECODED_TABLES, RAW_TABLES, combined_decode_schema
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """One file for a worker to decode. ``path`` is what to open, ``rel_path`` what to report."""
+
+    path: str
+    rel_path: str
+    kind: str  # log | snapshot | txnindex
+    broker_id: int | None
+    log_dir: str
+    topic: str
+    partition: int
+    base_offset: int
+    size_bytes: int
+
+    def replica(self) -> tuple[int | None, str, str, int]:
+        return (self.broker_id, self.log_dir, self.topic, self.partition)
+
+
+TASK_FIELDS: tuple[str, ...] = tuple(FileTask.__dataclass_fields__)
+
+
+def task_rows(tasks: list[FileTask]) -> list[dict[str, Any]]:
+    return [asdict(t) for t in tasks]
+
+
+class TableRows:
+    """Row buffers for the decoded tables; rows are tuples in schema column order."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in DECODED_TABLES}
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.rows.values())
+
+    def add(self, table: str, row: tuple[Any, ...]) -> None:
+        self.rows[table].append(row)
+
+    def issue(self, task: FileTask, issue: DecodeIssue) -> None:
+        self.rows["decode_issues"].append(
+            task.replica() + (task.rel_path, issue.position, issue.kind, issue.severity, issue.detail)
+        )
+
+    def drain(self) -> Iterator[pa.RecordBatch]:
+        """Yield one combined-schema record batch per non-empty table, then clear."""
+        combined = combined_decode_schema()
+        for name in DECODED_TABLES:
+            rows = self.rows[name]
+            if not rows:
+                continue
+            schema = RAW_TABLES[name]
+            columns = list(zip(*rows, strict=True))
+            struct = pa.StructArray.from_arrays(
+                [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
+                fields=list(schema),
+            )
+            arrays: list[pa.Array] = [pa.array([name] * len(rows), pa.string())]
+            for other in DECODED_TABLES:
+                arrays.append(struct if other == name else pa.nulls(len(rows), combined.field(other).type))
+            yield pa.RecordBatch.from_arrays(arrays, schema=combined)
+            rows.clear()
+
+
+@contextmanager
+def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
+    """Map a file read-only (an empty file gives ``b""``); the input is never written."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            yield b""
+            return
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            yield mapped
+        finally:
+            mapped.close()
+
+
+def _issue(kind: str, severity: str, detail: str, position: int | None = None) -> DecodeIssue:
+    return DecodeIssue(position=-1 if position is None else position, kind=kind, severity=severity, detail=detail)
+
+
+def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
+    """Decode one file into ``out``; never raises for problems with the file itself.
+
+    A generator: it pauses every few thousand batches so that the caller can drain ``out``,
+    which keeps a worker's memory flat however large the segment is.
+    """
+    try:
+        with open_readonly(task.path) as buf:
+            if task.kind == "log":
+                yield from _decode_log(task, buf, out)
+            elif task.kind == "snapshot":
+                _decode_snapshot(task, bytes(buf), out)
+            elif task.kind == "txnindex":
+                _decode_txnindex(task, bytes(buf), out)
+            else:
+                out.issue(task, _issue(IssueKind.DECODER_ERROR, Severity.ERROR, f"no decoder for kind {task.kind!r}"))
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        out.issue(task, _issue(IssueKind.UNREADABLE_FILE, Severity.ERROR, f"cannot read the file: {reason}"))
+    except Exception as err:  # noqa: BLE001 - a decoder bug must not end the audit; it is reported instead
+        out.issue(
+            task,
+            _issue(
+                IssueKind.DECODER_ERROR,
+                Severity.ERROR,
+                f"txn-audit failed while decoding this file ({type(err).__name__}: {err}); "
+                "rows before the failure were kept",
+            ),
+        )
+
+
+def _decode_log(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
+    replica = task.replica()
+    seg = task.base_offset
+    file = task.rel_path
+    wants_records = task.topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC)
+    add_batch = out.rows["batches"].append
+    for n, item in enumerate(iter_batches(buf), 1):
+        if n % pause_every == 0:
+            yield
+        if isinstance(item, DecodeIssue):
+            out.issue(task, item)
+            continue
+        h = item
+        add_batch(
+            replica
+            + (
+                seg,
+                h.position,
+                h.base_offset,
+                h.last_offset,
+                h.magic,
+                h.codec_name,
+                TIMESTAMP_TYPE_NAMES.get(h.timestamp_type, str(h.timestamp_type)),
+                h.is_transactional,
+                h.is_control,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.last_sequence,
+                h.record_count,
+                h.first_timestamp,
+                h.max_timestamp,
+                h.delete_horizon_ms,
+                h.partition_leader_epoch,
+                h.stored_crc,
+                h.computed_crc,
+                h.stored_crc == h.computed_crc,
+                h.size_bytes,
+                file,
+            )
+        )
+        if h.stored_crc != h.computed_crc:
+            continue  # contents of a batch that fails its CRC are not trusted (crc_mismatch already reported)
+        if h.is_control:
+            _add_marker(task, buf, h, out)
+        elif wants_records and h.record_count > 0:
+            _add_coordinator_records(task, buf, h, out)
+
+
+def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:
+    try:
+        marker = control_marker_of(buf, h)
+    except CorruptInputError as err:
+        sev = Severity.WARNING if err.kind == IssueKind.UNEXPECTED_CONTROL else Severity.ERROR
+        out.issue(task, _issue(err.kind, sev, f"control batch at offset {h.base_offset}: {err.detail}", err.position))
+        return
+    if marker is None:
+        return  # an empty control batch (compaction left it): carries no marker
+    out.add(
+        "control_markers",
+        task.replica()
+        + (
+            marker.offset,
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.marker_type,
+            marker.control_type,
+            marker.coordinator_epoch,
+            marker.timestamp,
+            marker.key_version,
+            marker.value_version,
+            task.base_offset,
+            h.position,
+            task.rel_path,
+        ),
+    )
+
+
+def _add_coordinator_records(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:
+    try:
+        records = iter_records(buf, h)
+    except CorruptInputError as err:
+        out.issue(task, _issue(err.kind, Severity.ERROR, f"batch at offset {h.base_offset}: {err.detail}", err.position))
+        return
+    for record in records:
+        try:
+            if task.topic == TRANSACTION_STATE_TOPIC:
+                _add_txn_log_row(task, h, record.offset, record.timestamp, record.key, record.value, out)
+            else:
+                _add_offset_commit_row(task, h, record.offset, record.timestamp, record.key, record.value, out)
+        except CorruptInputError as err:
+            sev = Severity.WARNING if err.kind == IssueKind.UNKNOWN_VERSION else Severity.ERROR
+            out.issue(
+                task,
+                _issue(err.kind, sev, f"record at offset {record.offset}: {err.detail}", h.position),
+            )
+
+
+def _add_txn_log_row(
+    task: FileTask, h: BatchHeader, offset: int, ts: int, key: bytes | None, value: bytes | None, out: TableRows
+) -> None:
+    if key is None:
+        raise CorruptInputError(IssueKind.CORRUPT_RECORD, h.position, "__transaction_state record without a key")
+    k = decode_txn_log_key(key)
+    v = decode_txn_log_value(value)
+    if v is None:
+        tail: tuple[Any, ...] = (None, True) + (None,) * 12
+    else:
+        parts = None
+        if v.topic_partitions is not None:
+            parts = [{"topic": tp.topic, "partition": p} for tp in v.topic_partitions for p in tp.partitions]
+        tail = (
+            v.version,
+            False,
+            v.producer_id,
+            v.producer_epoch,
+            v.previous_producer_id,
+            v.next_producer_id,
+            v.next_producer_epoch,
+            v.txn_timeout_ms,
+            v.state_code,
+            v.state,
+            parts,
+            v.txn_last_update_timestamp,
+            v.txn_start_timestamp,
+            v.client_transaction_version,
+        )
+    out.add("txn_log", task.replica() + (offset, ts, k.transactional_id, k.version) + tail + (task.base_offset, task.rel_path))
+
+
+def _add_offset_commit_row(
+    task: FileTask, h: BatchHeader, offset: int, ts: int, key: bytes | None, value: bytes | None, out: TableRows
+) -> None:
+    if key is None:
+        raise CorruptInputError(IssueKind.CORRUPT_RECORD, h.position, "__consumer_offsets record without a key")
+    k = decode_offsets_key(key)
+    if not isinstance(k, OffsetCommitKey):
+        return  # group metadata and newer coordinator records: not offset commits
+    v = decode_offset_commit_value(value)
+    if v is None:
+        tail: tuple[Any, ...] = (None, True, None, None, None, None, None)
+    else:
+        tail = (v.version, False, v.committed_offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+    out.add(
+        "offset_commits",
+        task.replica()
+        + (offset, ts, k.group, k.topic, k.partition, k.version)
+        + tail
+        + (h.is_transactional, h.producer_id, h.producer_epoch, task.base_offset, task.rel_path),
+    )
+
+
+def _decode_snapshot(task: FileTask, data: bytes, out: TableRows) -> None:
+    try:
+        snap = decode_producer_snapshot(data)
+    except CorruptInputError as err:
+        out.issue(task, _issue(err.kind, Severity.ERROR, err.detail, err.position))
+        return
+    if not snap.crc_ok:
+        out.issue(
+            task,
+            _issue(
+                IssueKind.CRC_MISMATCH,
+                Severity.ERROR,
+                f"producer snapshot CRC stored {snap.stored_crc} computed {snap.computed_crc}; "
+                "the broker would discard this snapshot",
+                2,
+            ),
+        )
+    for e in snap.entries:
+        out.add(
+            "producer_snapshots",
+            task.replica()
+            + (
+                task.base_offset,
+                e.producer_id,
+                e.producer_epoch,
+                e.last_sequence,
+                e.last_offset,
+                e.offset_delta,
+                e.timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+                snap.crc_ok,
+                task.rel_path,
+            ),
+        )
+
+
+def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
+    entries, issues = decode_txn_index(data, segment_base_offset=task.base_offset)
+    for issue in issues:
+        out.issue(task, issue)
+    for e in entries:
+        out.add(
+            "aborted_txns",
+            task.replica()
+            + (task.base_offset, e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset, task.rel_path),
+        )
+
+
+def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``."""
+    out = TableRows()
+    for batch in batches:
+        for row in batch.to_pylist():
+            for _ in decode_task(FileTask(**row), out):
+                if len(out) >= flush_rows:
+                    yield from out.drain()
+            if len(out) >= flush_rows:
+                yield from out.drain()
+    yield from out.drain()

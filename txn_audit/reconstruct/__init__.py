@@ -1,0 +1,32 @@
+"""Rebuild transactions from the raw tables: DataFrame in, DataFrame out, no collect().
+
+``partition_transactions``: one row per transaction per partition, from the producer's data
+batches and markers in offset order. ``transactions``: those joined with the replayed
+coordinator log. ``partition_stability``: high watermark, the LSO as the broker computes it,
+and what holds it back.
+"""
+
+from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
+from txn_audit.reconstruct.stability import partition_stability
+from txn_audit.reconstruct.transactions import (
+    Reconstruction,
+    coordinator_current,
+    partition_transactions,
+    producer_transactional_ids,
+    reconstruct,
+    transactions,
+    txn_events,
+)
+
+__all__ = [
+    "Reconstruction",
+    "chosen_replicas",
+    "coordinator_current",
+    "on_replicas",
+    "partition_stability",
+    "partition_transactions",
+    "producer_transactional_ids",
+    "reconstruct",
+    "transactions",
+    "txn_events",
+]

@@ -1,0 +1,88 @@
+"""Last stable offset per partition, computed the way the partition leader does.
+
+``firstUnstable`` is the first offset of the earliest transaction that is still open, or whose
+marker is not yet below the high watermark (unreplicated), clamped up to the log start
+offset; ``LSO = firstUnstable if firstUnstable < HW else HW``. The HW is the one the broker
+checkpointed (``replication-offset-checkpoint``); without a checkpoint entry the log end is
+used and ``hw_source`` says so.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from txn_audit.schemas import PARTITION_STABILITY, conform
+
+
+def partition_stability(
+    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, producer_ids: DataFrame, *, as_of_ms: int
+) -> DataFrame:
+    log_end = batches.groupBy("topic", "partition").agg((F.max("last_offset") + 1).alias("log_end_offset"))
+    parts = (
+        replicas.select("topic", "partition", "broker_id", "high_watermark", "log_start_offset")
+        .join(log_end, ["topic", "partition"], "left")
+        .withColumn("hw_source", F.when(F.col("high_watermark").isNotNull(), "checkpoint").otherwise("log_end"))
+        .withColumn("hw", F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0)))
+    )
+    txns = ptx.join(parts.select("topic", "partition", "hw"), ["topic", "partition"])
+    unstable = txns.where(
+        F.col("first_offset").isNotNull()
+        & ((F.col("state") == "open") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("hw"))))
+    )
+    first_unstable = unstable.groupBy("topic", "partition").agg(
+        F.min("first_offset").alias("first_unstable_offset"),
+        F.min_by("producer_id", "first_offset").alias("culprit_producer_id"),
+        F.min_by("max_epoch", "first_offset").alias("culprit_producer_epoch"),
+        F.min_by("transactional_id", "first_offset").alias("culprit_transactional_id"),
+        F.min_by("first_timestamp", "first_offset").alias("culprit_first_timestamp"),
+        F.min_by("producer_last_timestamp", "first_offset").alias("culprit_last_timestamp"),
+    )
+    open_count = ptx.where(F.col("state") == "open").groupBy("topic", "partition").agg(
+        F.count(F.lit(1)).alias("open_transactions")
+    )
+    fu = F.greatest(F.col("first_unstable_offset"), F.coalesce("log_start_offset", F.lit(0)))
+    stab = (
+        parts.join(first_unstable, ["topic", "partition"], "left")
+        .join(open_count, ["topic", "partition"], "left")
+        .withColumn("open_transactions", F.coalesce("open_transactions", F.lit(0)))
+        .withColumn(
+            "last_stable_offset",
+            F.when(F.col("first_unstable_offset").isNotNull() & (fu < F.col("hw")), fu).otherwise(F.col("hw")),
+        )
+        .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
+    )
+    held = (
+        batches.where(~F.col("is_control"))
+        .join(stab.select("topic", "partition", "last_stable_offset", "hw"), ["topic", "partition"])
+        .where(
+            (F.col("last_stable_offset") < F.col("hw"))
+            & (F.col("last_offset") >= F.col("last_stable_offset"))
+            & (F.col("base_offset") < F.col("hw"))
+        )
+        .groupBy("topic", "partition")
+        .agg(
+            # records of batches straddling the LSO or HW are counted by their offsets inside the range
+            F.sum(
+                F.least(F.col("last_offset"), F.col("hw") - 1)
+                - F.greatest(F.col("base_offset"), F.col("last_stable_offset"))
+                + 1
+            ).alias("held_records"),
+            F.sum("size_bytes").alias("held_bytes"),
+        )
+    )
+    held_since = F.when(
+        F.col("last_stable_offset") < F.col("hw"),
+        F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"),
+    )
+    result = (
+        stab.join(held, ["topic", "partition"], "left")
+        .withColumn("held_records", F.coalesce("held_records", F.lit(0)))
+        .withColumn("held_bytes", F.coalesce("held_bytes", F.lit(0)))
+        .withColumn("held_since_timestamp", held_since)
+        .withColumn("held_ms", F.lit(as_of_ms) - held_since)
+        .withColumn("culprit_producer_id", F.when(held_since.isNotNull(), F.col("culprit_producer_id")))
+        .withColumn("culprit_producer_epoch", F.when(held_since.isNotNull(), F.col("culprit_producer_epoch")))
+        .withColumn("culprit_transactional_id", F.when(held_since.isNotNull(), F.col("culprit_transactional_id")))
+    )
+    return conform(result, PARTITION_STABILITY)

@@ -1,0 +1,290 @@
+"""Transactions per partition, rebuilt the way a partition leader's producer state sees them.
+
+For each (topic, partition, producer id), data batches written with the transactional flag and
+COMMIT/ABORT markers are taken in offset order; every marker closes the producer's open
+transaction on that partition, so the n-th transaction is everything after the (n-1)-th
+marker up to and including the n-th. Data left after the last marker is an open transaction.
+An empty control batch (compaction leftover) is no marker, as for the broker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
+from txn_audit.reconstruct.stability import partition_stability
+from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform
+
+PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
+LISTING_STATES = ("Ongoing",) + PREPARE_STATES
+KEY = ("topic", "partition", "producer_id")
+
+
+def _partition_name(topic: Column, partition: Column) -> Column:
+    return F.concat(topic, F.lit("-"), partition.cast("string"))
+
+
+def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
+    """Transactional data batches and markers of every producer, each tagged with ``txn_seq``
+    (the number of earlier markers of that producer on that partition) and with the previous
+    marker, from which lateness is judged: a data batch is *late* when its newest record was
+    created more than ``late_tolerance_ms`` before the previous marker of its producer, or
+    when it carries an epoch below that marker's (a TV2 marker bumps the epoch)."""
+    data = batches.where(F.col("is_transactional") & ~F.col("is_control") & (F.col("producer_id") >= 0)).select(
+        *KEY,
+        "broker_id",
+        F.col("producer_epoch").alias("epoch"),
+        F.col("base_offset").alias("offset"),
+        "last_offset",
+        "record_count",
+        "size_bytes",
+        "first_timestamp",
+        "max_timestamp",
+        F.lit(False).alias("is_marker"),
+        F.lit(None).cast("string").alias("marker_type"),
+        F.lit(None).cast("int").alias("coordinator_epoch"),
+    )
+    marks = markers.select(
+        *KEY,
+        "broker_id",
+        F.col("producer_epoch").alias("epoch"),
+        "offset",
+        F.col("offset").alias("last_offset"),
+        F.lit(1).alias("record_count"),
+        F.lit(78).alias("size_bytes"),
+        F.col("timestamp").alias("first_timestamp"),
+        F.col("timestamp").alias("max_timestamp"),
+        F.lit(True).alias("is_marker"),
+        "marker_type",
+        "coordinator_epoch",
+    )
+    events = data.unionByName(marks)
+    by_offset = Window.partitionBy(*KEY).orderBy("offset")
+    before = by_offset.rowsBetween(Window.unboundedPreceding, -1)
+    whole = Window.partitionBy(*KEY)
+
+    def previous_marker(col: str) -> Column:
+        return F.last(F.when(F.col("is_marker"), F.col(col)), ignorenulls=True).over(before)
+
+    events = (
+        events.withColumn("txn_seq", F.coalesce(F.sum(F.col("is_marker").cast("long")).over(before), F.lit(0)))
+        .withColumn("prev_marker_offset", previous_marker("offset"))
+        .withColumn("prev_marker_type", previous_marker("marker_type"))
+        .withColumn("prev_marker_timestamp", previous_marker("max_timestamp"))
+        .withColumn("prev_marker_epoch", previous_marker("epoch"))
+        .withColumn("producer_last_timestamp", F.max_by("max_timestamp", "offset").over(whole))
+    )
+    late = (
+        ~F.col("is_marker")
+        & F.col("prev_marker_offset").isNotNull()
+        & (
+            (F.col("prev_marker_timestamp") - F.col("max_timestamp") > F.lit(late_tolerance_ms))
+            | (F.col("epoch") < F.col("prev_marker_epoch"))
+        )
+    )
+    return events.withColumn("is_late", late)
+
+
+def producer_transactional_ids(txn_log: DataFrame) -> DataFrame:
+    """(producer_id, transactional_id) pairs the coordinator log ever recorded."""
+    pairs = txn_log.where(~F.col("tombstone") & (F.col("producer_id") >= 0)).select(
+        "producer_id", "transactional_id", "client_transaction_version", "offset"
+    )
+    latest = Window.partitionBy("producer_id").orderBy(F.col("offset").desc(), F.col("transactional_id"))
+    return (
+        pairs.withColumn("_rank", F.row_number().over(latest))
+        .where(F.col("_rank") == 1)
+        .select(
+            "producer_id",
+            "transactional_id",
+            F.when(F.col("client_transaction_version") >= 2, F.lit(2)).otherwise(F.lit(1)).alias("transaction_version"),
+        )
+    )
+
+
+def coordinator_current(txn_log: DataFrame) -> DataFrame:
+    """The latest coordinator record per transactional id, with the partitions it lists
+    (only Ongoing and Prepare* list any: the partitions still awaiting markers)."""
+    latest = Window.partitionBy("transactional_id").orderBy(F.col("partition").desc(), F.col("offset").desc())
+    listed = F.when(
+        F.col("state").isin(*LISTING_STATES),
+        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
+    ).otherwise(F.array().cast("array<string>"))
+    return (
+        txn_log.withColumn("_rank", F.row_number().over(latest))
+        .where(F.col("_rank") == 1)
+        .select(
+            "transactional_id",
+            "tombstone",
+            "producer_id",
+            "producer_epoch",
+            "state",
+            listed.alias("listed"),
+            "txn_timeout_ms",
+            "txn_start_timestamp",
+            "txn_last_update_timestamp",
+            "client_transaction_version",
+            F.col("offset").alias("txn_log_offset"),
+            F.col("partition").alias("txn_log_partition"),
+        )
+    )
+
+
+def partition_transactions(
+    events: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
+) -> DataFrame:
+    """One row per transaction per partition (``PARTITION_TRANSACTIONS``).
+
+    Transactions a producer-state snapshot shows open from before the log's first retained
+    batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
+    later marker of that producer closed them.
+    """
+    is_data = ~F.col("is_marker")
+    agg = events.groupBy(*KEY, "txn_seq").agg(
+        F.first("broker_id").alias("broker_id"),
+        F.min(F.when(is_data, F.col("offset"))).alias("first_offset"),
+        F.max(F.when(is_data, F.col("last_offset"))).alias("last_data_offset"),
+        F.max(F.when(F.col("is_marker"), F.col("offset"))).alias("marker_offset"),
+        F.max(F.when(F.col("is_marker"), F.col("marker_type"))).alias("marker_type"),
+        F.max(F.when(F.col("is_marker"), F.col("epoch"))).alias("marker_epoch"),
+        F.max(F.when(F.col("is_marker"), F.col("max_timestamp"))).alias("marker_timestamp"),
+        F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
+        F.min(F.when(is_data, F.col("epoch"))).alias("min_epoch"),
+        F.max(F.when(is_data, F.col("epoch"))).alias("max_epoch"),
+        F.count(F.when(is_data, True)).alias("batches"),
+        F.coalesce(F.sum(F.when(is_data, F.col("record_count"))), F.lit(0)).alias("records"),
+        F.coalesce(F.sum(F.when(is_data, F.col("size_bytes"))), F.lit(0)).alias("bytes"),
+        F.min(F.when(is_data, F.col("first_timestamp"))).alias("first_timestamp"),
+        F.max(F.when(is_data, F.col("max_timestamp"))).alias("last_timestamp"),
+        F.count(F.when(F.col("is_late"), True)).alias("late_batches"),
+        F.min(F.when(F.col("is_late"), F.col("offset"))).alias("first_late_offset"),
+        F.min_by("prev_marker_offset", "offset").alias("prev_marker_offset"),
+        F.min_by("prev_marker_type", "offset").alias("prev_marker_type"),
+        F.min_by("prev_marker_timestamp", "offset").alias("prev_marker_timestamp"),
+        F.first("producer_last_timestamp").alias("producer_last_timestamp"),
+    )
+    state = (
+        F.when(F.col("marker_type") == "COMMIT", "committed")
+        .when(F.col("marker_type") == "ABORT", "aborted")
+        .otherwise("open")
+    )
+    from_log = agg.withColumn("state", state).withColumn("source", F.lit("log"))
+    from_snapshots = _open_before_log_start(events, snapshots, offsets)
+    combined = from_log.unionByName(from_snapshots, allowMissingColumns=True)
+    with_ids = combined.join(producer_ids.drop("transaction_version"), "producer_id", "left")
+    return conform(with_ids, PARTITION_TRANSACTIONS)
+
+
+def _open_before_log_start(events: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame:
+    """Open transactions that only a snapshot knows of: first offset below the log start."""
+    starts = offsets.select("topic", "partition", "broker_id", "log_start_offset")
+    snaps = snapshots.join(starts, ["topic", "partition", "broker_id"])
+    # the newest snapshot taken at or before the log start: replay from there covers the rest
+    usable = snaps.where(F.col("snapshot_offset") <= F.col("log_start_offset"))
+    newest = Window.partitionBy("topic", "partition").orderBy(F.col("snapshot_offset").desc())
+    open_then = (
+        usable.withColumn("_rank", F.dense_rank().over(newest))
+        .where((F.col("_rank") == 1) & (F.col("current_txn_first_offset") >= 0) & F.col("crc_ok"))
+        .select(
+            "topic", "partition", "broker_id", "producer_id", "snapshot_offset",
+            F.col("current_txn_first_offset").alias("first_offset"),
+            F.col("producer_epoch").alias("min_epoch"),
+            F.col("timestamp").alias("producer_last_timestamp"),
+        )
+    )
+    closing = events.where(F.col("is_marker")).select(*KEY, F.col("offset").alias("_marker_offset"))
+    still_open = open_then.join(
+        closing,
+        [open_then.topic == closing.topic, open_then.partition == closing.partition,
+         open_then.producer_id == closing.producer_id, closing._marker_offset >= open_then.snapshot_offset],
+        "left_anti",
+    )
+    return still_open.select(
+        *KEY,
+        "broker_id",
+        F.lit(-1).cast("long").alias("txn_seq"),
+        "first_offset",
+        F.col("min_epoch"),
+        F.col("min_epoch").alias("max_epoch"),
+        F.lit(0).cast("long").alias("batches"),
+        F.lit(0).cast("long").alias("records"),
+        F.lit(0).cast("long").alias("bytes"),
+        F.lit(0).cast("long").alias("late_batches"),
+        "producer_last_timestamp",
+        F.lit("open").alias("state"),
+        F.lit("snapshot").alias("source"),
+    )
+
+
+def transactions(ptx: DataFrame, current: DataFrame, producer_ids: DataFrame) -> DataFrame:
+    """Per producer id: what the partitions hold against what its coordinator says now."""
+    name = _partition_name(F.col("topic"), F.col("partition"))
+    per_producer = ptx.groupBy("producer_id").agg(
+        F.max("max_epoch").alias("producer_epoch"),
+        F.array_sort(F.collect_set(F.when(F.col("batches") > 0, name))).alias("partitions_with_data"),
+        F.array_sort(F.collect_set(F.when(F.col("state") == "open", name))).alias("open_partitions"),
+        F.count(F.when(F.col("state") == "committed", True)).alias("committed"),
+        F.count(F.when(F.col("state") == "aborted", True)).alias("aborted"),
+        F.count(F.when(F.col("state") == "open", True)).alias("open"),
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max(F.greatest("last_timestamp", "marker_timestamp")).alias("last_timestamp"),
+    )
+    coord = current.where(~F.col("tombstone")).select(
+        F.col("producer_id").alias("_cur_pid"),
+        F.col("transactional_id").alias("_cur_tid"),
+        F.col("state").alias("coordinator_state"),
+        F.col("listed").alias("coordinator_listed"),
+        "txn_timeout_ms",
+    )
+    joined = (
+        per_producer.join(producer_ids, "producer_id", "left")
+        .join(coord, F.col("transactional_id").eqNullSafe(F.col("_cur_tid")), "left")
+        .withColumn(
+            # a rotated producer id no longer owns its transactional id's current state
+            "coordinator_state",
+            F.when(F.col("_cur_pid") == F.col("producer_id"), F.col("coordinator_state")).otherwise(
+                F.when(F.col("_cur_tid").isNotNull(), F.lit("Rotated"))
+            ),
+        )
+        .withColumn("coordinator_listed",
+                    F.when(F.col("_cur_pid") == F.col("producer_id"), F.col("coordinator_listed")))
+    )
+    return conform(joined, TRANSACTIONS)
+
+
+@dataclass
+class Reconstruction:
+    """Everything reconstruct derives; the first three are tables, the rest helpers for detect."""
+
+    partition_transactions: DataFrame
+    transactions: DataFrame
+    partition_stability: DataFrame
+    events: DataFrame
+    coordinator: DataFrame
+    producer_ids: DataFrame
+    replicas: DataFrame
+
+
+def reconstruct(raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int) -> Reconstruction:
+    """Derive the transaction tables from the raw ones (see the module docstring)."""
+    replicas = chosen_replicas(raw["partition_offsets"])
+    batches = on_replicas(raw["batches"], replicas)
+    markers = on_replicas(raw["control_markers"], replicas)
+    txn_log = on_replicas(raw["txn_log"], replicas)
+    snapshots = on_replicas(raw["producer_snapshots"], replicas)
+    events = txn_events(batches, markers, late_tolerance_ms=late_tolerance_ms)
+    ids = producer_transactional_ids(txn_log)
+    ptx = partition_transactions(events, snapshots, replicas, ids)
+    current = coordinator_current(txn_log)
+    return Reconstruction(
+        partition_transactions=ptx,
+        transactions=transactions(ptx, current, ids),
+        partition_stability=partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms),
+        events=events,
+        coordinator=current,
+        producer_ids=ids,
+        replicas=replicas,
+    )

@@ -1,0 +1,357 @@
+"""The one place where every table's columns are defined.
+
+Schemas are Arrow schemas (the workers build Arrow record batches, and Parquet is written
+from them); ``spark_schema`` converts one for Spark. Timestamps are kept as Kafka stores
+them, epoch milliseconds in ``int64`` columns named ``*timestamp*``/``*_ms``, so values can be
+compared with ``kafka-dump-log`` output digit for digit. Kafka's -1 sentinels are kept.
+
+Raw tables (one row per thing on disk) are filled by ``txn_audit.ingest``; derived tables
+are added here by the reconstruction and detection layers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+_REPLICA = [
+    pa.field("broker_id", pa.int32()),  # node.id / broker.id from meta.properties; null when unknown
+    pa.field("log_dir", pa.string()),  # log dir path relative to the dump root
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+]
+
+SEGMENTS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("path", pa.string(), nullable=False),  # relative to the dump root
+        pa.field("file_name", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # log, index, timeindex, txnindex, snapshot, checkpoint, ...
+        pa.field("base_offset", pa.int64()),  # from the 20-digit file name, when it has one
+        pa.field("size_bytes", pa.int64()),
+        pa.field("status", pa.string(), nullable=False),  # live, deleted, cleaned, swap
+        pa.field("replica_status", pa.string()),  # live, delete, future, stray (partition folder suffix)
+        pa.field("decoded", pa.bool_(), nullable=False),  # whether ingest decoded its contents
+        pa.field("skip_reason", pa.string()),  # why not, when not
+    ]
+)
+
+BATCHES = pa.schema(
+    _REPLICA
+    + [
+        pa.field("segment_base_offset", pa.int64(), nullable=False),
+        pa.field("position", pa.int64(), nullable=False),
+        pa.field("base_offset", pa.int64(), nullable=False),
+        pa.field("last_offset", pa.int64(), nullable=False),
+        pa.field("magic", pa.int32(), nullable=False),
+        pa.field("codec", pa.string(), nullable=False),
+        pa.field("timestamp_type", pa.string(), nullable=False),
+        pa.field("is_transactional", pa.bool_(), nullable=False),
+        pa.field("is_control", pa.bool_(), nullable=False),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32(), nullable=False),
+        pa.field("base_sequence", pa.int32(), nullable=False),
+        pa.field("last_sequence", pa.int32(), nullable=False),
+        pa.field("record_count", pa.int32(), nullable=False),
+        pa.field("first_timestamp", pa.int64(), nullable=False),
+        pa.field("max_timestamp", pa.int64(), nullable=False),
+        pa.field("delete_horizon_ms", pa.int64(), nullable=False),
+        pa.field("partition_leader_epoch", pa.int32(), nullable=False),
+        pa.field("stored_crc", pa.int64(), nullable=False),
+        pa.field("computed_crc", pa.int64(), nullable=False),
+        pa.field("crc_ok", pa.bool_(), nullable=False),
+        pa.field("size_bytes", pa.int32(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+CONTROL_MARKERS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32(), nullable=False),
+        pa.field("marker_type", pa.string(), nullable=False),  # COMMIT | ABORT
+        pa.field("control_type", pa.int32(), nullable=False),
+        pa.field("coordinator_epoch", pa.int32(), nullable=False),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("key_version", pa.int32(), nullable=False),
+        pa.field("value_version", pa.int32(), nullable=False),
+        pa.field("segment_base_offset", pa.int64(), nullable=False),
+        pa.field("position", pa.int64(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+TOPIC_PARTITION = pa.struct([pa.field("topic", pa.string()), pa.field("partition", pa.int32())])
+
+TXN_LOG = pa.schema(
+    _REPLICA
+    + [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("record_timestamp", pa.int64(), nullable=False),
+        pa.field("transactional_id", pa.string(), nullable=False),
+        pa.field("key_version", pa.int32(), nullable=False),
+        pa.field("value_version", pa.int32()),  # null for a tombstone
+        pa.field("tombstone", pa.bool_(), nullable=False),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("previous_producer_id", pa.int64()),
+        pa.field("next_producer_id", pa.int64()),
+        pa.field("next_producer_epoch", pa.int32()),
+        pa.field("txn_timeout_ms", pa.int32()),
+        pa.field("state_code", pa.int32()),
+        pa.field("state", pa.string()),
+        pa.field("topic_partitions", pa.list_(TOPIC_PARTITION)),  # null in Empty
+        pa.field("txn_last_update_timestamp", pa.int64()),
+        pa.field("txn_start_timestamp", pa.int64()),
+        pa.field("client_transaction_version", pa.int32()),
+        pa.field("segment_base_offset", pa.int64(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+PRODUCER_SNAPSHOTS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("snapshot_offset", pa.int64(), nullable=False),  # from the file name
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32(), nullable=False),
+        pa.field("last_sequence", pa.int32(), nullable=False),
+        pa.field("last_offset", pa.int64(), nullable=False),
+        pa.field("offset_delta", pa.int32(), nullable=False),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("coordinator_epoch", pa.int32(), nullable=False),
+        pa.field("current_txn_first_offset", pa.int64(), nullable=False),
+        pa.field("crc_ok", pa.bool_(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+ABORTED_TXNS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("segment_base_offset", pa.int64(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("first_offset", pa.int64(), nullable=False),
+        pa.field("last_offset", pa.int64(), nullable=False),
+        pa.field("last_stable_offset", pa.int64(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+PARTITION_OFFSETS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("replica_status", pa.string(), nullable=False),
+        pa.field("topic_id", pa.string()),  # from partition.metadata
+        pa.field("high_watermark", pa.int64()),  # replication-offset-checkpoint; null when absent
+        pa.field("recovery_point", pa.int64()),  # recovery-point-offset-checkpoint
+        pa.field("log_start_offset_checkpoint", pa.int64()),  # log-start-offset-checkpoint, when listed
+        pa.field("cleaner_offset", pa.int64()),  # cleaner-offset-checkpoint
+        pa.field("first_segment_base_offset", pa.int64()),  # smallest live .log base offset
+        pa.field("log_start_offset", pa.int64()),  # checkpoint if listed, else first segment base
+        pa.field("live_segments", pa.int32(), nullable=False),
+        pa.field("clean_shutdown", pa.bool_(), nullable=False),  # .kafka_cleanshutdown present in the log dir
+    ]
+)
+
+OFFSET_COMMITS = pa.schema(
+    _REPLICA
+    + [
+        pa.field("offset", pa.int64(), nullable=False),  # offset of the commit record in __consumer_offsets
+        pa.field("record_timestamp", pa.int64(), nullable=False),
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("commit_topic", pa.string(), nullable=False),
+        pa.field("commit_partition", pa.int32(), nullable=False),
+        pa.field("key_version", pa.int32(), nullable=False),
+        pa.field("value_version", pa.int32()),
+        pa.field("tombstone", pa.bool_(), nullable=False),
+        pa.field("committed_offset", pa.int64()),
+        pa.field("leader_epoch", pa.int32()),
+        pa.field("metadata", pa.string()),
+        pa.field("commit_timestamp", pa.int64()),
+        pa.field("expire_timestamp", pa.int64()),
+        pa.field("is_transactional", pa.bool_(), nullable=False),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32(), nullable=False),
+        pa.field("segment_base_offset", pa.int64(), nullable=False),
+        pa.field("file", pa.string(), nullable=False),
+    ]
+)
+
+DECODE_ISSUES = pa.schema(
+    _REPLICA
+    + [
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("position", pa.int64()),  # byte offset in the file (line number for text files)
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("severity", pa.string(), nullable=False),  # info | warning | error
+        pa.field("detail", pa.string(), nullable=False),
+    ]
+)
+
+RAW_TABLES: dict[str, pa.Schema] = {
+    "segments": SEGMENTS,
+    "batches": BATCHES,
+    "control_markers": CONTROL_MARKERS,
+    "txn_log": TXN_LOG,
+    "producer_snapshots": PRODUCER_SNAPSHOTS,
+    "aborted_txns": ABORTED_TXNS,
+    "partition_offsets": PARTITION_OFFSETS,
+    "offset_commits": OFFSET_COMMITS,
+    "decode_issues": DECODE_ISSUES,
+}
+
+#: Tables produced by the per-file decoders running on Spark workers.
+DECODED_TABLES: tuple[str, ...] = (
+    "batches",
+    "control_markers",
+    "txn_log",
+    "producer_snapshots",
+    "aborted_txns",
+    "offset_commits",
+    "decode_issues",
+)
+
+# -- derived tables ------------------------------------------------------------------------
+
+_PARTITION = [pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False)]
+
+PARTITION_TRANSACTIONS = pa.schema(
+    _PARTITION
+    + [
+        pa.field("broker_id", pa.int32()),  # replica the partition was read from
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("txn_seq", pa.int64(), nullable=False),  # n-th transaction of this producer on this partition
+        pa.field("transactional_id", pa.string()),
+        pa.field("state", pa.string(), nullable=False),  # committed | aborted | open
+        pa.field("first_offset", pa.int64()),  # first data offset (null: marker without data)
+        pa.field("last_data_offset", pa.int64()),
+        pa.field("marker_offset", pa.int64()),
+        pa.field("marker_type", pa.string()),
+        pa.field("marker_epoch", pa.int32()),
+        pa.field("marker_timestamp", pa.int64()),
+        pa.field("coordinator_epoch", pa.int32()),
+        pa.field("min_epoch", pa.int32()),
+        pa.field("max_epoch", pa.int32()),
+        pa.field("batches", pa.int64(), nullable=False),
+        pa.field("records", pa.int64(), nullable=False),
+        pa.field("bytes", pa.int64(), nullable=False),
+        pa.field("first_timestamp", pa.int64()),
+        pa.field("last_timestamp", pa.int64()),
+        pa.field("late_batches", pa.int64(), nullable=False),  # data batches that predate the previous marker
+        pa.field("first_late_offset", pa.int64()),
+        pa.field("prev_marker_offset", pa.int64()),
+        pa.field("prev_marker_type", pa.string()),
+        pa.field("prev_marker_timestamp", pa.int64()),
+        pa.field("producer_last_timestamp", pa.int64()),  # the producer's last write here (find-hanging's clock)
+        pa.field("source", pa.string(), nullable=False),  # log | snapshot (open before the log start)
+    ]
+)
+
+TRANSACTIONS = pa.schema(
+    [
+        pa.field("transactional_id", pa.string()),
+        pa.field("producer_id", pa.int64(), nullable=False),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("transaction_version", pa.int32()),  # 1 or 2 (TV2 clients), null when unknown
+        pa.field("coordinator_state", pa.string()),  # the id's latest coordinator state
+        pa.field("coordinator_listed", pa.list_(pa.string())),  # partitions the latest Ongoing/Prepare* lists
+        pa.field("partitions_with_data", pa.list_(pa.string())),
+        pa.field("open_partitions", pa.list_(pa.string())),
+        pa.field("committed", pa.int64(), nullable=False),
+        pa.field("aborted", pa.int64(), nullable=False),
+        pa.field("open", pa.int64(), nullable=False),
+        pa.field("first_timestamp", pa.int64()),
+        pa.field("last_timestamp", pa.int64()),
+        pa.field("txn_timeout_ms", pa.int32()),
+    ]
+)
+
+PARTITION_STABILITY = pa.schema(
+    _PARTITION
+    + [
+        pa.field("broker_id", pa.int32()),
+        pa.field("high_watermark", pa.int64()),
+        pa.field("hw_source", pa.string(), nullable=False),  # checkpoint | log_end (no checkpoint entry)
+        pa.field("log_start_offset", pa.int64()),
+        pa.field("log_end_offset", pa.int64()),
+        pa.field("first_unstable_offset", pa.int64()),
+        pa.field("last_stable_offset", pa.int64()),
+        pa.field("open_transactions", pa.int64(), nullable=False),
+        pa.field("held_records", pa.int64(), nullable=False),
+        pa.field("held_bytes", pa.int64(), nullable=False),
+        pa.field("held_since_timestamp", pa.int64()),
+        pa.field("held_ms", pa.int64()),
+        pa.field("culprit_producer_id", pa.int64()),
+        pa.field("culprit_producer_epoch", pa.int32()),
+        pa.field("culprit_transactional_id", pa.string()),
+    ]
+)
+
+FINDINGS = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("severity", pa.string(), nullable=False),  # info | warning | critical
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("broker_id", pa.int32()),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("transactional_id", pa.string()),
+        pa.field("first_offset", pa.int64()),
+        pa.field("last_offset", pa.int64()),
+        pa.field("first_timestamp_ms", pa.int64()),
+        pa.field("last_timestamp_ms", pa.int64()),
+        pa.field("evidence", pa.string(), nullable=False),
+        pa.field("remediation", pa.string()),
+        pa.field("remediation_pre_3_0", pa.string()),
+        pa.field("file", pa.string()),
+    ]
+)
+
+DERIVED_TABLES: dict[str, pa.Schema] = {
+    "partition_transactions": PARTITION_TRANSACTIONS,
+    "transactions": TRANSACTIONS,
+    "partition_stability": PARTITION_STABILITY,
+    "findings": FINDINGS,
+}
+
+ALL_TABLES: dict[str, pa.Schema] = {**RAW_TABLES, **DERIVED_TABLES}
+
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark ``StructType`` equivalent of an Arrow schema (pyspark imported lazily)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def conform(df: "DataFrame", schema: pa.Schema) -> "DataFrame":
+    """Select ``schema``'s columns from ``df`` in order, cast to their types; fail on a missing one."""
+    from pyspark.sql import functions as F
+
+    missing = [f.name for f in schema if f.name not in df.columns]
+    if missing:
+        raise ValueError(f"missing columns {missing}; have {df.columns}")
+    target = spark_schema(schema)
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in target.fields])
+
+
+def combined_decode_schema() -> pa.Schema:
+    """Schema of the rows the ingest workers emit: a ``table`` tag plus one struct per table.
+
+    Each emitted row fills exactly one struct column; the driver splits them per table.
+    This lets one pass over the input files feed every table.
+    """
+    fields = [pa.field("table", pa.string(), nullable=False)]
+    fields += [pa.field(name, pa.struct(list(RAW_TABLES[name]))) for name in DECODED_TABLES]
+    return pa.schema(fields)

@@ -1,0 +1,94 @@
+"""The only place that builds a SparkSession, and the Java check that precedes it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from txn_audit.errors import TxnAuditError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+
+
+class EnvironmentProblem(TxnAuditError):
+    """The machine lacks something txn-audit needs (Java, most often)."""
+
+
+def java_major_version() -> int | None:
+    """Major version of the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or PATH), or None."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major  # "1.8" means Java 8
+
+
+def check_java() -> None:
+    major = java_major_version()
+    if major is None:
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "PATH"
+        raise EnvironmentProblem(
+            f"Java {MIN_JAVA} or newer is required (Spark runs on the JVM) but no java was found via {where}. "
+            "Install it, e.g. `apt-get install -y openjdk-17-jre-headless`, or set JAVA_HOME."
+        )
+    if major < MIN_JAVA:
+        raise EnvironmentProblem(
+            f"Java {MIN_JAVA} or newer is required, found Java {major}. "
+            "Install openjdk-17-jre-headless (or newer) and put it first on PATH or in JAVA_HOME."
+        )
+
+
+def build_session(
+    app_name: str = "txn-audit",
+    *,
+    master: str | None = None,
+    shuffle_partitions: int = 8,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the SparkSession txn-audit runs on.
+
+    Without ``master`` an existing session is reused (spark-submit, notebooks) and a new one is
+    ``local[*]``. Workers run this very interpreter unless PYSPARK_PYTHON says otherwise,
+    so the package and its decoders are importable in them.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.python.worker.reuse", "true")
+    )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
