@@ -84,7 +84,7 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         pytest.skip("real corpus not found")
     healthy = runner.invoke(app, ["scan", str(scenario_dir("healthy") / "logdirs"), "--no-progress"])
     assert healthy.exit_code == 0, healthy.output
-    assert healthy.output.startswith("CLEAN")
+    assert healthy.stdout.startswith("CLEAN")
 
     at = next(c["at_ms"] for c in expected_json("hanging-unadded-partition")["tool_commands"]
               if "find-hanging" in c["command"])
@@ -92,7 +92,7 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     table = runner.invoke(app, ["scan", hang, "--as-of", str(at), "--max-transaction-timeout", "1m",
                                 "--no-progress"])
     assert table.exit_code == 1
-    assert table.output.startswith("CRITICAL")
+    assert table.stdout.startswith("CRITICAL")
     assert "hanging_transaction" in table.output and "--start-offset 0" in table.output
     assert "Partitions whose LSO is below the high watermark" in table.output
 

@@ -283,23 +283,22 @@ def _scan(
         as_of_ms = newest_timestamp(raw) or 0
     if on_stage:
         on_stage("rebuilding transactions")
-    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)
     opts = DetectOptions(
         as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
     )
-    derived = {
-        "partition_transactions": recon.partition_transactions,
-        "transactions": recon.transactions,
-        "partition_stability": recon.partition_stability,
-    }
     staging = tables_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+
+    def materialize(name: str, frame: DataFrame) -> DataFrame:
+        # derived tables are written once and read back; helpers live in a local checkpoint
+        if name in DERIVED_TABLES:
+            frame.write.parquet(str(staging / name))
+            return spark.read.parquet(str(staging / name))
+        return frame.localCheckpoint(eager=True)
+
     try:
         with spark_progress(spark, "rebuilding transactions", enabled=progress):
-            for name, frame in derived.items():
-                frame.write.parquet(str(staging / name))
-            # detection reads the derived tables back so that they are computed once
-            recon.partition_transactions = spark.read.parquet(str(staging / "partition_transactions"))
-            recon.partition_stability = spark.read.parquet(str(staging / "partition_stability"))
+            recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
+                                materialize=materialize)
             if on_stage:
                 on_stage("detecting")
             detect(raw, recon, opts).coalesce(1).write.parquet(str(staging / "findings"))

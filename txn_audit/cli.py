@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
+from rich.text import Text
 from rich.table import Table
 
 from txn_audit.api import ExitCode, IngestResult, ScanResult, ingest_exit_code
@@ -166,20 +168,26 @@ def _print_scan(result: ScanResult, min_severity: str) -> None:
     )
     shown = result.at_or_above(min_severity)
     if shown:
-        table = Table(title="Findings", title_justify="left", show_lines=True)
-        for col in ("severity", "kind", "partition", "producer", "offsets", "evidence / remediation"):
-            table.add_column(col, overflow="fold")
+        # one headline per finding, evidence and fix indented under it: readable at 80 columns
+        # and in a nightly log, where a wide table would fold every word onto its own line
+        out_console.print("[bold]Findings[/]")
+        sev_colour = {"critical": "red", "warning": "yellow", "info": "cyan"}
         for f in shown:
-            where = f"{f['topic']}-{f['partition']}" if f["topic"] is not None else "-"
-            producer = "-" if f["producer_id"] is None else f"{f['producer_id']}/{f['producer_epoch']}"
-            if f["transactional_id"]:
-                producer += f" ({f['transactional_id']})"
-            offsets = "-" if f["first_offset"] is None else (
-                str(f["first_offset"]) if f["last_offset"] in (None, f["first_offset"])
-                else f"{f['first_offset']}-{f['last_offset']}")
-            text = f["evidence"] + (f"\n[bold]fix:[/] {f['remediation']}" if f["remediation"] else "")
-            table.add_row(f["severity"], f["kind"], where, producer, offsets, text)
-        out_console.print(table)
+            where = (f"{f['topic']}-{f['partition']}" if f["topic"] is not None
+                     else f["file"] or (f"broker {f['broker_id']}" if f["broker_id"] is not None else "-"))
+            head = [f"[bold {sev_colour.get(f['severity'], 'white')}]{f['severity'].upper()}[/]",
+                    f"[bold]{f['kind']}[/]", str(where)]
+            if f["producer_id"] is not None:
+                head.append(f"producer {f['producer_id']}/{f['producer_epoch']}"
+                            + (f" ({f['transactional_id']})" if f["transactional_id"] else ""))
+            if f["first_offset"] is not None:
+                head.append(f"offset {f['first_offset']}" if f["last_offset"] in (None, f["first_offset"])
+                            else f"offsets {f['first_offset']}-{f['last_offset']}")
+            out_console.print("  ".join(head), highlight=False)
+            body = Text(f["evidence"], style="default")
+            if f["remediation"]:
+                body.append("\nfix: ", style="bold").append(f["remediation"])
+            out_console.print(Padding(body, (0, 0, 1, 4)))
     stuck = [p for p in result.partitions
              if p["high_watermark"] is not None and p["last_stable_offset"] < p["high_watermark"]]
     if stuck:

@@ -100,10 +100,8 @@ def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int
     from txn_audit.reconstruct import reconstruct
 
     raw = builder.tables(spark)
-    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms)
-    # detection reads these several times; the scan materialises them as tables, here they are cached
-    recon.partition_transactions = recon.partition_transactions.cache()
-    recon.partition_stability = recon.partition_stability.cache()
-    recon.events = recon.events.cache()
+    # as in a scan, every intermediate is computed once: detection reads each several times
+    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms,
+                        materialize=lambda _name, frame: frame.localCheckpoint(eager=True))
     opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
     return [r.asDict() for r in detect(raw, recon, opts).collect()]

@@ -41,6 +41,17 @@ def test_brokers_side_by_side_and_several_log_dirs(tmp_path: Path) -> None:
     ]
 
 
+def test_log_dirs_named_like_partitions(tmp_path: Path) -> None:
+    # `broker-1` reads like partition 1 of topic `broker`; a manifest beside it must not
+    # turn the dump root into a log dir either.
+    (tmp_path / "manifest.json").write_text("{}")
+    _log_dir(tmp_path / "broker-1", 1, {"orders-0": ["00000000000000000000.log"]})
+    _log_dir(tmp_path / "broker-2", None, {"orders-1": ["00000000000000000000.log"]})
+    inv = discover(tmp_path)
+    assert sorted(d.rel for d in inv.log_dirs) == ["broker-1", "broker-2"]
+    assert sorted((r.topic, r.partition, r.broker_id) for r in inv.replicas) == [("orders", 0, 1), ("orders", 1, None)]
+
+
 def test_deleted_cleaned_swap_are_inventoried_not_decoded(tmp_path: Path) -> None:
     files = [
         "00000000000000000000.log.deleted",

@@ -116,6 +116,12 @@ def _is_partition_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and parse_partition_dir(path.name) is not None
 
 
+def _holds_log_dir_files(path: Path) -> bool:
+    """True for a folder with a log dir's own files: such a folder is never a partition folder,
+    even when its name reads like one (``broker-1``)."""
+    return any((path / name).is_file() for name in (META_PROPERTIES, *CHECKPOINT_FILES))
+
+
 def _looks_like_log_dir(path: Path) -> bool:
     if (path / META_PROPERTIES).is_file():
         return True
@@ -123,9 +129,13 @@ def _looks_like_log_dir(path: Path) -> bool:
         children = list(path.iterdir())
     except OSError:
         return False
-    has_partition = any(_is_partition_dir(c) for c in children)
+    partitions = [c for c in children if _is_partition_dir(c)]
+    if any(_holds_log_dir_files(c) for c in partitions):
+        return False  # e.g. a dump of broker-1/, broker-2/ side by side
     has_checkpoint = any(c.name in CHECKPOINT_FILES for c in children)
-    return has_partition and (has_checkpoint or not any(c.is_dir() and not _is_partition_dir(c) for c in children))
+    return bool(partitions) and (
+        has_checkpoint or not any(c.is_dir() and not _is_partition_dir(c) for c in children)
+    )
 
 
 def discover(dump: str | os.PathLike[str]) -> Inventory:

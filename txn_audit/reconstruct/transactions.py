@@ -9,6 +9,7 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
@@ -268,21 +269,38 @@ class Reconstruction:
     replicas: DataFrame
 
 
-def reconstruct(raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int) -> Reconstruction:
-    """Derive the transaction tables from the raw ones (see the module docstring)."""
-    replicas = chosen_replicas(raw["partition_offsets"])
+Materialize = Callable[[str, DataFrame], DataFrame]
+
+
+def _as_is(_name: str, frame: DataFrame) -> DataFrame:
+    return frame
+
+
+def reconstruct(
+    raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int, materialize: Materialize | None = None
+) -> Reconstruction:
+    """Derive the transaction tables from the raw ones (see the module docstring).
+
+    ``materialize(name, frame)`` may compute an intermediate once and return a frame reading the
+    result (a written table, a checkpoint): detection reuses every one of them several times,
+    and without it Spark would re-plan and re-run the whole lineage each time.
+    """
+    keep = materialize or _as_is
+    replicas = keep("replicas", chosen_replicas(raw["partition_offsets"]))
     batches = on_replicas(raw["batches"], replicas)
     markers = on_replicas(raw["control_markers"], replicas)
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
-    events = txn_events(batches, markers, late_tolerance_ms=late_tolerance_ms)
-    ids = producer_transactional_ids(txn_log)
-    ptx = partition_transactions(events, snapshots, replicas, ids)
-    current = coordinator_current(txn_log)
+    events = keep("events", txn_events(batches, markers, late_tolerance_ms=late_tolerance_ms))
+    ids = keep("producer_ids", producer_transactional_ids(txn_log))
+    ptx = keep("partition_transactions", partition_transactions(events, snapshots, replicas, ids))
+    current = keep("coordinator", coordinator_current(txn_log))
     return Reconstruction(
         partition_transactions=ptx,
-        transactions=transactions(ptx, current, ids),
-        partition_stability=partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms),
+        transactions=keep("transactions", transactions(ptx, current, ids)),
+        partition_stability=keep(
+            "partition_stability", partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms)
+        ),
         events=events,
         coordinator=current,
         producer_ids=ids,
