@@ -89,15 +89,16 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     at = next(c["at_ms"] for c in expected_json("hanging-unadded-partition")["tool_commands"]
               if "find-hanging" in c["command"])
     hang = str(scenario_dir("hanging-unadded-partition") / "logdirs")
+    out = str(tmp_path / "hang")  # the later scans reuse this ingest: same dump, same fingerprint
     table = runner.invoke(app, ["scan", hang, "--as-of", str(at), "--max-transaction-timeout", "1m",
-                                "--no-progress"])
+                                "--no-progress", "--out", out])
     assert table.exit_code == 1
     assert table.stdout.startswith("CRITICAL")
     assert "hanging_transaction" in table.output and "--start-offset 0" in table.output
     assert "Partitions whose LSO is below the high watermark" in table.output
 
     as_json = runner.invoke(app, ["scan", hang, "--as-of", "2026-11-22T20:01:26.713Z",
-                                  "--max-transaction-timeout", "1m", "--format", "json"])
+                                  "--max-transaction-timeout", "1m", "--format", "json", "--out", out])
     assert as_json.exit_code == 1
     doc = json.loads(as_json.stdout)
     assert doc["as_of_ms"] == at
@@ -111,5 +112,5 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
         "held_records", "held_bytes"}
 
-    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress"])
+    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out])
     assert critical_only.exit_code == 0, critical_only.output  # only an info/warning open txn at the dump's own time

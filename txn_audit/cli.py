@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.padding import Padding
 from rich.text import Text
 from rich.table import Table
 
@@ -168,26 +167,29 @@ def _print_scan(result: ScanResult, min_severity: str) -> None:
     )
     shown = result.at_or_above(min_severity)
     if shown:
-        # one headline per finding, evidence and fix indented under it: readable at 80 columns
-        # and in a nightly log, where a wide table would fold every word onto its own line
-        out_console.print("[bold]Findings[/]")
+        # two columns: what and where stacked in the first, the sentence to check in the second,
+        # so that the table stays readable at 80 columns and in a nightly log
         sev_colour = {"critical": "red", "warning": "yellow", "info": "cyan"}
+        table = Table(title="Findings", title_justify="left", show_lines=True, expand=True)
+        table.add_column("finding", no_wrap=True, ratio=2)
+        table.add_column("evidence / fix", ratio=3, overflow="fold")
         for f in shown:
             where = (f"{f['topic']}-{f['partition']}" if f["topic"] is not None
                      else f["file"] or (f"broker {f['broker_id']}" if f["broker_id"] is not None else "-"))
-            head = [f"[bold {sev_colour.get(f['severity'], 'white')}]{f['severity'].upper()}[/]",
-                    f"[bold]{f['kind']}[/]", str(where)]
+            head = Text.assemble((f["severity"].upper(), f"bold {sev_colour.get(f['severity'], 'white')}"),
+                                 " ", (f["kind"], "bold"), "\n", where)
             if f["producer_id"] is not None:
-                head.append(f"producer {f['producer_id']}/{f['producer_epoch']}"
-                            + (f" ({f['transactional_id']})" if f["transactional_id"] else ""))
+                head.append(f"\nproducer {f['producer_id']}/{f['producer_epoch']}")
+                if f["transactional_id"]:
+                    head.append(f"\n({f['transactional_id']})")
             if f["first_offset"] is not None:
-                head.append(f"offset {f['first_offset']}" if f["last_offset"] in (None, f["first_offset"])
-                            else f"offsets {f['first_offset']}-{f['last_offset']}")
-            out_console.print("  ".join(head), highlight=False)
-            body = Text(f["evidence"], style="default")
+                head.append(f"\noffset {f['first_offset']}" if f["last_offset"] in (None, f["first_offset"])
+                            else f"\noffsets {f['first_offset']}-{f['last_offset']}")
+            body = Text(f["evidence"])
             if f["remediation"]:
                 body.append("\nfix: ", style="bold").append(f["remediation"])
-            out_console.print(Padding(body, (0, 0, 1, 4)))
+            table.add_row(head, body)
+        out_console.print(table)
     stuck = [p for p in result.partitions
              if p["high_watermark"] is not None and p["last_stable_offset"] < p["high_watermark"]]
     if stuck:
