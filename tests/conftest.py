@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,6 +18,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from txn_audit.api import ScanResult
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -24,3 +28,24 @@ def spark() -> Iterator[SparkSession]:
     session = build_session("txn-audit-tests", master="local[2]", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+@dataclass(frozen=True)
+class SampleScan:
+    """The sample dump, written by the generator, and one scan of it shared by the whole run."""
+
+    dump: Path
+    manifest: dict[str, Any]
+    result: ScanResult
+    out: Path
+
+
+@pytest.fixture(scope="session")
+def sample_scan(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> SampleScan:
+    from txn_audit import api
+    from txn_audit.sample import write_sample
+
+    dump = tmp_path_factory.mktemp("sample") / "dump"
+    manifest = write_sample(dump, seed=7)
+    out = tmp_path_factory.mktemp("sample-scan")
+    return SampleScan(dump, manifest, api.scan(dump, out, spark=spark, progress=False), out)

@@ -9,19 +9,9 @@ from typing import Any
 
 import pytest
 
-from txn_audit.sample import write_sample
+from tests.conftest import SampleScan
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def sample_scan(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Any, Path]:
-    from txn_audit import api
-
-    dump = tmp_path_factory.mktemp("sample") / "dump"
-    manifest = write_sample(dump, seed=7)
-    out = tmp_path_factory.mktemp("scan")
-    return manifest, api.scan(dump, out, spark=spark, progress=False), out
 
 
 def _matches(f: dict[str, Any], a: dict[str, Any]) -> bool:
@@ -32,16 +22,16 @@ def _matches(f: dict[str, Any], a: dict[str, Any]) -> bool:
     return a["first_offset"] <= f["first_offset"] <= max(a["last_offset"], a.get("closing_marker_offset", -1))
 
 
-def test_every_planted_anomaly_is_found(sample_scan: tuple[dict[str, Any], Any, Path]) -> None:
-    manifest, result, _ = sample_scan
+def test_every_planted_anomaly_is_found(sample_scan: SampleScan) -> None:
+    manifest, result = sample_scan.manifest, sample_scan.result
     for anomaly in manifest["anomalies"]:
         for kind in anomaly["expected_findings"]:
             hits = [f for f in result.findings if f["kind"] == kind and _matches(f, anomaly)]
             assert hits, f"{kind} not found for planted {anomaly['kind']} at {anomaly['topic']}-{anomaly['partition']}"
 
 
-def test_nothing_else_at_warning_or_above(sample_scan: tuple[dict[str, Any], Any, Path]) -> None:
-    manifest, result, _ = sample_scan
+def test_nothing_else_at_warning_or_above(sample_scan: SampleScan) -> None:
+    manifest, result = sample_scan.manifest, sample_scan.result
     unexplained = [
         (f["kind"], f["topic"], f["partition"], f["first_offset"], f["evidence"])
         for f in result.at_or_above("warning")
@@ -50,8 +40,8 @@ def test_nothing_else_at_warning_or_above(sample_scan: tuple[dict[str, Any], Any
     assert unexplained == []
 
 
-def test_summary_json_is_written_and_matches(sample_scan: tuple[dict[str, Any], Any, Path]) -> None:
-    _, result, out = sample_scan
+def test_summary_json_is_written_and_matches(sample_scan: SampleScan) -> None:
+    result, out = sample_scan.result, sample_scan.out
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(result.to_json()))
     assert set(on_disk) == {"as_of_ms", "input", "partitions", "findings", "summary"}
