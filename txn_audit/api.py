@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
-from txn_audit.ingest.job import STAGING_PREFIX, publish, write_raw_tables
+from txn_audit.ingest.job import write_raw_tables
+from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.progress import spark_progress
 from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
 from txn_audit.spark import build_session
@@ -76,8 +75,12 @@ def ingest_exit_code(result: IngestResult, *, strict: bool) -> ExitCode:
 
 
 def _fingerprint(inventory: Inventory) -> str:
-    """Identity of the input: every file's path, size and modification time."""
+    """Identity of the input (every file's path, size and modification time) and of the table
+    layout, so that tables written by another version of the schemas are never reused."""
     digest = hashlib.sha256()
+    digest.update(str(inventory.root).encode() + b"\0")
+    for name, schema in sorted(RAW_TABLES.items()):
+        digest.update(f"{name}:{schema}\n".encode())
     for row in sorted(inventory.segments, key=lambda r: r["path"]):
         path = inventory.root / row["path"]
         try:
@@ -107,14 +110,31 @@ def ingest(
     *,
     spark: SparkSession | None = None,
     progress: bool = True,
-    reuse: bool = False,
     on_stage: Callable[[str], None] | None = None,
 ) -> IngestResult:
     """Decode every file of ``dump`` into the raw Parquet tables under ``out/<table>/``.
 
-    With ``reuse``, tables already in ``out`` from the very same input (same files, sizes and
-    modification times) are kept instead of decoding again.
+    ``out`` is replaced as a whole, in one step, once every table is written; until then (and
+    if the run fails or is killed) the previous content of ``out`` stays as it was.
     """
+    target = Path(out)
+    with staged_output(target) as stage:
+        result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage)
+    result.tables_dir = target
+    return result
+
+
+def _ingest(
+    dump: str | Path,
+    out: Path,
+    *,
+    spark: SparkSession | None,
+    progress: bool,
+    reuse: bool,
+    on_stage: Callable[[str], None] | None,
+) -> IngestResult:
+    """Decode into ``out`` (a folder of its own). With ``reuse``, tables already in ``out`` from
+    the very same input (same files, sizes and modification times) are kept."""
     inventory: Inventory = discover(dump)
     tables_dir = Path(out)
     stamp = tables_dir / INGEST_STAMP
@@ -129,7 +149,7 @@ def ingest(
         with spark_progress(spark, "decoding log segments", enabled=progress):
             written = write_raw_tables(spark, inventory, tables_dir, on_stage=on_stage)
         row_counts, issue_counts = written.row_counts, written.issue_counts
-        _write_json_atomic(
+        write_json_atomic(
             stamp,
             {"input": str(inventory.root), "fingerprint": fingerprint, "row_counts": row_counts,
              "issue_counts": issue_counts},
@@ -147,13 +167,6 @@ def ingest(
         reused=reused,
         issues_preview=_issue_preview(spark, tables_dir),
     )
-
-
-def _write_json_atomic(path: Path, payload: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 # -- scan ---------------------------------------------------------------------------------
@@ -255,8 +268,22 @@ def scan(
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
             return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
                          progress, on_stage)
-    return _scan(spark, dump, Path(out), Path(out), as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                 progress, on_stage)
+    target = Path(out)
+    with staged_output(target) as stage:
+        previous = target / "tables"
+        if (target / MARKER).exists() and (previous / INGEST_STAMP).is_file():
+            # the raw tables of the last run come along by hard link; _ingest keeps them only
+            # if the dump is unchanged, and the previous output is never written to
+            (stage / "tables").mkdir()
+            for name in [*RAW_TABLES, INGEST_STAMP]:
+                if (previous / name).is_dir():
+                    link_tree(previous / name, stage / "tables" / name)
+                elif (previous / name).is_file():
+                    os.link(previous / name, stage / "tables" / name)
+        result = _scan(spark, dump, stage, target, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
+                       progress, on_stage)
+    result.ingest.tables_dir = target / "tables"
+    return result
 
 
 def _scan(
@@ -277,7 +304,7 @@ def _scan(
     if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
         raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
     tables_dir = work / "tables"
-    ingested = ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage)
+    ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage)
     raw = load_tables(spark, tables_dir, RAW_TABLES)
     if as_of_ms is None:
         as_of_ms = newest_timestamp(raw) or 0
@@ -286,25 +313,19 @@ def _scan(
     opts = DetectOptions(
         as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
     )
-    staging = tables_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
 
     def materialize(name: str, frame: DataFrame) -> DataFrame:
         # derived tables are written once and read back; helpers live in a local checkpoint
         if name in DERIVED_TABLES:
-            frame.write.parquet(str(staging / name))
-            return spark.read.parquet(str(staging / name))
+            frame.write.parquet(str(tables_dir / name))
+            return spark.read.parquet(str(tables_dir / name))
         return frame.localCheckpoint(eager=True)
 
-    try:
-        with spark_progress(spark, "rebuilding transactions", enabled=progress):
-            recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
-                                materialize=materialize)
-            if on_stage:
-                on_stage("detecting")
-            detect(raw, recon, opts).coalesce(1).write.parquet(str(staging / "findings"))
-        publish(staging, tables_dir, list(DERIVED_TABLES))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with spark_progress(spark, "rebuilding transactions", enabled=progress):
+        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, materialize=materialize)
+        if on_stage:
+            on_stage("detecting")
+        detect(raw, recon, opts).coalesce(1).write.parquet(str(tables_dir / "findings"))
     findings = sorted(
         (r.asDict() for r in spark.read.parquet(str(tables_dir / "findings")).collect()),
         key=lambda f: (-SEVERITIES.index(f["severity"]), f["kind"], f["topic"] or "\uffff",
@@ -324,6 +345,5 @@ def _scan(
         ingest=ingested,
         out_dir=out_dir,
     )
-    if out_dir is not None:
-        _write_json_atomic(out_dir / "summary.json", result.to_json())
+    write_json_atomic(work / "summary.json", result.to_json())
     return result

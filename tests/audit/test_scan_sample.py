@@ -49,3 +49,44 @@ def test_summary_json_is_written_and_matches(sample_scan: SampleScan) -> None:
         (Path(result.input) / "manifest.json").read_text())["as_of_ms"]
     for table in ("batches", "partition_transactions", "transactions", "partition_stability", "findings"):
         assert (out / "tables" / table).is_dir()
+
+
+def _digest(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _rows_in_file_order(table_dir: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for part in sorted(table_dir.glob("part-*.parquet"), key=lambda p: p.name.split("-")[1]):
+        rows.extend(pq.read_table(part).to_pylist())
+    return rows
+
+
+def test_same_input_same_tables_and_the_dump_is_untouched(
+    sample_scan: SampleScan, spark: Any, tmp_path: Path
+) -> None:
+    from txn_audit import api
+    from txn_audit.sample import write_sample
+    from txn_audit.schemas import ALL_TABLES
+
+    pristine = tmp_path / "pristine"
+    write_sample(pristine, seed=7)
+    assert _digest(sample_scan.dump) == _digest(pristine), "the first scan changed its input"
+    again = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, progress=False)
+    assert _digest(sample_scan.dump) == _digest(pristine), "the second scan changed its input"
+    assert not again.ingest.reused
+    for table in ALL_TABLES:
+        first = _rows_in_file_order(sample_scan.out / "tables" / table)
+        second = _rows_in_file_order(tmp_path / "again" / "tables" / table)
+        assert first == second, f"{table} differs between two scans of the same dump"
+    assert again.findings == sample_scan.result.findings
+    # a rerun into the same folder keeps the decoded tables (same dump) and replaces the rest
+    rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, progress=False)
+    assert rerun.ingest.reused and rerun.findings == again.findings
+    assert _rows_in_file_order(tmp_path / "again" / "tables" / "batches") == _rows_in_file_order(
+        sample_scan.out / "tables" / "batches")
