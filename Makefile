@@ -7,7 +7,7 @@ SAMPLE_DIR ?= sample_data/dump
 DEMO_OUT ?= out/demo
 PYTEST_ARGS ?=
 
-.PHONY: env java demo test sample clean help
+.PHONY: env java browser demo test sample clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
@@ -21,11 +21,14 @@ env:
 java:
 	@scripts/check-java.sh
 
+browser:
+	@scripts/ensure-browser.sh
+
 demo: env java
 	@test -f $(SAMPLE_DIR)/manifest.json || $(BIN)/txn-audit sample --out $(SAMPLE_DIR)
 	$(BIN)/txn-audit scan $(SAMPLE_DIR) --out $(DEMO_OUT) || test $$? -eq 1
 
-test: env java
+test: env java browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 sample: env

@@ -250,6 +250,19 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
     return max(found) if found else None
 
 
+def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
+    """Run the suites over every table; broken invariants join the findings table."""
+    from txn_audit.quality import validate_tables
+    from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
+    from txn_audit.tables import load_tables
+
+    outcome = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), quality_dir)
+    extra = outcome.findings()
+    if extra:
+        spark.createDataFrame(extra, spark_schema(FINDINGS)).coalesce(1).write.mode("append").parquet(
+            str(tables_dir / "findings"))
+
+
 def scan(
     dump: str | Path,
     out: str | Path | None = None,
@@ -260,14 +273,17 @@ def scan(
     late_tolerance_ms: int = 1_000,
     progress: bool = True,
     on_stage: Callable[[str], None] | None = None,
+    quality: bool = True,
+    report: bool = True,
 ) -> ScanResult:
-    """Ingest, reconstruct and detect. Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
+    """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
+    HTML report (``out/report.html``). Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
     without ``out`` everything is computed in a temporary folder that is removed afterwards."""
     spark = spark or build_session()
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
             return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                         progress, on_stage)
+                         progress, on_stage, quality=quality, report=False)
     target = Path(out)
     with staged_output(target) as stage:
         previous = target / "tables"
@@ -281,7 +297,7 @@ def scan(
                 elif (previous / name).is_file():
                     os.link(previous / name, stage / "tables" / name)
         result = _scan(spark, dump, stage, target, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                       progress, on_stage)
+                       progress, on_stage, quality=quality, report=report)
     result.ingest.tables_dir = target / "tables"
     return result
 
@@ -296,6 +312,9 @@ def _scan(
     late_tolerance_ms: int,
     progress: bool,
     on_stage: Callable[[str], None] | None,
+    *,
+    quality: bool,
+    report: bool,
 ) -> ScanResult:
     from txn_audit.detect import DetectOptions, detect
     from txn_audit.reconstruct import reconstruct
@@ -326,6 +345,10 @@ def _scan(
         if on_stage:
             on_stage("detecting")
         detect(raw, recon, opts).coalesce(1).write.parquet(str(tables_dir / "findings"))
+        if quality:
+            if on_stage:
+                on_stage("checking data quality")
+            _check_quality(spark, tables_dir, work / "quality")
     findings = sorted(
         (r.asDict() for r in spark.read.parquet(str(tables_dir / "findings")).collect()),
         key=lambda f: (-SEVERITIES.index(f["severity"]), f["kind"], f["topic"] or "\uffff",
@@ -346,4 +369,10 @@ def _scan(
         out_dir=out_dir,
     )
     write_json_atomic(work / "summary.json", result.to_json())
+    if report:
+        from txn_audit.report import write_report
+
+        if on_stage:
+            on_stage("writing the report")
+        write_report(work, quality_results=work / "quality" / "results.json" if quality else None)
     return result

@@ -88,8 +88,9 @@ def scan_command(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Keep the results: DIR/tables/<table>/ (Parquet) and DIR/summary.json. "
-                     "An ingest already in DIR from the same input is reused."),
+        typer.Option("--out", "-o", help="Keep the results: DIR/tables/<table>/ (Parquet), DIR/summary.json, "
+                     "DIR/report.html and DIR/quality/ (results.json, Data Docs). DIR is replaced as a whole "
+                     "when the run is complete; an ingest already in DIR from the same input is reused."),
     ] = None,
     as_of: Annotated[
         str | None,
@@ -117,6 +118,9 @@ def scan_command(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
     ] = False,
+    quality: Annotated[bool, typer.Option(help="Run the data-quality suites over every table "
+                                          "(broken invariants become invariant_violation findings).")] = True,
+    report: Annotated[bool, typer.Option(help="Write DIR/report.html (needs --out).")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
@@ -139,7 +143,8 @@ def scan_command(
         tolerance_ms = parse_duration_ms(late_tolerance)
         result = api.scan(
             dump, out, as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms,
-            progress=progress and output_format == "table", on_stage=_stage_printer(),
+            progress=progress and output_format == "table", on_stage=_stage_printer(), quality=quality,
+            report=report,
         )
     except TxnAuditError as err:
         raise _fail(str(err)) from None

@@ -42,6 +42,7 @@ FINDING_KINDS = (
     "corrupt_batch",
     "truncated_segment",
     "unreadable_input",
+    "invariant_violation",  # from the data-quality suites (txn_audit.quality)
 )
 
 

@@ -1,0 +1,84 @@
+"""The data-quality suites catch what they claim, and pass on clean data."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SampleScan
+
+pytestmark = pytest.mark.spark
+
+
+def test_sample_passes_every_check_but_the_planted_damage(sample_scan: SampleScan) -> None:
+    doc = json.loads((sample_scan.out / "quality" / "results.json").read_text())
+    failed = {(r["table"], r["check"]) for r in doc["results"] if not r["success"]}
+    # the sample's one flipped bit is a CRC mismatch: dump damage, already a corrupt_batch finding
+    assert failed == {("batches", "crc_ok")}
+    assert all(r["data_health"] for r in doc["results"] if not r["success"])
+    assert not [f for f in sample_scan.result.findings if f["kind"] == "invariant_violation"]
+    from txn_audit.schemas import ALL_TABLES
+
+    assert set(doc["tables"]) == set(ALL_TABLES)
+
+
+def test_docs_are_written_and_read_offline(sample_scan: SampleScan) -> None:
+    docs = sample_scan.out / "quality" / "docs"
+    assert (docs / "index.html").is_file()
+    pages = list(docs.rglob("*.html"))
+    assert len(pages) > 5
+    remote = re.compile(r"""(?:src|href)\s*=\s*["']https?://|url\(\s*["']?https?://""", re.IGNORECASE)
+    for page in [*pages, *docs.rglob("*.css")]:
+        assert not remote.search(page.read_text(errors="replace")), f"{page} loads something from the network"
+    index = (docs / "index.html").read_text()
+    assert "validations/batches/" in index and "validations/partition_stability/" in index
+
+
+def _corrupted(spark: Any, tables_dir: Path) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    t = load_tables(spark, tables_dir, ALL_TABLES)
+    batches = t["batches"]
+    # a duplicated batch row
+    duplicated = batches.unionByName(batches.orderBy("topic", "partition", "base_offset").limit(1))
+    # an epoch regression: the first data batch of a producer written with a higher epoch
+    pid, first = (batches.where("producer_id >= 0 AND NOT is_control").groupBy("producer_id")
+                  .agg(F.min("base_offset").alias("b"), F.count("*").alias("n")).where("n > 1")
+                  .orderBy("producer_id").select("producer_id", "b").first())
+    target = (F.col("producer_id") == pid) & (F.col("base_offset") == first)
+    regressed = duplicated.withColumn(
+        "producer_epoch", F.when(target, F.col("producer_epoch") + 5).otherwise(F.col("producer_epoch")))
+    # an LSO above the high watermark on one partition
+    stability = t["partition_stability"]
+    one = stability.where("high_watermark IS NOT NULL").orderBy("topic", "partition").first()
+    broken = stability.withColumn(
+        "last_stable_offset",
+        F.when((F.col("topic") == one["topic"]) & (F.col("partition") == one["partition"]),
+               F.col("high_watermark") + 10).otherwise(F.col("last_stable_offset")))
+    return {"batches": regressed, "partition_stability": broken}
+
+
+def test_corrupted_tables_fail_the_matching_checks(spark: Any, sample_scan: SampleScan, tmp_path: Path) -> None:
+    from txn_audit.quality import validate_tables
+
+    outcome = validate_tables(spark, _corrupted(spark, sample_scan.out / "tables"), tmp_path / "quality")
+    failed = {(r.table, r.check) for r in outcome.results if not r.success}
+    assert {("batches", "one_batch_per_offset"), ("batches", "no_overlap"), ("batches", "epochs_non_decreasing"),
+            ("partition_stability", "lso_at_most_hw")} <= failed
+    assert ("batches", "v2_size") not in failed and ("partition_stability", "held_not_negative") not in failed
+    dup = next(r for r in outcome.results if r.check == "one_batch_per_offset")
+    assert dup.unexpected_count == 1 and dup.examples[0]["copies"] == 2
+    findings = outcome.findings()
+    assert {f["kind"] for f in findings} == {"invariant_violation"}
+    rules = " ".join(f["evidence"] for f in findings)
+    assert "epoch never goes down" in rules and "last stable offset <= high watermark" in rules
+    assert all(f["severity"] == "critical" for f in findings if "stable offset" in f["evidence"])
+    saved = json.loads((tmp_path / "quality" / "results.json").read_text())
+    assert saved["success"] is False and saved["statistics"]["failed"] == len(failed)

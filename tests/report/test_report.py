@@ -1,0 +1,152 @@
+"""The HTML report: self-contained, offline, and it renders in a real headless browser."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SampleScan
+from txn_audit.report import write_report
+
+REMOTE = re.compile(r"""<script[^>]*\bsrc\s*=\s*["']?(?:https?:)?//|<link[^>]*\bhref\s*=\s*["']?(?:https?:)?//""",
+                    re.IGNORECASE)
+
+
+def _chromium() -> str:
+    for candidate in (os.environ.get("TXN_AUDIT_CHROMIUM"), "chromium", "chromium-browser"):
+        found = candidate and shutil.which(candidate)
+        if found:
+            return found
+    pytest.fail("Chromium is missing: `make test` installs it (scripts/ensure-browser.sh)")
+
+
+def _offline_launcher(tmp: Path, chromium: str) -> tuple[str, bool]:
+    """Chromium inside a network namespace with no interfaces but loopback, when the kernel
+    allows it; requests are also intercepted and recorded either way."""
+    if subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True).returncode == 0:
+        wrapper = tmp / "chromium-offline"
+        wrapper.write_text(f'#!/bin/sh\nexec unshare --net --map-root-user "{chromium}" "$@"\n')
+        wrapper.chmod(0o755)
+        return str(wrapper), True
+    return chromium, False
+
+
+class Visit:
+    def __init__(self) -> None:
+        self.outside: list[str] = []
+        self.console_errors: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    launcher, _ = _offline_launcher(tmp_path_factory.mktemp("browser"), _chromium())
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(
+            executable_path=launcher,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run", "--disable-dev-shm-usage"],
+        )
+        yield instance
+        instance.close()
+
+
+def _open(browser: Any, page_file: Path, visit: Visit) -> Any:
+    context = browser.new_context(viewport={"width": 1280, "height": 2000})
+
+    def guard(route: Any) -> None:
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            visit.outside.append(url)
+            route.abort()
+
+    context.route("**/*", guard)
+    page = context.new_page()
+    page.on("console", lambda msg: visit.console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda err: visit.console_errors.append(str(err)))
+    page.goto(page_file.as_uri(), wait_until="load")
+    return page
+
+
+def test_report_renders_offline_in_headless_chromium(browser: Any, sample_scan: SampleScan) -> None:
+    from PIL import Image
+
+    visit = Visit()
+    page = _open(browser, sample_scan.out / "report.html", visit)
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+    plots = page.locator(".js-plotly-plot")
+    assert plots.count() >= 4
+    # every figure drew traces, not only empty axes
+    for i in range(plots.count()):
+        assert plots.nth(i).locator(".trace").count() > 0, f"plot {i} has no traces"
+    first_plot = Image.open(io.BytesIO(plots.first.screenshot())).convert("RGB")
+    colours = first_plot.getcolors(maxcolors=1 << 20) or []
+    assert len(colours) > 20, "the first plot's screenshot is (nearly) one colour"
+    white = sum(n for n, c in colours if min(c) >= 250)
+    assert white < 0.97 * first_plot.width * first_plot.height, "the first plot's screenshot is blank"
+    whole = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("L")
+    assert whole.getextrema()[0] < 100  # text and lines drawn somewhere
+    assert page.locator("text=Findings").count() >= 1
+    assert visit.outside == [], f"the report tried to reach {visit.outside}"
+    assert visit.console_errors == [], visit.console_errors
+    page.context.close()
+
+
+def test_data_docs_open_offline(browser: Any, sample_scan: SampleScan) -> None:
+    docs = sample_scan.out / "quality" / "docs"
+    visit = Visit()
+    page = _open(browser, docs / "index.html", visit)
+    links = page.locator("a[href*='validations/']")
+    assert links.count() >= 3
+    href = links.first.get_attribute("href")
+    page.goto((docs / href).as_uri(), wait_until="load")
+    assert page.locator("table").count() > 0
+    assert visit.outside == [] and visit.console_errors == [], (visit.outside, visit.console_errors)
+    page.context.close()
+
+
+def test_report_is_self_contained(sample_scan: SampleScan) -> None:
+    text = (sample_scan.out / "report.html").read_text()
+    assert not REMOTE.search(text)
+    assert len(re.findall(r"plotly\.js v\d", text)) == 1  # the library is embedded once
+    summary = json.loads((sample_scan.out / "summary.json").read_text())
+    assert summary["summary"]["verdict"] in text
+    # every finding kind of the scan is listed in the findings table
+    for kind in summary["summary"]["findings_by_kind"]:
+        assert f"<td>{kind}</td>" in text
+    link = re.search(r"href='(quality/docs/index\.html)'", text)
+    assert link and (sample_scan.out / link.group(1)).is_file()
+
+
+def _bare_output(tmp_path: Path, findings: list[dict[str, Any]]) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = {"as_of_ms": 0, "input": "<dump>", "partitions": [], "findings": findings,
+               "summary": {"verdict": "CRITICAL: 1 hanging transaction", "findings_by_severity": {"critical": 1}}}
+    (out / "summary.json").write_text(json.dumps(summary))
+    return out
+
+
+def test_empty_scan_and_hostile_text(tmp_path: Path) -> None:
+    hostile = "<script>alert('x')</script>"
+    finding = {"severity": "critical", "kind": "hanging_transaction", "topic": "t<b>", "partition": 0,
+               "producer_id": 7, "producer_epoch": 0, "transactional_id": hostile, "first_offset": 3,
+               "last_offset": 3, "evidence": f"open since {hostile}", "remediation": "kafka-transactions.sh abort"}
+    out = _bare_output(tmp_path, [finding])
+    text = write_report(out).read_text()
+    assert hostile not in text and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
+    assert "no transactions" in text and "no partitions" in text
+    assert "Data-quality checks were not run." in text
+    assert not list(out.glob(".*tmp"))  # written in one step, no leftover

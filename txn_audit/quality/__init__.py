@@ -1,0 +1,268 @@
+"""Great Expectations suites over the raw and derived tables.
+
+``validate_tables`` runs one suite per table (the checks of ``checks.py``), saves the results
+as ``results.json`` and renders Data Docs that read offline. A failing expectation is a
+result, and where it means a broken invariant in the data a finding, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from html import escape as html_escape
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from txn_audit.outputs import write_json_atomic
+from txn_audit.quality.checks import CHECKS, Check
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["CHECKS", "QualityResult", "validate_tables"]
+
+SAMPLE_ROWS = 5
+
+
+@dataclass
+class CheckResult:
+    table: str
+    check: str
+    rule: str
+    expectation: str
+    success: bool
+    unexpected_count: int | None
+    examples: list[dict[str, Any]]
+    data_health: bool
+    severity: str
+    error: str | None = None
+
+
+@dataclass
+class QualityResult:
+    results: list[CheckResult]
+    docs_index: Path | None
+    tables: list[str] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.results)
+
+    @property
+    def statistics(self) -> dict[str, int]:
+        return {"evaluated": len(self.results), "successful": sum(r.success for r in self.results),
+                "failed": sum(not r.success for r in self.results)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"success": self.success, "statistics": self.statistics, "tables": self.tables,
+                "docs": "docs/index.html" if self.docs_index else None,
+                "results": [r.__dict__ for r in self.results]}
+
+    def findings(self) -> list[dict[str, Any]]:
+        """``invariant_violation`` rows (``schemas.FINDINGS``) for failed checks that mean the
+        tables contradict Kafka's invariants; dump damage is already reported by detection."""
+        rows = []
+        for r in self.results:
+            if r.success or r.data_health:
+                continue
+            example = r.examples[0] if r.examples else {}
+            where = ""
+            if example.get("topic") is not None:
+                where = f"; e.g. {example['topic']}-{example.get('partition')}"
+                for key in ("base_offset", "offset", "first_offset"):
+                    if example.get(key) is not None:
+                        where += f" at offset {example[key]}"
+                        break
+            count = "?" if r.unexpected_count is None else str(r.unexpected_count)
+            evidence = (f"data-quality check {r.table}.{r.check} failed: {r.rule} does not hold "
+                        f"({count} row(s){where})" + (f": {r.error}" if r.error else ""))
+            rows.append({
+                "kind": "invariant_violation", "severity": r.severity,
+                "topic": example.get("topic"), "partition": example.get("partition"),
+                "broker_id": example.get("broker_id"), "producer_id": example.get("producer_id"),
+                "producer_epoch": None, "transactional_id": None,
+                "first_offset": next((example[k] for k in ("base_offset", "offset", "first_offset")
+                                      if example.get(k) is not None), None),
+                "last_offset": None, "first_timestamp_ms": None, "last_timestamp_ms": None,
+                "evidence": evidence, "remediation": None, "remediation_pre_3_0": None, "file": None,
+            })
+        return rows
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if hasattr(value, "asDict"):
+        return _json_safe(value.asDict())
+    return value
+
+
+def _examples(result: dict[str, Any]) -> tuple[int | None, list[dict[str, Any]]]:
+    if "observed_value" in result and "unexpected_count" not in result:  # UnexpectedRowsExpectation
+        rows = (result.get("details") or {}).get("unexpected_rows") or []
+        observed = result.get("observed_value")
+        count = int(observed) if isinstance(observed, int | float) else len(rows)
+        return count, [_json_safe(r) for r in rows[:SAMPLE_ROWS]]
+    count = result.get("unexpected_count")
+    values = result.get("partial_unexpected_list") or []
+    return (None if count is None else int(count)), [{"value": _json_safe(v)} for v in values[:SAMPLE_ROWS]]
+
+
+def _offending_rows(frame: DataFrame, query: str) -> list[dict[str, Any]]:
+    """A few rows a failed row check found: GX's SUMMARY results carry only their count."""
+    view = f"txn_audit_quality_{uuid.uuid4().hex}"
+    frame.createOrReplaceTempView(view)
+    try:
+        found = frame.sparkSession.sql(query.replace("{batch}", view))
+        # ordered so the examples, and the findings quoting them, are the same on every run
+        keys = [f.name for f in found.schema.fields if f.dataType.typeName() != "map"]
+        rows = found.orderBy(*keys).limit(SAMPLE_ROWS).collect()
+        return [_json_safe(r.asDict(recursive=True)) for r in rows]
+    except Exception:  # noqa: BLE001 - examples are a courtesy; the count stands without them
+        return []
+    finally:
+        frame.sparkSession.catalog.dropTempView(view)
+
+
+def _site_config(docs_dir: Path) -> dict[str, Any]:
+    return {
+        "class_name": "SiteBuilder",
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+    }
+
+
+_REMOTE_ASSET = re.compile(
+    r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<(?:link|img)[^>]*\b(?:href|src)=[\"']https?://[^>]*>",
+    re.IGNORECASE,
+)
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.IGNORECASE | re.DOTALL)
+_REMOTE_CSS = re.compile(r"@import\s+url\([^)]*https?://[^)]*\)\s*;?|url\(\s*[\"']?https?://[^)]*\)", re.IGNORECASE)
+_REMOTE_LINK = re.compile(r"href=([\"'])https?://[^\"']*\1", re.IGNORECASE)
+_OFFLINE_CSS = """<style>
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
+.text-danger,.fa-times{color:#b00020}.text-success,.fa-check-circle{color:#1b7f3b}
+.collapse:not(.show){display:block}.navbar,.d-none{display:none}a{color:#0b57d0}
+</style>"""
+
+
+def _static_index(docs_dir: Path, results: list[CheckResult]) -> str:
+    """Links to every validation page: GX lists them with a script, which the offline pages lack."""
+    status: dict[str, list[bool]] = {}
+    for r in results:
+        status.setdefault(r.table, []).append(r.success)
+    items = []
+    for page in sorted(docs_dir.glob("validations/*/**/*.html")):
+        table = page.relative_to(docs_dir).parts[1]
+        ok = status.get(table, [])
+        label = f"{sum(ok)}/{len(ok)} checks passed" if ok else "not run"
+        css = "text-success" if ok and all(ok) else "text-danger"
+        items.append(f"<li><a href='{page.relative_to(docs_dir).as_posix()}'>{html_escape(table)}</a> "
+                     f"<span class='{css}'>{label}</span></li>")
+    return "<section><h2>Validation results</h2><ul>" + "".join(items) + "</ul></section>"
+
+
+def _make_offline(docs_dir: Path) -> None:
+    """Data Docs link Bootstrap, jQuery, Font Awesome and Vega from CDNs: drop those tags and the
+    scripts that need them, and inline a little CSS, so the pages read as static documents with
+    no network and never call out."""
+    for sheet in docs_dir.rglob("*.css"):
+        css = sheet.read_text(encoding="utf-8", errors="replace")
+        sheet.write_text(_REMOTE_CSS.sub("none", css), encoding="utf-8")
+    for page in docs_dir.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        html = _SCRIPT.sub("", _REMOTE_ASSET.sub("", html))  # the scripts need the dropped jQuery
+        html = _REMOTE_LINK.sub('href="#"', html)
+        html = _REMOTE_CSS.sub("none", html)
+        html = html.replace("</head>", _OFFLINE_CSS + "</head>", 1)
+        page.write_text(html, encoding="utf-8")
+
+
+def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path) -> QualityResult:
+    """Run the suite of every table given; write ``out_dir/results.json`` and ``out_dir/docs/``."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    docs_dir = out_dir / "docs"
+    shutil.rmtree(docs_dir, ignore_errors=True)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    context.add_data_docs_site(site_name="txn_audit", site_config=_site_config(docs_dir))
+    source = context.data_sources.add_spark(name="txn_audit", persist=False)
+    by_table: dict[str, list[Check]] = {}
+    for check in CHECKS:
+        if check.table in tables:
+            by_table.setdefault(check.table, []).append(check)
+    results: list[CheckResult] = []
+    for table, checks in by_table.items():
+        batch = source.add_dataframe_asset(name=table).add_batch_definition_whole_dataframe("whole")
+        suite = context.suites.add(gx.ExpectationSuite(name=table))
+        for check in checks:
+            suite.add_expectation(check.build({"check": check.name, "rule": check.rule}))
+        definition = context.validation_definitions.add(gx.ValidationDefinition(name=table, data=batch, suite=suite))
+        checkpoint = context.checkpoints.add(gx.Checkpoint(
+            name=f"{table}_checkpoint", validation_definitions=[definition],
+            actions=[gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["txn_audit"])],
+            result_format={"result_format": "SUMMARY"},
+        ))
+        by_name = {c.name: c for c in checks}
+        try:
+            run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
+            suite_results = [r for v in run.run_results.values() for r in v.results]
+        except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
+            results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
+                                       error=f"{type(err).__name__}: {err}") for c in checks)
+            continue
+        for r in suite_results:
+            config = r.expectation_config
+            check = by_name.get((config.meta or {}).get("check", ""))
+            if check is None:
+                continue
+            error = None
+            info = r.exception_info or {}
+            if info.get("raised_exception"):
+                error = str(info.get("exception_message") or "expectation raised")
+            count, examples = _examples(dict(r.result or {}))
+            query = (config.kwargs or {}).get("unexpected_rows_query")
+            if not r.success and not examples and query and error is None:
+                examples = _offending_rows(tables[table], query)
+            results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
+                                       examples, check.data_health, check.severity, error))
+    docs_index = docs_dir / "index.html"
+    if docs_index.is_file():
+        _make_offline(docs_dir)
+        index = docs_index.read_text(encoding="utf-8")
+        docs_index.write_text(index.replace("</body>", _static_index(docs_dir, results) + "</body>", 1),
+                              encoding="utf-8")
+    outcome = QualityResult(results=results, docs_index=docs_index if docs_index.is_file() else None,
+                            tables=sorted(by_table))
+    write_json_atomic(out_dir / "results.json", outcome.to_json())
+    return outcome
+
+
+def load_results(path: Path) -> dict[str, Any] | None:
+    """The saved ``results.json``, or None when the checks were not run."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,124 @@
+"""What the data-quality suites check, table by table, as plain data.
+
+Each check is one Great Expectations expectation. ``data_health`` marks checks that fail
+when the *dump* is damaged (a CRC mismatch, a torn tail) rather than when the tables are
+wrong: detection already reports those as ``corrupt_batch`` / ``truncated_segment``, so
+they become no second finding. ``severity`` is the severity of the ``invariant_violation``
+finding a failure of any other check produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import great_expectations.expectations as gxe
+
+from txn_audit.schemas import ALL_TABLES
+
+TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
+              "Dead", "PrepareEpochFence")
+SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class Check:
+    table: str
+    name: str
+    rule: str  # one sentence a human can check
+    build: Callable[[dict[str, Any]], Any]  # meta -> expectation
+    severity: str = "warning"
+    data_health: bool = False
+
+
+def _rows(sql: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda meta: gxe.UnexpectedRowsExpectation(unexpected_rows_query=sql, meta=meta)
+
+
+def _not_null(*columns: str) -> Callable[[dict[str, Any]], Any]:
+    cond = " OR ".join(f"{c} IS NULL" for c in columns)
+    return _rows(f"SELECT * FROM {{batch}} WHERE {cond}")
+
+
+def _schema(table: str) -> Check:
+    names = list(ALL_TABLES[table].names)
+    return Check(table, "columns", f"{table} has exactly the columns of txn_audit.schemas",
+                 lambda meta: gxe.ExpectTableColumnsToMatchSet(column_set=names, exact_match=True, meta=meta),
+                 severity="critical")
+
+
+def _in_set(table: str, column: str, values: tuple[str, ...]) -> Check:
+    return Check(table, f"{column}_valid", f"{column} is one of {', '.join(values)}",
+                 lambda meta: gxe.ExpectColumnValuesToBeInSet(column=column, value_set=list(values), meta=meta))
+
+
+REPLICA = "broker_id <=> {o}.broker_id AND log_dir = {o}.log_dir AND topic = {o}.topic AND partition = {o}.partition"
+
+CHECKS: tuple[Check, ...] = (
+    *(_schema(t) for t in ALL_TABLES),
+    # batches (kafka-formats Appendix A.1, A.2)
+    Check("batches", "keys_present", "every batch has its partition, file position and offsets",
+          _not_null("topic", "partition", "position", "base_offset", "last_offset", "magic")),
+    Check("batches", "offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
+          _rows("SELECT * FROM {batch} WHERE last_offset < base_offset OR base_offset < 0"), severity="critical"),
+    Check("batches", "one_batch_per_offset",
+          "one batch per (broker, log dir, topic, partition, base offset)",
+          _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) AS copies FROM {batch} "
+                "GROUP BY broker_id, log_dir, topic, partition, base_offset HAVING count(*) > 1"),
+          severity="critical"),
+    Check("batches", "no_overlap",
+          "batches of a replica do not overlap: each starts after the previous one's last offset",
+          _rows("SELECT * FROM (SELECT topic, partition, broker_id, base_offset, last_offset, "
+                "lag(last_offset) OVER (PARTITION BY broker_id, log_dir, topic, partition "
+                "ORDER BY base_offset, position) AS previous_last FROM {batch}) WHERE base_offset <= previous_last"),
+          severity="critical"),
+    Check("batches", "epochs_non_decreasing",
+          "a producer's epoch never goes down in offset order on a partition",
+          _rows("SELECT * FROM (SELECT topic, partition, broker_id, producer_id, base_offset, producer_epoch, "
+                "lag(producer_epoch) OVER (PARTITION BY broker_id, log_dir, topic, partition, producer_id "
+                "ORDER BY base_offset) AS previous_epoch FROM {batch} WHERE producer_id >= 0 AND magic = 2) "
+                "WHERE producer_epoch < previous_epoch"),
+          severity="critical"),
+    Check("batches", "control_is_one_record", "a control batch (marker) holds exactly one record",
+          _rows("SELECT * FROM {batch} WHERE is_control AND record_count <> 1 AND crc_ok")),
+    Check("batches", "v2_size", "a v2 batch is at least 61 bytes",
+          _rows("SELECT * FROM {batch} WHERE magic = 2 AND size_bytes < 61"), severity="critical"),
+    Check("batches", "crc_ok", "every batch's stored CRC matches its bytes",
+          lambda meta: gxe.ExpectColumnValuesToBeInSet(column="crc_ok", value_set=[True], meta=meta),
+          data_health=True),
+    # control markers (A.3)
+    _in_set("control_markers", "marker_type", ("COMMIT", "ABORT")),
+    Check("control_markers", "coordinator_epoch_non_decreasing",
+          "the coordinator epoch of a producer's markers never goes down on a partition",
+          _rows("SELECT * FROM (SELECT topic, partition, broker_id, producer_id, offset, coordinator_epoch, "
+                "lag(coordinator_epoch) OVER (PARTITION BY broker_id, log_dir, topic, partition, producer_id "
+                "ORDER BY offset) AS previous_epoch FROM {batch}) WHERE coordinator_epoch < previous_epoch")),
+    # coordinator log (A.5)
+    Check("txn_log", "state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
+          _rows("SELECT * FROM {batch} WHERE NOT tombstone AND (state IS NULL OR state NOT IN ("
+                + ", ".join(f"'{s}'" for s in TXN_STATES) + "))")),
+    Check("txn_log", "complete_lists_nothing", "Empty and Complete* records list no partitions",
+          _rows("SELECT * FROM {batch} WHERE state IN ('Empty', 'CompleteCommit', 'CompleteAbort') "
+                "AND size(topic_partitions) > 0")),
+    # derived tables
+    Check("partition_stability", "lso_at_most_hw", "last stable offset <= high watermark",
+          _rows("SELECT * FROM {batch} WHERE high_watermark IS NOT NULL AND last_stable_offset > high_watermark"),
+          severity="critical"),
+    Check("partition_stability", "log_start_at_most_lso", "log start offset <= last stable offset",
+          _rows("SELECT * FROM {batch} WHERE log_start_offset > last_stable_offset"), severity="critical"),
+    Check("partition_stability", "held_not_negative", "held records and bytes are not negative",
+          _rows("SELECT * FROM {batch} WHERE held_records < 0 OR held_bytes < 0")),
+    Check("partition_transactions", "offsets_ordered",
+          "a transaction's data starts at or before its last data offset, which precedes its marker",
+          _rows("SELECT * FROM {batch} WHERE first_offset > last_data_offset OR marker_offset <= last_data_offset")),
+    Check("partition_transactions", "one_open_per_producer",
+          "a producer has at most one open transaction per partition",
+          _rows("SELECT topic, partition, broker_id, producer_id, count(*) AS open FROM {batch} "
+                "WHERE marker_offset IS NULL GROUP BY topic, partition, broker_id, producer_id "
+                "HAVING count(*) > 1"),
+          severity="critical"),
+    _in_set("findings", "severity", SEVERITIES),
+    Check("findings", "evidence_present", "every finding carries its evidence",
+          _not_null("kind", "severity", "evidence")),
+)

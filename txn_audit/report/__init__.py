@@ -1,0 +1,232 @@
+"""One self-contained HTML report per scan: ``OUT/report.html``.
+
+Reads the scan's ``summary.json`` and Parquet tables with pyarrow (no Spark), embeds
+plotly.js once and loads nothing from the network, so it opens anywhere, offline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pyarrow.dataset as ds
+
+from txn_audit.schemas import ALL_TABLES
+from txn_audit.timeparse import format_time_ms
+
+__all__ = ["write_report"]
+
+MAX_TIMELINE_ROWS = 60  # transactions drawn on the timeline
+MAX_TABLE_ROWS = 500  # findings listed in the HTML table
+SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+
+
+def _read(tables_dir: Path, name: str, columns: list[str]) -> list[dict[str, Any]]:
+    path = tables_dir / name
+    if not path.is_dir():
+        return []
+    dataset = ds.dataset(str(path), format="parquet", schema=ALL_TABLES[name])
+    return dataset.to_table(columns=columns).to_pylist()
+
+
+def _esc(value: Any) -> str:
+    return "" if value is None else html.escape(str(value))
+
+
+def _figure_html(fig: go.Figure, first: list[bool]) -> str:
+    fig.update_layout(margin={"l": 40, "r": 20, "t": 50, "b": 40}, template="plotly_white", height=380)
+    include = first[0]
+    first[0] = False
+    return pio.to_html(fig, full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+
+
+def _findings_table(findings: list[dict[str, Any]]) -> str:
+    if not findings:
+        return "<p class='ok'>No findings.</p>"
+    rows = []
+    for f in findings[:MAX_TABLE_ROWS]:
+        where = f"{f['topic']}-{f['partition']}" if f.get("topic") is not None else ""
+        producer = "" if f.get("producer_id") is None else f"{f['producer_id']}/{f.get('producer_epoch')}"
+        if f.get("transactional_id"):
+            producer += f" ({f['transactional_id']})"
+        offsets = "" if f.get("first_offset") is None else str(f["first_offset"]) + (
+            "" if f.get("last_offset") in (None, f["first_offset"]) else f"-{f['last_offset']}")
+        colour = SEVERITY_COLOURS.get(f["severity"], "#333")
+        rows.append(
+            f"<tr><td style='color:{colour};font-weight:bold'>{_esc(f['severity'])}</td><td>{_esc(f['kind'])}</td>"
+            f"<td>{_esc(where)}</td><td>{_esc(producer)}</td><td>{_esc(offsets)}</td>"
+            f"<td>{_esc(f['evidence'])}</td><td><code>{_esc(f.get('remediation'))}</code></td></tr>"
+        )
+    more = "" if len(findings) <= MAX_TABLE_ROWS else (
+        f"<p>{len(findings) - MAX_TABLE_ROWS} more findings are in tables/findings/.</p>")
+    return ("<table><thead><tr><th>severity</th><th>kind</th><th>partition</th><th>producer</th><th>offsets</th>"
+            "<th>evidence</th><th>fix</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + more)
+
+
+def _stability_figure(partitions: list[dict[str, Any]]) -> go.Figure | None:
+    if not partitions:
+        return None
+    names = [f"{p['topic']}-{p['partition']}" for p in partitions]
+    fig = go.Figure()
+    fig.add_bar(name="high watermark", x=names, y=[p["high_watermark"] for p in partitions])
+    fig.add_bar(name="last stable offset", x=names, y=[p["last_stable_offset"] for p in partitions])
+    fig.add_scatter(name="held records", x=names, y=[p["held_records"] for p in partitions], mode="markers",
+                    marker={"size": 12, "color": "#c62828", "symbol": "diamond"}, yaxis="y2")
+    fig.update_layout(title="High watermark vs last stable offset per partition", barmode="group",
+                      yaxis={"title": "offset"},
+                      yaxis2={"title": "held records", "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    return fig
+
+
+def _timeline_figure(ptx: list[dict[str, Any]], as_of_ms: int) -> tuple[go.Figure | None, int]:
+    """Transactions as bars from first write to marker (open ones run to the audit time),
+    producers with open or late transactions first."""
+    if not ptx:
+        return None, 0
+
+    def interest(t: dict[str, Any]) -> tuple[int, int]:
+        return (0 if t["marker_offset"] is None or (t["late_batches"] or 0) > 0 else 1, -(t["first_timestamp"] or 0))
+
+    chosen = sorted(ptx, key=interest)[:MAX_TIMELINE_ROWS]
+    fig = go.Figure()
+    colours = {"COMMIT": "#2e7d32", "ABORT": "#6d4c41", None: "#c62828"}
+    for outcome in ("COMMIT", "ABORT", None):
+        subset = [t for t in chosen if t["marker_type"] == outcome and t["first_timestamp"] is not None]
+        if not subset:
+            continue
+        starts = [t["first_timestamp"] for t in subset]
+        ends = [t["marker_timestamp"] if t["marker_timestamp"] is not None else as_of_ms for t in subset]
+        labels = [f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · "
+                  f"#{t['txn_seq']}" for t in subset]
+        fig.add_bar(name=outcome or "open", y=labels, x=[max(e - s, 1) for s, e in zip(starts, ends, strict=True)],
+                    base=starts, orientation="h", marker={"color": colours[outcome]},
+                    hovertext=[f"offsets {t['first_offset']}-{t['marker_offset'] or t['last_data_offset']}"
+                               for t in subset])
+    late = [t for t in chosen if (t["late_batches"] or 0) > 0 and t["first_timestamp"] is not None]
+    if late:
+        fig.add_scatter(name="late records", mode="markers", marker={"symbol": "x", "size": 12, "color": "#ff1744"},
+                        x=[t["first_timestamp"] for t in late],
+                        y=[f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · "
+                           f"#{t['txn_seq']}" for t in late])
+    fig.update_layout(title="Transaction timeline (start → marker; open ones run to the audit time)",
+                      xaxis={"type": "date", "title": "time (UTC)"}, barmode="overlay",
+                      height=max(380, 18 * len(chosen) + 120))
+    return fig, len(ptx) - len(chosen)
+
+
+def _skew_figure(ptx: list[dict[str, Any]], tolerance_ms: int) -> go.Figure | None:
+    skews = [(t["first_timestamp"] - t["prev_marker_timestamp"]) / 1000 for t in ptx
+             if t["prev_marker_timestamp"] is not None and t["first_timestamp"] is not None]
+    if not skews:
+        return None
+    fig = go.Figure()
+    fig.add_histogram(x=skews, nbinsx=60, name="next batch − previous marker")
+    fig.add_vline(x=-tolerance_ms / 1000, line={"color": "#c62828", "dash": "dash"},
+                  annotation_text=f"late-arrival tolerance −{tolerance_ms / 1000:g} s")
+    fig.update_layout(title="Creation time of a producer's next batch minus its previous marker's time "
+                      "(below the line: late arrival)", xaxis={"title": "seconds"}, yaxis={"title": "transactions"})
+    return fig
+
+
+def _distribution_figure(ptx: list[dict[str, Any]]) -> go.Figure | None:
+    closed = [t for t in ptx if t["marker_timestamp"] is not None and t["first_timestamp"] is not None]
+    if not closed:
+        return None
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("duration (s)", "records per transaction"))
+    fig.add_histogram(x=[(t["marker_timestamp"] - t["first_timestamp"]) / 1000 for t in closed], nbinsx=40,
+                      name="duration", row=1, col=1)
+    fig.add_histogram(x=[t["records"] for t in closed], nbinsx=40, name="records", row=1, col=2)
+    fig.update_layout(title="Transaction duration and size (closed transactions)", showlegend=False)
+    return fig
+
+
+def _quality_section(results_path: Path | None, out_dir: Path) -> str:
+    if results_path is None or not results_path.is_file():
+        return "<p>Data-quality checks were not run.</p>"
+    try:
+        doc = json.loads(results_path.read_text())
+    except (OSError, ValueError) as err:
+        return f"<p>Data-quality results unreadable: {_esc(err)}</p>"
+    results = doc.get("results", [])
+    per_table: dict[str, Counter[str]] = {}
+    for r in results:
+        per_table.setdefault(str(r.get("table")), Counter())["passed" if r.get("success") else "failed"] += 1
+    rows = "".join(f"<tr><td>{_esc(t)}</td><td>{c['passed']}</td><td>{c['failed']}</td></tr>"
+                   for t, c in sorted(per_table.items()))
+    failed = "".join(f"<li><b>{_esc(r.get('table'))}.{_esc(r.get('check'))}</b>: {_esc(r.get('rule'))} "
+                     f"({_esc(r.get('unexpected_count'))} row(s)){' — dump damage' if r.get('data_health') else ''}"
+                     "</li>" for r in results if not r.get("success"))
+    docs = results_path.parent / "docs" / "index.html"
+    link = (f"<p><a href='{_esc(docs.relative_to(out_dir).as_posix())}'>Data Docs</a></p>"
+            if docs.is_file() and docs.is_relative_to(out_dir) else "")
+    return (f"<p>{sum(c['passed'] for c in per_table.values())} checks passed, "
+            f"{sum(c['failed'] for c in per_table.values())} failed.</p>"
+            f"<table><thead><tr><th>table</th><th>passed</th><th>failed</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<ul>{failed}</ul>" if failed else "") + link)
+
+
+PTX_COLUMNS = ["topic", "partition", "producer_id", "transactional_id", "txn_seq", "first_offset", "last_data_offset",
+               "marker_offset", "marker_type", "marker_timestamp", "first_timestamp", "prev_marker_timestamp",
+               "late_batches", "records"]
+
+CSS = """body{font-family:system-ui,-apple-system,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
+table{border-collapse:collapse;width:100%;font-size:.9em}td,th{border:1px solid #ddd;padding:.3em .5em;
+vertical-align:top;text-align:left}th{background:#f5f5f5}code{font-size:.85em}.verdict{font-size:1.3em;
+font-weight:bold}.ok{color:#2e7d32}.note{color:#666;font-size:.9em}"""
+
+
+def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
+    """Write ``out_dir/report.html`` from ``out_dir/summary.json`` and ``out_dir/tables/``."""
+    summary_doc = json.loads((out_dir / "summary.json").read_text())
+    summary = summary_doc.get("summary", {})
+    as_of_ms = int(summary_doc.get("as_of_ms") or 0)
+    tolerance_ms = int((summary.get("options") or {}).get("late_tolerance_ms", 1000))
+    tables_dir = out_dir / "tables"
+    findings = summary_doc.get("findings", [])
+    partitions = summary_doc.get("partitions", [])
+    ptx = _read(tables_dir, "partition_transactions", PTX_COLUMNS)
+    first = [True]
+    sections: list[str] = []
+    figures: list[tuple[str, go.Figure | None, str]] = [
+        ("Partitions: high watermark and last stable offset", _stability_figure(partitions), "no partitions"),
+    ]
+    timeline, left_out = _timeline_figure(ptx, as_of_ms)
+    figures += [
+        ("Transactions per producer", timeline,
+         "no transactions" if not ptx else ""),
+        ("Marker vs next batch", _skew_figure(ptx, tolerance_ms), "no producer wrote after a marker"),
+        ("Durations and sizes", _distribution_figure(ptx), "no closed transactions"),
+    ]
+    for title, fig, empty in figures:
+        body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
+        if title == "Transactions per producer" and left_out > 0:
+            body += f"<p class='note'>{left_out} more transactions are in tables/partition_transactions/.</p>"
+        sections.append(f"<h2>{_esc(title)}</h2>{body}")
+    counts = summary.get("findings_by_severity", {})
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>txn-audit report</title><style>{CSS}</style></head>
+<body>
+<h1>txn-audit report</h1>
+<p class="verdict">{_esc(summary.get("verdict", ""))}</p>
+<p>input {_esc(summary_doc.get("input"))} · audit time {_esc(format_time_ms(as_of_ms))} ·
+{_esc(summary.get("partitions", len(partitions)))} partitions ·
+{' · '.join(f"{_esc(n)} {_esc(s)}" for s, n in counts.items())}</p>
+<h2>Findings</h2>
+{_findings_table(findings)}
+{''.join(sections)}
+<h2>Data quality</h2>
+{_quality_section(quality_results, out_dir)}
+</body></html>
+"""
+    target = out_dir / "report.html"
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(target)
+    return target
