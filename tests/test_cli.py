@@ -82,7 +82,8 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
 
     if "hanging-unadded-partition" not in SCENARIOS or "healthy" not in SCENARIOS:
         pytest.skip("real corpus not found")
-    healthy = runner.invoke(app, ["scan", str(scenario_dir("healthy") / "logdirs"), "--no-progress"])
+    healthy = runner.invoke(app, ["scan", str(scenario_dir("healthy") / "logdirs"), "--no-progress",
+                                      "--no-quality"])
     assert healthy.exit_code == 0, healthy.output
     assert healthy.stdout.startswith("CLEAN")
 
@@ -96,11 +97,16 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     assert table.stdout.startswith("CRITICAL")
     assert "hanging_transaction" in table.output and "--start-offset 0" in table.output
     assert "Partitions whose LSO is below the high watermark" in table.output
+    assert (tmp_path / "hang" / "report.html").is_file()
+    assert json.loads((tmp_path / "hang" / "quality" / "results.json").read_text())["results"]
 
     as_json = runner.invoke(app, ["scan", hang, "--as-of", "2026-11-22T20:01:26.713Z",
-                                  "--max-transaction-timeout", "1m", "--format", "json", "--out", out])
+                                  "--max-transaction-timeout", "1m", "--format", "json", "--out", out,
+                                  "--no-quality", "--no-report"])
     assert as_json.exit_code == 1
     doc = json.loads(as_json.stdout)
+    # the output is replaced as a whole: what this run did not write is gone
+    assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
     assert doc["as_of_ms"] == at
     assert {"as_of_ms", "input", "partitions", "findings", "summary"} == set(doc)
     kinds = {f["kind"] for f in doc["findings"]}
@@ -112,5 +118,6 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
         "held_records", "held_bytes"}
 
-    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out])
+    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out,
+                                        "--no-quality", "--no-report"])
     assert critical_only.exit_code == 0, critical_only.output  # only an info/warning open txn at the dump's own time
