@@ -27,7 +27,11 @@ from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
 from txn_audit.spark import build_session
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from pyspark.sql import DataFrame, SparkSession
+
+    from txn_audit.warehouse import PublishedRun
 
 SEVERITIES = ("info", "warning", "critical")
 INGEST_STAMP = "_ingest.json"
@@ -376,3 +380,70 @@ def _scan(
             on_stage("writing the report")
         write_report(work, quality_results=work / "quality" / "results.json" if quality else None)
     return result
+
+
+# -- nightly ------------------------------------------------------------------------------
+
+
+@dataclass
+class NightlyResult:
+    scan: ScanResult
+    published: PublishedRun
+    min_severity: str
+    exit_code: ExitCode
+
+    def summary_lines(self) -> list[str]:
+        """What the nightly job logs: verdict, findings by kind, where the run went."""
+        published = self.published
+        by_kind = ", ".join(f"{kind}={n}" for kind, n in sorted(self.scan.counts().items())) or "none"
+        rows = sum(published.row_counts.values())
+        return [
+            f"verdict: {verdict(self.scan, self.min_severity)}",
+            f"findings by kind: {by_kind}",
+            f"audit date {published.audit_date.isoformat()}: {len(published.tables)} tables, {rows} rows, "
+            f"in {published.warehouse}/<table>/{published.tables['findings'].name}/",
+            f"report, summary and data-quality results: {published.run_dir}",
+            f"exit code {int(self.exit_code)} ({self.exit_code.name.lower()})",
+        ]
+
+
+def run_nightly(
+    dump: str | Path,
+    warehouse: str | Path,
+    audit_date: date,
+    *,
+    spark: SparkSession | None = None,
+    as_of_ms: int | None = None,
+    max_transaction_timeout_ms: int = 15 * 60_000,
+    late_tolerance_ms: int = 1_000,
+    min_severity: str = "warning",
+    strict: bool = False,
+    work_dir: str | Path | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> NightlyResult:
+    """The nightly job: ``scan`` the dump in a temporary folder (under ``work_dir``, which
+    executors on other hosts must be able to write to), publish it as ``audit_date`` of the
+    warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code."""
+    from txn_audit.warehouse import publish_run, resolve
+
+    if min_severity not in SEVERITIES:
+        raise UsageError(f"--min-severity must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
+    source = resolve(dump)
+    resolve(warehouse)  # refuse an unsupported location before the scan, not after
+    if not source.is_dir():
+        raise UsageError(f"dump not found or not a folder: {source}")
+    spark = spark or build_session("txn-audit-nightly")
+    scratch = None if work_dir is None else resolve(work_dir)
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="txn-audit-nightly-", dir=scratch) as tmp:
+        out = Path(tmp) / "scan"
+        result = scan(source, out, spark=spark, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
+                      max_transaction_timeout_ms=max_transaction_timeout_ms, progress=False, on_stage=on_stage)
+        result.out_dir = None  # the tables now live in the warehouse, one partition per table
+        write_json_atomic(out / "summary.json", result.to_json())
+        if on_stage:
+            on_stage("publishing to the warehouse")
+        published = publish_run(spark, out, warehouse, audit_date)
+    return NightlyResult(result, published, min_severity, scan_exit_code(result, min_severity=min_severity,
+                                                                         strict=strict))

@@ -62,31 +62,41 @@ def build_session(
 ) -> SparkSession:
     """Get or create the SparkSession txn-audit runs on.
 
-    Without ``master`` an existing session is reused (spark-submit, notebooks) and a new one is
-    ``local[*]``. Workers run this very interpreter unless PYSPARK_PYTHON says otherwise,
-    so the package and its decoders are importable in them.
+    Without ``master`` an existing session is reused (notebooks); under ``spark-submit`` the
+    master and every ``--conf`` it was given are kept, txn-audit's settings only fill the gaps;
+    otherwise a new session is ``local[*]``. Workers run this very interpreter unless
+    PYSPARK_PYTHON says otherwise, so the package and its decoders are importable in them.
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
-    check_java()
+    settings = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+    }
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.python.worker.reuse", "true")
-    )
+    builder = SparkSession.builder
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # spark-submit started the JVM: its master, driver address and --conf settings stand
+        from pyspark import SparkConf
+
+        given = SparkConf()
+        settings = {key: value for key, value in settings.items() if not given.contains(key)}
+    else:
+        check_java()
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]"))
+        settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -1,0 +1,1 @@
+"""Tests of the spark-submit jobs and the warehouse they write."""

@@ -1,0 +1,457 @@
+"""The nightly job through pyspark's own ``spark-submit`` (local mode and a standalone cluster
+on 127.0.0.1) and the warehouse it appends to."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from txn_audit import warehouse as wh_module
+from txn_audit.api import scan_exit_code
+from txn_audit.errors import UsageError
+from txn_audit.schemas import ALL_TABLES, FINDINGS
+from txn_audit.warehouse import (
+    PARTITION_COLUMN, RUNS, audit_dates, partition_name, publish_run, resolve,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tests.conftest import SampleScan
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "jobs" / "nightly_audit.py"
+AUDIT_DATE = date(2026, 11, 20)
+PART = partition_name(AUDIT_DATE)
+SUBMIT_TIMEOUT_S = 900
+# short-lived JVMs on a small dump: the quick JIT tier and the serial GC spend far less CPU warming up
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "TXN_AUDIT_SPARK_MASTER", "SPARK_CONF_DIR")}
+    (tmp / "local").mkdir(parents=True, exist_ok=True)
+    return env | {
+        "SPARK_HOME": str(_spark_home()),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_DIRS": str(tmp / "local"),
+    }
+
+
+@dataclass
+class Run:
+    code: int
+    output: str
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.output.splitlines()[-lines:])
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    with log.open("ab") as sink:  # the child keeps its own descriptor
+        return subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a process and everything it started (its process group)."""
+    for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # executors and Python workers may outlive the process that started them
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _submit(master: str, dump: Path, warehouse: str, tmp: Path, *extra: str) -> Run:
+    """``spark-submit jobs/nightly_audit.py`` with a lean JVM; its whole output is returned."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    log = tmp / "spark-submit.log"
+    cmd = [
+        str(_spark_home() / "bin" / "spark-submit"), "--master", master, "--driver-memory", "1g",
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.executor.memory=1g", "--conf", f"spark.local.dir={tmp / 'local'}",
+        "--conf", f"spark.driver.extraJavaOptions={LEAN_JVM}", "--conf", f"spark.executor.extraJavaOptions={LEAN_JVM}",
+        str(JOB), "--dump", str(dump), "--warehouse", warehouse, "--audit-date", AUDIT_DATE.isoformat(), *extra,
+    ]
+    proc = _start(cmd, log, _env(tmp))
+    try:
+        code = proc.wait(SUBMIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        pytest.fail(f"spark-submit did not finish in {SUBMIT_TIMEOUT_S} s:\n{log.read_text()[-6000:]}")
+    finally:
+        _stop(proc)
+    return Run(code, log.read_text(errors="replace"))
+
+
+def _rows(folder: Path) -> list[str]:
+    """A partition's rows, each as canonical JSON, sorted (row order is not compared here)."""
+    files = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_")))
+    rows = [row for f in files for row in pq.read_table(f).to_pylist()]
+    return sorted(json.dumps(row, sort_keys=True, default=repr) for row in rows)
+
+
+def _snapshot(warehouse: Path) -> dict[str, list[str]]:
+    return {name: _rows(warehouse / name / PART) for name in ALL_TABLES}
+
+
+def _finding_key(finding: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(finding[name] for name in FINDINGS.names)
+
+
+def _assert_layout(warehouse: Path) -> None:
+    """One partition folder per table and for the run, and nothing hidden left beside them."""
+    assert sorted(p.name for p in warehouse.iterdir()) == sorted([*ALL_TABLES, RUNS])
+    for name in [*ALL_TABLES, RUNS]:
+        assert sorted(p.name for p in (warehouse / name).iterdir()) == [PART], name
+
+
+def _assert_findings_match(warehouse: Path, sample: SampleScan) -> None:
+    published = [row for f in sorted((warehouse / "findings" / PART).glob("*.parquet"))
+                 for row in pq.read_table(f).to_pylist()]
+    assert Counter(map(_finding_key, published)) == Counter(map(_finding_key, sample.result.findings))
+    run = warehouse / RUNS / PART
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["findings"] == sample.result.to_json()["findings"]
+    assert (run / "report.html").stat().st_size > 0
+    results = json.loads((run / "quality" / "results.json").read_text())
+    assert results  # the GX results came along
+
+
+# -- spark-submit, local mode ---------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_nightly_job_twice_for_one_date_in_local_mode(
+    spark: SparkSession, sample_scan: SampleScan, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
+    assert expected == 1  # the sample has findings planted on purpose
+
+    first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
+    assert first.code == expected, first.tail()
+    assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 1 (findings)" in first.output
+    _assert_layout(warehouse)
+    before = _snapshot(warehouse)
+    assert sum(map(len, before.values())) > 0
+
+    second = _submit("local[2]", sample_scan.dump, warehouse.as_uri(), tmp_path / "second")
+    assert second.code == expected, second.tail()
+    _assert_layout(warehouse)
+    assert _snapshot(warehouse) == before
+    _assert_findings_match(warehouse, sample_scan)
+    assert audit_dates(warehouse) == [AUDIT_DATE]
+
+    frame = spark.read.parquet(str(warehouse / "findings"))
+    assert dict(frame.dtypes)[PARTITION_COLUMN] == "date"
+    assert frame.count() == len(sample_scan.result.findings)
+
+
+# -- spark-submit, standalone cluster ------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _master_state(ui_port: int) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as reply:
+            return json.loads(reply.read())
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class Cluster:
+    url: str
+    ui_port: int
+    worker_dirs: list[Path]
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A master and two one-core workers on 127.0.0.1, from the Spark inside the pyspark package."""
+    root = tmp_path / "cluster"
+    logs = root / "logs"
+    logs.mkdir(parents=True)
+    env = _env(root) | {"SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(root / "work"),
+                        "SPARK_DAEMON_MEMORY": "512m", "SPARK_DAEMON_JAVA_OPTS": LEAN_JVM}
+    spark_class = str(_spark_home() / "bin" / "spark-class")
+    port, ui_port = _free_port(), _free_port()
+    worker_dirs = [root / "work" / f"worker-{i}" for i in (1, 2)]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def fail(reason: str) -> None:
+        text = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}" for log in sorted(logs.iterdir()))
+        pytest.fail(f"the standalone cluster did not start: {reason}\n{text}")
+
+    def wait_for(condition: Any, what: str, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if any(p.poll() is not None for p in procs):
+                fail(f"a daemon exited while waiting for {what}")
+            if time.monotonic() > deadline:
+                fail(f"timed out waiting for {what}")
+            time.sleep(1)
+
+    try:
+        procs.append(_start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                             "--port", str(port), "--webui-port", str(ui_port)], logs / "master.out", env))
+        wait_for(lambda: (_master_state(ui_port) or {}).get("status") == "ALIVE", "the master")
+        for i, work in enumerate(worker_dirs, 1):
+            work.mkdir(parents=True)
+            procs.append(_start([spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+                                 "--host", "127.0.0.1", "--cores", "1", "--memory", "2g",
+                                 "--webui-port", str(_free_port()), "--work-dir", str(work)],
+                                logs / f"worker-{i}.out", env))
+        wait_for(lambda: (_master_state(ui_port) or {}).get("aliveworkers") == 2, "two workers to register")
+        yield Cluster(f"spark://127.0.0.1:{port}", ui_port, worker_dirs)
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+@pytest.mark.spark
+def test_nightly_job_on_a_standalone_cluster(
+    sample_scan: SampleScan, standalone_cluster: Cluster, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    run = _submit(standalone_cluster.url, sample_scan.dump, str(warehouse), tmp_path / "submit")
+    expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
+    assert run.code == expected, run.tail()
+    state = _master_state(standalone_cluster.ui_port) or {}
+    assert len(state.get("completedapps", [])) == 1, state  # the job ran on the cluster, not in local mode
+    for work in standalone_cluster.worker_dirs:  # and both workers ran an executor for it
+        assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work}"
+    _assert_layout(warehouse)
+    _assert_findings_match(warehouse, sample_scan)
+
+
+# -- publish_run, in process ---------------------------------------------------------------
+
+
+def _listing(warehouse: Path) -> dict[str, tuple[int, int]]:
+    """Every file under the warehouse with its inode and size."""
+    return {str(p.relative_to(warehouse)): (p.stat().st_ino, p.stat().st_size)
+            for p in sorted(warehouse.rglob("*")) if p.is_file()}
+
+
+def _hidden(warehouse: Path) -> list[Path]:
+    return [p for name in [*ALL_TABLES, RUNS] if (warehouse / name).is_dir()
+            for p in (warehouse / name).iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.spark
+def test_publish_run_layout_readers_and_rerun(spark: SparkSession, sample_scan: SampleScan, tmp_path: Path) -> None:
+    warehouse = tmp_path / "wh"
+    other = date(2026, 11, 21)
+    first = publish_run(spark, sample_scan.out, warehouse, AUDIT_DATE)
+    assert first.tables == {name: warehouse / name / PART for name in ALL_TABLES}
+    assert first.run_dir == warehouse / RUNS / PART
+    for name, folder in first.tables.items():
+        files = sorted(folder.glob("*.parquet"))
+        assert files, name
+        assert all(PARTITION_COLUMN not in pq.read_schema(f).names for f in files), name
+        source = ds.dataset(sample_scan.out / "tables" / name, format="parquet")
+        assert first.row_counts[name] == source.count_rows(), name
+    assert first.row_counts["findings"] == len(sample_scan.result.findings)
+    assert sorted(p.name for p in first.run_dir.iterdir() if not p.name.startswith(".")) == [
+        "quality", "report.html", "run.json", "summary.json"]
+
+    publish_run(spark, sample_scan.out, warehouse, other)
+    untouched = {k: v for k, v in _listing(warehouse).items() if partition_name(other) in k}
+    old_folder = (warehouse / "findings" / PART).stat().st_ino
+    old_names = {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES}
+    before = _snapshot(warehouse)
+
+    again = publish_run(spark, sample_scan.out, f"file://{warehouse}", AUDIT_DATE)
+    assert again.row_counts == first.row_counts
+    assert (warehouse / "findings" / PART).stat().st_ino != old_folder  # a new partition was swapped in
+    assert {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES} == old_names
+    assert _snapshot(warehouse) == before
+    assert {k: v for k, v in _listing(warehouse).items() if partition_name(other) in k} == untouched
+    assert _hidden(warehouse) == []
+    assert audit_dates(warehouse) == audit_dates(warehouse.as_uri()) == [AUDIT_DATE, other]
+
+    hive = ds.dataset(warehouse / "findings", format="parquet", partitioning="hive").to_table()
+    assert hive.num_rows == 2 * len(sample_scan.result.findings)
+    assert sorted({str(v) for v in hive.column(PARTITION_COLUMN).to_pylist()}) == ["2026-11-20", "2026-11-21"]
+    frame = spark.read.parquet(str(warehouse / "findings"))
+    counts = {row[0]: row[1] for row in frame.groupBy(PARTITION_COLUMN).count().collect()}
+    assert counts == {AUDIT_DATE: len(sample_scan.result.findings), other: len(sample_scan.result.findings)}
+
+
+@pytest.mark.spark
+def test_a_failed_publish_leaves_whole_partitions(
+    sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse = tmp_path / "wh"
+    publish_run(None, sample_scan.out, warehouse, AUDIT_DATE)
+    names = {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES}
+    before = _snapshot(warehouse)
+    # fail on the second file of the first table that has several: after some tables were
+    # republished, in the middle of one, before the others
+    sizes = [len(names[name]) - 1 for name in ALL_TABLES]  # minus the marker file
+    several = next(i for i, n in enumerate(sizes) if n > 1)
+    fail_at = sum(sizes[:several]) + 2
+    real, calls = wh_module._link_or_copy, []
+
+    def failing(source: Path, dest: Path) -> None:
+        calls.append(dest)
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+        real(source, dest)
+
+    monkeypatch.setattr(wh_module, "_link_or_copy", failing)
+    with pytest.raises(OSError, match="No space"):
+        publish_run(None, sample_scan.out, warehouse, AUDIT_DATE)
+    assert {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES} == names
+    assert _snapshot(warehouse) == before
+    assert _hidden(warehouse) == []
+
+
+@pytest.mark.spark
+def test_leftovers_of_a_killed_publish_are_ignored_then_cleaned(
+    spark: SparkSession, sample_scan: SampleScan, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "wh"
+    publish_run(spark, sample_scan.out, warehouse, AUDIT_DATE)
+    findings = len(sample_scan.result.findings)
+    # a run killed while building a partition, and one killed between the two renames of a
+    # system without an atomic exchange (the old partition moved aside, the new one not yet in)
+    staging = warehouse / "findings" / f".{PART}.staging-0123abcd"
+    shutil.copytree(warehouse / "findings" / PART, staging)
+    moved = warehouse / "batches" / f".{PART}.previous-0123abcd"
+    batches = _rows(warehouse / "batches" / PART)
+    os.rename(warehouse / "batches" / PART, moved)
+
+    assert spark.read.parquet(str(warehouse / "findings")).count() == findings
+    assert ds.dataset(warehouse / "findings", format="parquet", partitioning="hive").count_rows() == findings
+
+    publish_run(spark, sample_scan.out, warehouse, AUDIT_DATE)
+    assert _hidden(warehouse) == []
+    _assert_layout(warehouse)
+    assert _rows(warehouse / "batches" / PART) == batches
+    assert spark.read.parquet(str(warehouse / "findings")).count() == findings
+
+
+def test_data_files_follow_write_order(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    table = tmp_path / "t"
+    table.mkdir()
+    later, earlier = "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"
+    names = [f"part-00001-{earlier}-c000.snappy.parquet", f"part-00000-{earlier}-c000.snappy.parquet",
+             f"part-00000-{later}-c000.snappy.parquet"]
+    for i, name in enumerate(names):
+        pq.write_table(pa.table({"x": [i]}), table / name)
+        os.utime(table / name, ns=(10**18 + (2 if later in name else 1), 10**18 + (2 if later in name else 1)))
+    (table / "_SUCCESS").write_text("")
+    (table / f".{names[0]}.crc").write_text("")
+    assert [p.name for p in wh_module._data_files(table)] == [names[1], names[0], names[2]]
+
+
+def test_locations_and_refusals(tmp_path: Path) -> None:
+    assert resolve("file:///data/wh") == Path("/data/wh")
+    assert resolve(Path("rel")) == Path("rel").absolute()
+    for bad in ("s3://bucket/wh", "hdfs://nn/wh", "file://otherhost/wh"):
+        with pytest.raises(UsageError):
+            resolve(bad)
+    assert audit_dates(tmp_path / "nothing") == []
+    incomplete = tmp_path / "scan"
+    (incomplete / "tables" / "batches").mkdir(parents=True)
+    with pytest.raises(UsageError, match="not a complete scan output"):
+        publish_run(None, incomplete, tmp_path / "wh", AUDIT_DATE)
+
+
+# -- usage errors: exit code 2 and a message, never a traceback ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--audit-date", "20261120"], "--audit-date must be a date"),
+        (["--audit-date", "2026-02-30"], "--audit-date must be a date"),
+        (["--max-transaction-timeout", "15"], "invalid duration"),
+        (["--as-of", "yesterday"], "invalid time"),
+        (["--min-severity", "loud"], "invalid choice"),
+        (["--dump-typo", "x"], "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    done = subprocess.run([sys.executable, str(JOB), "--dump", str(dump), "--warehouse", str(tmp_path / "wh"), *args],
+                          capture_output=True, text=True, timeout=120, env=_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "wh").exists()
+
+
+def test_missing_dump_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(JOB), "--dump", str(tmp_path / "missing"), "--warehouse",
+                           str(tmp_path / "wh"), "--audit-date", "2026-11-20"],
+                          capture_output=True, text=True, timeout=120, env=_env(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "dump not found" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_crash_is_exit_code_70_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from txn_audit import api
+
+    spec = importlib.util.spec_from_file_location("nightly_audit_job", JOB)
+    assert spec is not None and spec.loader is not None
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("executor lost")
+
+    monkeypatch.setattr(api, "run_nightly", crash)
+    assert job.main(["--dump", str(tmp_path), "--warehouse", str(tmp_path / "wh"), "--audit-date", "2026-11-20"]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "executor lost" in err
