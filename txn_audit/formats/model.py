@@ -47,6 +47,8 @@ class IssueKind(StrEnum):
     UNRECOGNISED_FILE = "unrecognised_file"    # a file or folder the layout rules do not explain
     NOT_AUDITED = "not_audited"                # a file kept out of the audit on purpose (swap, symlink, ...)
     DECODER_ERROR = "decoder_error"            # an unexpected failure inside txn-audit while decoding a file
+    UNPARSED_LINE = "unparsed_line"            # a line of a tool's text output that does not parse
+    INCOMPLETE_TEXT = "incomplete_text"        # a text dump that lacks what the audit needs (no records, no decoder)
 
 
 @dataclass(frozen=True, slots=True)

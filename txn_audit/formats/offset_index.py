@@ -22,8 +22,10 @@ import struct
 from collections.abc import Iterable
 from typing import Final
 
+from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import DecodeIssue, IssueKind, OffsetIndexEntry, Severity, TimeIndexEntry
 from txn_audit.formats.primitives import Buffer
+from txn_audit.formats.record_batch import SegmentBuffer, as_view, decode_batch_header
 
 OFFSET_ENTRY: Final = struct.Struct(">ii")
 TIME_ENTRY: Final = struct.Struct(">qi")
@@ -162,3 +164,65 @@ def batch_boundaries(entries: Iterable[OffsetIndexEntry]) -> list[int]:
     if an entry says so). Negative positions are dropped; nothing else is checked here.
     """
     return sorted({e.position for e in entries if e.position >= 0})
+
+
+def _batch_start_agrees(log: memoryview, entry: OffsetIndexEntry) -> bool:
+    """Whether a whole v2 batch with a valid CRC-32C starts at the entry's position and its
+    base offset is at most the entry's offset (the last offset of the append it indexes)."""
+    try:
+        header = decode_batch_header(log, entry.position, verify_crc=True)
+    except CorruptInputError:
+        return False
+    return header.crc_ok and header.base_offset <= entry.offset
+
+
+def _walk_starts(log: memoryview, start: int, stop: int, slice_bytes: int) -> list[int]:
+    """Batch starts in ``(start, stop)`` about ``slice_bytes`` apart, by a walk over the entry
+    sizes from the batch start ``start``; the walk gives up where the framing does."""
+    out: list[int] = []
+    n = len(log)
+    target = start + slice_bytes
+    pos = start
+    while pos < stop and n - pos >= 17:
+        size = int.from_bytes(log[pos + 8 : pos + 12], "big", signed=True)
+        if size < 14 or pos + 12 + size > n:
+            break
+        if pos >= target:
+            out.append(pos)
+            target = pos + slice_bytes
+        pos += 12 + size
+    return out
+
+
+def slice_starts(log: SegmentBuffer, entries: Iterable[OffsetIndexEntry], *, slice_bytes: int) -> list[int]:
+    """Positions that cut a segment into slices of about ``slice_bytes``, each at a batch start.
+
+    The first is always 0; slice ``k`` is ``[starts[k], starts[k + 1])``, the last one runs to
+    the end of the file. Positions come from the ``.index`` entries; each one used is checked
+    (a whole v2 batch with a valid CRC whose offsets agree with the entry), and where the
+    index is missing, stale or stops early, a walk over entry sizes from the last good
+    position fills the gap. Whether the slices really chain up is proven when they are
+    decoded: a slice whose walk does not end exactly where the next begins is re-decoded
+    with its successors (``fast_headers.decode_sliced``).
+    """
+    if slice_bytes <= 0:
+        raise ValueError(f"slice_bytes must be positive, not {slice_bytes}")
+    mv = as_view(log)
+    n = len(mv)
+    starts = [0]
+    try:
+        for entry in sorted(entries, key=lambda e: e.position):
+            gap_end = entry.position
+            if gap_end < starts[-1] + slice_bytes or gap_end >= n:
+                continue
+            if not _batch_start_agrees(mv, entry):
+                continue
+            if gap_end - starts[-1] >= 2 * slice_bytes:  # the index skipped a stretch: walk it
+                starts += _walk_starts(mv, starts[-1], gap_end - slice_bytes // 2, slice_bytes)
+            starts.append(gap_end)
+        if n - starts[-1] >= 2 * slice_bytes:
+            starts += _walk_starts(mv, starts[-1], n - slice_bytes // 2, slice_bytes)
+    finally:
+        if mv is not log:
+            mv.release()
+    return starts

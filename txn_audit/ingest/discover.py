@@ -138,11 +138,21 @@ def _looks_like_log_dir(path: Path) -> bool:
     )
 
 
-def discover(dump: str | os.PathLike[str]) -> Inventory:
-    """Inventory every file under ``dump``. Raises ``UsageError`` if it is not a readable folder."""
+def discover(dump: str | os.PathLike[str], input_kind: str = "auto") -> Inventory:
+    """Inventory every file under ``dump``. Raises ``UsageError`` if it is not a readable folder.
+
+    ``input_kind``: ``logdirs`` (broker log dirs), ``text`` (kafka-dump-log text output, see
+    ``txn_audit.ingest.text``) or ``auto`` (log dirs if there are any, else text dumps).
+    """
     root = Path(dump)
     if not root.exists():
         raise UsageError(f"dump not found: {root}")
+    if input_kind not in ("auto", "logdirs", "text"):
+        raise UsageError(f"input kind must be auto, logdirs or text, got {input_kind!r}")
+    if input_kind == "text" or (input_kind == "auto" and root.is_file()):
+        from txn_audit.ingest.text import discover_text  # it imports this module
+
+        return discover_text(root)
     if not root.is_dir():
         raise UsageError(f"dump must be a folder of broker log dirs, got a file: {root}")
     inv = Inventory(root=root.resolve())
@@ -160,6 +170,13 @@ def discover(dump: str | os.PathLike[str]) -> Inventory:
                 dirnames[:] = []  # partitions are handled by _scan_log_dir
             else:
                 dirnames.sort()
+    if not found_dirs and input_kind == "auto":
+        from txn_audit.ingest.text import discover_text
+
+        try:
+            return discover_text(root)
+        except UsageError:
+            pass
     if not found_dirs:
         raise UsageError(
             f"no Kafka log dir found under {root}: expected folders holding meta.properties, "

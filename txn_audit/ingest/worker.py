@@ -13,10 +13,11 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from txn_audit.errors import CorruptInputError
@@ -24,7 +25,9 @@ from txn_audit.formats.consumer_offsets import (
     decode_offset_commit_value,
     decode_offsets_key,
 )
+from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
 from txn_audit.formats.model import (
+    CODEC_NAMES,
     TIMESTAMP_TYPE_NAMES,
     BatchHeader,
     DecodeIssue,
@@ -69,16 +72,38 @@ def task_rows(tasks: list[FileTask]) -> list[dict[str, Any]]:
 
 
 class TableRows:
-    """Row buffers for the decoded tables; rows are tuples in schema column order."""
+    """Row buffers for the decoded tables; rows are tuples in schema column order.
+
+    Rows decoded column-wise arrive as ready Arrow struct arrays (``add_struct``); ``parts``
+    keeps them in order with the tuple rows added before them.
+    """
 
     def __init__(self) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in DECODED_TABLES}
+        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in DECODED_TABLES}
 
     def __len__(self) -> int:
-        return sum(len(r) for r in self.rows.values())
+        return sum(len(r) for r in self.rows.values()) + sum(len(a) for p in self.parts.values() for a in p)
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         self.rows[table].append(row)
+
+    def add_struct(self, table: str, rows: pa.StructArray) -> None:
+        """Append rows already in the table's struct type, after the tuple rows added so far."""
+        self._seal(table)
+        self.parts[table].append(rows)
+
+    def _seal(self, table: str) -> None:
+        rows = self.rows[table]
+        if rows:
+            schema = RAW_TABLES[table]
+            columns = list(zip(*rows, strict=True))
+            self.parts[table].append(
+                pa.StructArray.from_arrays(
+                    [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], fields=list(schema)
+                )
+            )
+            rows.clear()
 
     def issue(self, task: FileTask, issue: DecodeIssue) -> None:
         self.rows["decode_issues"].append(
@@ -89,20 +114,16 @@ class TableRows:
         """Yield one combined-schema record batch per non-empty table, then clear."""
         combined = combined_decode_schema()
         for name in DECODED_TABLES:
-            rows = self.rows[name]
-            if not rows:
+            self._seal(name)
+            parts = self.parts[name]
+            if not parts:
                 continue
-            schema = RAW_TABLES[name]
-            columns = list(zip(*rows, strict=True))
-            struct = pa.StructArray.from_arrays(
-                [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
-                fields=list(schema),
-            )
-            arrays: list[pa.Array] = [pa.array([name] * len(rows), pa.string())]
+            struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+            arrays: list[pa.Array] = [pa.array([name] * len(struct), pa.string())]
             for other in DECODED_TABLES:
-                arrays.append(struct if other == name else pa.nulls(len(rows), combined.field(other).type))
+                arrays.append(struct if other == name else pa.nulls(len(struct), combined.field(other).type))
             yield pa.RecordBatch.from_arrays(arrays, schema=combined)
-            rows.clear()
+            parts.clear()
 
 
 @contextmanager
@@ -131,6 +152,11 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
     which keeps a worker's memory flat however large the segment is.
     """
     try:
+        if task.kind == "dumplog_text":
+            from txn_audit.ingest.text import decode_text_task  # it imports this module: load it late
+
+            yield from decode_text_task(task, out)
+            return
         with open_readonly(task.path) as buf:
             if task.kind == "log":
                 yield from _decode_log(task, buf, out)
@@ -155,7 +181,12 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
         )
 
 
-def _decode_log(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
+def _decode_log(
+    task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int = 8192, *, fast: bool = True
+) -> Iterator[None]:
+    if fast and task.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) and len(buf) > 16 and buf[16] == 2:
+        yield from _decode_log_columns(task, buf, out, pause_every)
+        return
     replica = task.replica()
     seg = task.base_offset
     file = task.rel_path
@@ -202,6 +233,69 @@ def _decode_log(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_ev
             _add_marker(task, buf, h, out)
         elif wants_records and h.record_count > 0:
             _add_coordinator_records(task, buf, h, out)
+
+
+_CODECS = pa.array([CODEC_NAMES.get(c, f"unknown({c})") for c in range(8)], pa.string())
+_TIMESTAMP_TYPES = pa.array([TIMESTAMP_TYPE_NAMES.get(t, str(t)) for t in range(2)], pa.string())
+
+
+def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
+    """``batches`` rows of one chunk, column by column (the same values the tuple path writes)."""
+    n = len(cols)
+    values: dict[str, Any] = {
+        "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
+        "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
+        "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
+        "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+        "segment_base_offset": np.full(n, task.base_offset, np.int64),
+        "codec": _CODECS.take(cols.compression),
+        "timestamp_type": _TIMESTAMP_TYPES.take(cols.timestamp_type),
+        "crc_ok": cols.crc_ok,
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
+    }
+    schema = RAW_TABLES["batches"]
+    arrays = []
+    for f in schema:
+        value = values[f.name] if f.name in values else getattr(cols, f.name)
+        arrays.append(value if isinstance(value, pa.Array) else pa.array(value, type=f.type))
+    return pa.StructArray.from_arrays(arrays, fields=list(schema))
+
+
+def _decode_log_columns(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int) -> Iterator[None]:
+    """``_decode_log`` for a v2 data segment through ``fast_headers``: the same rows and issues,
+    in the same order; only control batches are visited one by one (for their markers).
+
+    Pages of the map behind each finished chunk are handed back (they stay in the page
+    cache), so a worker's memory does not grow with the size of the segment.
+    """
+    released = 0
+    with closing(iter_header_chunks(buf, max_batches=pause_every)) as chunks:
+        for chunk in chunks:
+            _add_chunk(task, buf, chunk, out)
+            cols = chunk.columns
+            if len(cols) and isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+                done = (int(cols.position[-1] + cols.size_bytes[-1]) // mmap.PAGESIZE) * mmap.PAGESIZE
+                if done > released:
+                    buf.madvise(mmap.MADV_DONTNEED, released, done - released)  # read-only map: refaults from the file
+                    released = done
+            yield
+
+
+def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: TableRows) -> None:
+    """Rows of one chunk, and the markers of its control batches, with issues in walk order."""
+    cols = chunk.columns
+    if len(cols):
+        out.add_struct("batches", _batch_struct(task, cols))
+    issues, issue_rows = chunk.issues, chunk.issue_rows
+    k = 0
+    controls = np.flatnonzero(cols.is_control & cols.crc_ok)
+    for j, header in zip(controls.tolist(), cols.headers(controls), strict=True):
+        while k < len(issues) and issue_rows[k] <= j:  # issues the walk met before batch j
+            out.issue(task, issues[k])
+            k += 1
+        _add_marker(task, buf, header, out)
+    for issue in issues[k:]:
+        out.issue(task, issue)
 
 
 def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:

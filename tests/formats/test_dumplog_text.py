@@ -1,0 +1,463 @@
+"""kafka-dump-log text read back into the binary decoders' values.
+
+(a) The real oracle: every realcorpus ``tools/dump-log`` file parses into exactly what the
+binary decoders give for the matching ``logdirs/`` files. (b) One fixture per tool-output
+variant (2.4 → 4.2), each derived from the 3.6.2 corpus text per ``DumpLogSegments`` at that
+tag. (c) Lines that do not parse become issues with their line numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.realcorpus import SCENARIOS, needs_corpus, scenario_dir
+from txn_audit.formats.dumplog_text import (
+    DumpSection,
+    ParsedDumpLog,
+    TextBatch,
+    iter_dump_log,
+    parse_dump_log,
+    section_of,
+)
+from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC, parse_log_file_name
+from txn_audit.formats.model import TIMESTAMP_TYPE_NAMES, AbortedTxn, BatchHeader, IssueKind
+from txn_audit.formats.record_batch import control_marker_of, decode_records
+from txn_audit.formats.segment import iter_batches
+from txn_audit.formats.snapshot import decode_producer_snapshot, first_sequence, has_batch_metadata
+from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
+from txn_audit.formats.txnindex import decode_txn_index
+
+FIXTURES = Path(__file__).parent / "fixtures" / "dumplog"
+
+
+# -- (a) the realcorpus text equals the binary decode ------------------------------------
+
+
+def _dump_files() -> list[tuple[str, Path]]:
+    return [(s, p) for s in SCENARIOS for p in sorted((scenario_dir(s) / "tools" / "dump-log").glob("*.txt"))]
+
+
+DUMP_FILES = _dump_files()
+
+
+def _by_section(parsed: ParsedDumpLog, items: list) -> dict[str, list]:  # type: ignore[type-arg]
+    out: dict[str, list] = {s.path: [] for s in parsed.sections}  # type: ignore[type-arg]
+    for item in items:
+        out[item.section.path].append(item)
+    return out
+
+
+def _binary_batch(h: BatchHeader) -> tuple[object, ...]:
+    return (
+        h.position, h.base_offset, h.last_offset, h.magic, h.codec_name, TIMESTAMP_TYPE_NAMES[h.timestamp_type],
+        h.is_transactional, h.is_control, h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+        h.record_count, h.first_timestamp, h.max_timestamp, h.delete_horizon_ms, h.partition_leader_epoch,
+        h.stored_crc, h.computed_crc, h.crc_ok, h.size_bytes,
+    )
+
+
+def _text_batch(b: TextBatch) -> tuple[object, ...]:
+    return (
+        b.position, b.base_offset, b.last_offset, b.magic, b.codec, b.timestamp_type, b.is_transactional,
+        b.is_control, b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, b.record_count,
+        b.first_timestamp, b.max_timestamp, b.delete_horizon_ms, b.partition_leader_epoch, b.stored_crc,
+        b.computed_crc, b.crc_ok, b.size_bytes,
+    )
+
+
+@needs_corpus
+@pytest.mark.parametrize(("scenario", "path"), DUMP_FILES, ids=[f"{s}:{p.stem}" for s, p in DUMP_FILES])
+def test_realcorpus_text_equals_binary(scenario: str, path: Path) -> None:
+    parsed = parse_dump_log(path)
+    assert parsed.issues == []
+    assert parsed.command is not None and parsed.command.startswith("bin/kafka-dump-log.sh")
+    versions = parsed.kafka_versions()
+    assert versions is not None and versions[0] <= "3.6" <= versions[1]  # the corpus was written by 3.6.2's tool
+    batches = _by_section(parsed, parsed.batches)
+    markers = _by_section(parsed, parsed.markers)
+    txn_log = _by_section(parsed, parsed.txn_log)
+    snapshots = _by_section(parsed, parsed.snapshots)
+    aborted = _by_section(parsed, parsed.aborted_txns)
+    for section in parsed.sections:
+        binary = scenario_dir(scenario) / section.path
+        assert binary.is_file(), section.path
+        assert section.topic == binary.parent.name.rsplit("-", 1)[0]
+        assert section.partition == int(binary.parent.name.rsplit("-", 1)[1])
+        assert section.log_dir == "logdirs"
+        assert section.base_offset == parse_log_file_name(binary.name).base_offset  # type: ignore[union-attr]
+        data = binary.read_bytes()
+        if section.kind == "log":
+            headers = [h for h in iter_batches(data) if isinstance(h, BatchHeader)]
+            assert [_text_batch(b) for b in batches[section.path]] == [_binary_batch(h) for h in headers]
+            expected_markers = [
+                (m.offset, m.producer_id, m.producer_epoch, m.marker_type, m.control_type, m.coordinator_epoch,
+                 m.timestamp, h.position)
+                for h in headers if h.is_control and (m := control_marker_of(data, h)) is not None
+            ]
+            got_markers = [
+                (m.offset, m.producer_id, m.producer_epoch, m.marker_type, m.control_type, m.coordinator_epoch,
+                 m.timestamp, m.position)
+                for m in markers[section.path]
+            ]
+            assert got_markers == expected_markers
+            assert all(m.key_version is None and m.value_version is None for m in markers[section.path])
+            expected_txn = []
+            if section.topic == TRANSACTION_STATE_TOPIC:
+                for h in headers:
+                    for r in decode_records(data, h):
+                        k, v = decode_txn_log_key(r.key), decode_txn_log_value(r.value)  # type: ignore[arg-type]
+                        parts = None if v is None or v.topic_partitions is None else sorted(
+                            (tp.topic, p) for tp in v.topic_partitions for p in tp.partitions
+                        )
+                        expected_txn.append(
+                            (r.offset, r.timestamp, k.transactional_id, k.version, v is None,
+                             None if v is None else v.producer_id, None if v is None else v.producer_epoch,
+                             None if v is None else v.txn_timeout_ms, None if v is None else v.state_code,
+                             None if v is None else v.state, parts,
+                             None if v is None else v.txn_last_update_timestamp, h.position)
+                        )
+            got_txn = [
+                (t.offset, t.record_timestamp, t.transactional_id, t.key_version, t.tombstone, t.producer_id,
+                 t.producer_epoch, t.txn_timeout_ms, t.state_code, t.state,
+                 None if t.topic_partitions is None else sorted(t.topic_partitions), t.txn_last_update_timestamp,
+                 t.position)
+                for t in txn_log[section.path]
+            ]
+            assert got_txn == expected_txn
+            # what the text form of 3.6 does not carry stays unknown
+            assert all(t.value_version is None and t.txn_start_timestamp is None for t in txn_log[section.path])
+        elif section.kind == "snapshot":
+            snap = decode_producer_snapshot(data)
+            assert snap.crc_ok
+            got = [
+                (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+                 e.coordinator_epoch, e.current_txn_first_offset, e.has_batch_metadata, e.first_sequence)
+                for e in snapshots[section.path]
+            ]
+            want = [
+                (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
+                 e.coordinator_epoch, e.current_txn_first_offset, has_batch_metadata(e),
+                 first_sequence(e) if has_batch_metadata(e) else None)
+                for e in snap.entries
+            ]
+            assert got == want
+        elif section.kind == "txnindex":
+            entries, issues = decode_txn_index(data, segment_base_offset=section.base_offset or 0)
+            assert issues == []
+            assert [a.entry for a in aborted[section.path]] == entries
+        else:
+            pytest.fail(f"unexpected section kind {section.kind} for {section.path}")
+
+
+@needs_corpus
+def test_realcorpus_covers_every_row_kind() -> None:
+    totals = {"batches": 0, "markers": 0, "txn_log": 0, "snapshots": 0, "aborted_txns": 0}
+    for _, path in DUMP_FILES:
+        parsed = parse_dump_log(path)
+        for name in totals:
+            totals[name] += len(getattr(parsed, name))
+    assert all(n > 0 for n in totals.values()), totals
+    assert {b.codec for _, p in DUMP_FILES for b in parse_dump_log(p).batches} == {
+        "none", "gzip", "snappy", "lz4", "zstd"
+    }
+
+
+@needs_corpus
+def test_streaming_matches_whole_file() -> None:
+    scenario, path = next((s, p) for s, p in DUMP_FILES if p.stem.startswith("orders"))
+    with path.open("rb") as fh:
+        items = list(iter_dump_log(fh, file=path.name))
+    parsed = parse_dump_log(path)
+    assert [i for i in items if isinstance(i, TextBatch)] == parsed.batches
+
+
+# -- (b) one fixture per format variant -------------------------------------------------
+
+#: fixture → (Kafka versions its features allow, first timestamp of a no-batch snapshot entry known,
+#:            deleteHorizonMs printed, tombstone present, JSON payloads)
+VARIANTS = {
+    "2.4.0": (("2.4", "2.4"), False, False, False, False),
+    "2.4.1": (("2.4", "2.4"), False, False, True, False),
+    "2.8.2": (("2.8", "2.8"), False, False, True, False),
+    "3.0.0": (("3.0", "3.0"), False, False, True, False),
+    "3.2.0": (("3.2", "3.2"), True, True, True, False),
+    "3.3.0": (("3.3", "3.4"), True, True, True, False),
+    "3.5.0": (("3.5", "4.0"), True, True, True, False),
+    "4.1.0": (("4.1", "4.2"), True, True, True, True),
+}
+
+_TXN_ROWS = [  # offset, state, epoch, partitions, last update, start timestamp (JSON only)
+    (0, "Empty", 0, None, 1795377901583, -1),
+    (1, "Ongoing", 0, [("tmo", 0), ("tmo", 1)], 1795377901654, 1795377901654),
+    (2, "PrepareAbort", 1, [("tmo", 0), ("tmo", 1)], 1795377915001, 1795377901654),
+    (3, "CompleteAbort", 1, [], 1795377915006, 1795377901654),
+]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fixture_variant(variant: str) -> None:
+    versions, snapshot_ts_known, has_dh, has_tombstone, is_json = VARIANTS[variant]
+    path = FIXTURES / f"{variant}.txt"
+    assert path.read_text().startswith(f"# Follows DumpLogSegments.scala at Kafka {variant}")
+    parsed = parse_dump_log(path)
+    assert parsed.issues == []
+    assert parsed.kafka_versions() == versions
+
+    kinds = [(s.topic, s.partition, s.kind) for s in parsed.sections]
+    assert kinds == [
+        (TRANSACTION_STATE_TOPIC, 0, "log"), ("tmo", 0, "log"), ("tmo", 0, "txnindex"), ("tmo", 0, "index"),
+        ("tmo", 0, "snapshot"), ("hang", 1, "snapshot"),
+    ]
+
+    # batches: every field of the batch line, the first timestamp from the first record line
+    data = [b for b in parsed.batches if b.section.topic == "tmo"]
+    assert [(b.base_offset, b.last_offset, b.record_count, b.position, b.size_bytes) for b in data] == [
+        (0, 9, 10, 0, 291), (10, 10, 1, 291, 78)
+    ]
+    first = data[0]
+    assert (first.producer_id, first.producer_epoch, first.base_sequence, first.last_sequence) == (0, 0, 0, 9)
+    assert (first.codec, first.timestamp_type, first.is_transactional, first.is_control) == (
+        "none", "CreateTime", True, False
+    )
+    assert (first.first_timestamp, first.max_timestamp, first.stored_crc, first.crc_ok) == (
+        1795377901631, 1795377901631, 1845305370, True
+    )
+    assert first.computed_crc == first.stored_crc
+    assert first.delete_horizon_ms == (-1 if has_dh else None)
+    assert [r.offset for r in first.records] == list(range(10))
+    assert [r.sequence for r in first.records] == list(range(10))
+    assert first.records[5].key == "k10" and first.records[5].payload == "uncommitted-10"
+
+    (marker,) = parsed.markers
+    assert (marker.offset, marker.producer_id, marker.producer_epoch, marker.marker_type, marker.control_type,
+            marker.coordinator_epoch, marker.timestamp, marker.position) == (
+        10, 0, 1, "ABORT", 0, 0, 1795377915015, 291
+    )
+
+    # coordinator records
+    rows = [t for t in parsed.txn_log if t.transactional_id == "tmo-txn"]
+    assert [(t.offset, t.state, t.producer_epoch, None if t.topic_partitions is None else sorted(t.topic_partitions),
+             t.txn_last_update_timestamp) for t in rows if not t.tombstone] == [r[:5] for r in _TXN_ROWS]
+    assert all((t.producer_id, t.txn_timeout_ms, t.key_version) == (0, 10000, 0) for t in rows if not t.tombstone)
+    assert [t.state_code for t in rows if not t.tombstone] == [0, 1, 3, 5]
+    tombstones = [t for t in rows if t.tombstone]
+    assert [(t.offset, t.producer_id, t.state) for t in tombstones] == ([(4, None, None)] if has_tombstone else [])
+    if is_json:
+        assert [t.txn_start_timestamp for t in rows if not t.tombstone] == [r[5] for r in _TXN_ROWS]
+        assert all((t.value_version, t.previous_producer_id, t.next_producer_id, t.next_producer_epoch,
+                    t.client_transaction_version) == (0, -1, -1, -1, 0) for t in rows if not t.tombstone)
+        (v1,) = [t for t in parsed.txn_log if t.transactional_id == "txnId"]
+        assert (v1.value_version, v1.producer_id, v1.previous_producer_id, v1.next_producer_id, v1.producer_epoch,
+                v1.next_producer_epoch, v1.txn_timeout_ms, v1.state, v1.txn_last_update_timestamp,
+                v1.txn_start_timestamp, v1.client_transaction_version) == (
+            1, 12, 11, 10, 2, -1, 14, "Empty", 123, 13, 0
+        )
+        assert v1.topic_partitions == (("topic1", 0), ("topic1", 1), ("topic1", 2), ("topic2", 3), ("topic2", 4),
+                                       ("topic2", 5))
+    else:
+        assert all(t.value_version is None and t.txn_start_timestamp is None and t.previous_producer_id is None
+                   and t.client_transaction_version is None for t in rows)
+
+    # .txnindex
+    assert [a.entry for a in parsed.aborted_txns] == [AbortedTxn(0, 0, 0, 10, 11)]
+
+    # producer snapshots: an entry without batch metadata, and an open transaction
+    no_batch, open_txn = parsed.snapshots
+    assert (no_batch.producer_id, no_batch.producer_epoch, no_batch.coordinator_epoch,
+            no_batch.current_txn_first_offset, no_batch.has_batch_metadata) == (0, 1, 0, -1, False)
+    assert (no_batch.last_sequence, no_batch.last_offset, no_batch.offset_delta) == (-1, -1, 0)
+    assert no_batch.timestamp == (1795377915015 if snapshot_ts_known else None)
+    assert (open_txn.producer_id, open_txn.producer_epoch, open_txn.coordinator_epoch,
+            open_txn.current_txn_first_offset, open_txn.last_sequence, open_txn.last_offset,
+            open_txn.offset_delta, open_txn.timestamp, open_txn.first_sequence) == (
+        0, 0, -1, 0, 0, 0, 0, 1795377608971, 0
+    )
+    assert all(s.crc_ok for s in parsed.snapshots)
+
+
+def test_json_status_by_name() -> None:
+    """Post-4.2 JSON (KAFKA-20712) names the state instead of its code."""
+    text = "\n".join([
+        "Dumping d/__transaction_state-2/00000000000000000000.log",
+        "Log starting offset: 0",
+        "baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+        "partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
+        "position: 0 CreateTime: 5 size: 120 magic: 2 compresscodec: none crc: 1 isvalid: true",
+        '| offset: 0 CreateTime: 5 keySize: 5 valueSize: 40 sequence: -1 headerKeys: [] key: {"type":"0","data":'
+        '{"transactionalId":"a b"}} payload: {"version":"1","data":{"producerId":3,"producerEpoch":4,'
+        '"transactionTimeoutMs":60000,"transactionStatus":"Ongoing","transactionPartitions":[{"topic":"t",'
+        '"partitionIds":[2]}],"transactionLastUpdateTimestampMs":9,"transactionStartTimestampMs":8,'
+        '"clientTransactionVersion":2}}',
+    ])
+    parsed = parse_dump_log(text)
+    assert parsed.issues == []
+    (t,) = parsed.txn_log
+    assert (t.transactional_id, t.state, t.state_code, t.topic_partitions, t.client_transaction_version) == (
+        "a b", "Ongoing", 1, (("t", 2),), 2
+    )
+    assert parsed.sections[0].log_dir == "d"
+
+
+# -- (c) what the text lacks, and lines that do not parse -------------------------------
+
+_V2 = (
+    "baseOffset: {b} lastOffset: {l} count: {c} baseSequence: {bs} lastSequence: {ls} producerId: {p} "
+    "producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: {ctl} deleteHorizonMs: "
+    "OptionalLong.empty position: {pos} CreateTime: 100 size: {size} magic: 2 compresscodec: none crc: 7 "
+    "isvalid: true"
+)
+
+
+def test_garbage_lines_become_issues_with_line_numbers() -> None:
+    lines = [
+        "stray text before any file",  # 1
+        "Dumping /data/kafka/t-0/00000000000000000000.log",  # 2
+        "Log starting offset: 0",  # 3
+        _V2.format(b=0, l=1, c=2, bs=0, ls=1, p=5, ctl="false", pos=0, size=100),  # 4
+        "| offset: 0 CreateTime: 100 keySize: 1 valueSize: 1 sequence: 0 headerKeys: [] key: a payload: b",  # 5
+        "this line is garbage",  # 6
+        "| offset: 1 CreateTime: 100 keySize: 1 valueSize: 1 sequence: 1 headerKeys: [] key: a payload: b",  # 7
+        "baseOffset: 2 lastOffset: oops",  # 8
+        "Found 17 invalid bytes at the end of 00000000000000000000.log",  # 9
+        "Dumping /data/kafka/t-0/00000000000000000002.snapshot",  # 10
+        "producerId: 5 producerEpoch: zero",  # 11
+        "Snapshot is corrupt (CRC is no longer valid). Stored crc: 1. Computed crc: 2",  # 12
+        "Dumping /data/kafka/t-0/00000000000000000000.txnindex",  # 13
+        "version: 0 producerId: 5 firstOffset: 0 lastOffset: 3 lastStableOffset: 0",  # 14
+        "version: 0 producerId: 5",  # 15
+        "Dumping /data/kafka/t-0/00000000000000000000.timeindex",  # 16
+        "timestamp: 100 offset: 1",  # 17
+        'Exception in thread "main" java.lang.IllegalStateException: boom',  # 18
+        "\tat kafka.tools.DumpLogSegments$.main(DumpLogSegments.scala:1)",  # 19
+        "Dumping /data/kafka/t-0/00000000000000000000.index",  # 20
+        "offset: 1 position: 0",  # 21
+        "/data/kafka/t-0/00000000000000000000.index passed sanity check.",  # 22
+        "Non-consecutive offsets in /data/kafka/t-0/00000000000000000000.log",  # 23 (stderr noise)
+        "  1 is followed by 3",  # 24
+    ]
+    parsed = parse_dump_log(lines, file="dump.txt")
+    got = [(i.line, i.kind) for i in parsed.issues]
+    assert got == [
+        (1, IssueKind.UNPARSED_LINE),
+        (6, IssueKind.UNPARSED_LINE),
+        (8, IssueKind.UNPARSED_LINE),
+        (9, IssueKind.TRUNCATED_TAIL),
+        (11, IssueKind.UNPARSED_LINE),
+        (12, IssueKind.CRC_MISMATCH),
+        (15, IssueKind.UNPARSED_LINE),
+        (18, IssueKind.INCOMPLETE_TEXT),
+    ]
+    issue = parsed.issues[1].to_decode_issue()
+    assert issue.position == 6 and issue.detail.startswith("line 6: ") and "this line is garbage" in issue.detail
+    assert parsed.issues[0].section is None and parsed.issues[1].section == parsed.sections[0]
+    # the parseable lines around the garbage still count
+    (batch,) = parsed.batches
+    assert [r.offset for r in batch.records] == [0, 1]
+    assert batch.section.log_dir == "/data/kafka" and batch.section.topic == "t"
+    assert len(parsed.aborted_txns) == 1 and parsed.snapshots == []
+
+
+def test_long_excerpt_is_cut() -> None:
+    parsed = parse_dump_log(["Dumping x/t-0/00000000000000000000.txnindex", "x" * 1000])
+    (issue,) = parsed.issues
+    assert len(issue.excerpt) <= 160 and issue.excerpt.endswith("...")
+
+
+def test_dump_without_deep_iteration_leaves_markers_unknown() -> None:
+    lines = [
+        "Dumping logdirs/t-0/00000000000000000000.log",
+        "Starting offset: 0",
+        _V2.format(b=0, l=1, c=2, bs=0, ls=1, p=5, ctl="false", pos=0, size=100).replace(
+            " deleteHorizonMs: OptionalLong.empty", ""
+        ),
+        _V2.format(b=2, l=2, c=1, bs=-1, ls=-1, p=5, ctl="true", pos=100, size=78).replace(
+            " deleteHorizonMs: OptionalLong.empty", ""
+        ),
+    ]
+    parsed = parse_dump_log(lines)
+    data, control = parsed.batches
+    assert not data.deep and data.first_timestamp is None and data.delete_horizon_ms is None
+    (marker,) = parsed.markers
+    assert (marker.offset, marker.producer_id, marker.timestamp, marker.position) == (2, 5, 100, 100)
+    assert marker.marker_type is None and marker.coordinator_epoch is None and marker.control_type is None
+    (issue,) = parsed.issues
+    assert issue.kind == IssueKind.INCOMPLETE_TEXT and issue.line == 1 and "marker type" in issue.reason
+
+
+def test_transaction_state_without_decoder_is_reported() -> None:
+    lines = [
+        "Dumping logdirs/__transaction_state-0/00000000000000000000.log",
+        "Log starting offset: 0",
+        _V2.format(b=0, l=0, c=1, bs=-1, ls=-1, p=-1, ctl="false", pos=0, size=116),
+        "| offset: 0 CreateTime: 100 keySize: 11 valueSize: 37 sequence: -1 headerKeys: []",
+    ]
+    parsed = parse_dump_log(lines)
+    assert parsed.txn_log == []
+    (issue,) = parsed.issues
+    assert issue.kind == IssueKind.INCOMPLETE_TEXT and "--transaction-log-decoder" in issue.reason
+
+
+def test_truncated_text_inside_a_batch() -> None:
+    lines = [
+        "Dumping logdirs/t-0/00000000000000000000.log",
+        "Log starting offset: 0",
+        _V2.format(b=0, l=2, c=3, bs=0, ls=2, p=5, ctl="false", pos=0, size=100),
+        "| offset: 0 CreateTime: 100 keySize: 1 valueSize: 1 sequence: 0 headerKeys: [] key: a payload: b",
+    ]
+    parsed = parse_dump_log(lines)
+    (issue,) = parsed.issues
+    assert issue.kind == IssueKind.INCOMPLETE_TEXT and issue.line == 3 and "count 3 but 1 record lines" in issue.reason
+
+
+def test_payload_with_newlines_continues_on_the_next_lines() -> None:
+    payload = "line one\nline two\n| offset: no"  # 30 bytes, two of them newlines
+    text = "\n".join([
+        "Dumping logdirs/t-0/00000000000000000000.log",
+        "Log starting offset: 0",
+        _V2.format(b=0, l=1, c=2, bs=0, ls=1, p=5, ctl="false", pos=0, size=100),
+        f"| offset: 0 CreateTime: 100 keySize: 1 valueSize: {len(payload.encode())} sequence: 0 headerKeys: [] "
+        f"key: k payload: {payload}",
+        "| offset: 1 CreateTime: 101 keySize: -1 valueSize: 1 sequence: 1 headerKeys: [] payload: z",
+    ])
+    parsed = parse_dump_log(text)
+    assert parsed.issues == []
+    (batch,) = parsed.batches
+    assert [r.payload for r in batch.records] == [payload, "z"]
+    assert batch.records[1].key is None and batch.records[1].key_size == -1
+
+
+def test_record_line_variants_and_control_types() -> None:
+    lines = [
+        "Dumping logdirs/t-0/00000000000000000000.log",
+        "Starting offset: 0",
+        # 2.4-2.7 legacy (magic 1) entry: batch line 'offset:' and 'crc ... isvalid' record lines
+        "offset: 1 position: 0 CreateTime: 50 size: 90 magic: 1 compresscodec: GZIP crc: 3 isvalid: true",
+        "| offset: 0 CreateTime: 40 keysize: -1 valuesize: 2 crc: 11 isvalid: true payload: hi",
+        "| offset: 1 CreateTime: 50 keysize: -1 valuesize: 2 crc: 12 isvalid: true payload: ho",
+        # 3.0+ legacy record (with the stray '}')
+        "offset: 2 position: 90 CreateTime: 60 size: 40 magic: 1 compresscodec: none crc: 4 isvalid: false",
+        "| offset: 2 CreateTime: 60 keySize: -1 valueSize: 2 isValid: false crc: 4}",
+        # a non-marker control record in a data partition
+        _V2.format(b=3, l=3, c=1, bs=-1, ls=-1, p=5, ctl="true", pos=130, size=80),
+        "| offset: 3 CreateTime: 100 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] controlType: LEADER_CHANGE(2)",
+    ]
+    parsed = parse_dump_log(lines)
+    wrapper, broken, control = parsed.batches
+    assert (wrapper.base_offset, wrapper.last_offset, wrapper.record_count, wrapper.codec, wrapper.producer_id,
+            wrapper.first_timestamp) == (0, 1, 2, "gzip", -1, 40)
+    assert (broken.base_offset, broken.crc_ok, broken.computed_crc) == (2, False, None)
+    assert control.records[0].control_type == "LEADER_CHANGE(2)"
+    assert parsed.markers == []
+    assert [(i.line, i.kind) for i in parsed.issues] == [(9, IssueKind.UNEXPECTED_CONTROL)]
+
+
+def test_section_of_paths() -> None:
+    s = section_of(7, "/var/lib/kafka/data/my.topic-with-dash-12/00000000000000000042.log.deleted")
+    assert isinstance(s, DumpSection)
+    assert (s.topic, s.partition, s.kind, s.status, s.base_offset, s.log_dir) == (
+        "my.topic-with-dash", 12, "log", "deleted", 42, "/var/lib/kafka/data"
+    )
+    assert section_of(1, "00000000000000000000.log").topic is None
+    assert section_of(1, "m/__cluster_metadata-0/00000000000000000100-0000000001.checkpoint").kind == "kraft_snapshot"
