@@ -16,14 +16,19 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pyarrow.dataset as ds
 
+from txn_audit.report.figures import (
+    SEVERITY_COLOURS,
+    distribution_figure,
+    skew_figure,
+    stability_figure,
+    timeline_figure,
+)
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.timeparse import format_time_ms
 
 __all__ = ["write_report"]
 
-MAX_TIMELINE_ROWS = 60  # transactions drawn on the timeline
 MAX_TABLE_ROWS = 500  # findings listed in the HTML table
-SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 
 def _read(tables_dir: Path, name: str, columns: list[str]) -> list[dict[str, Any]]:
@@ -66,85 +71,6 @@ def _findings_table(findings: list[dict[str, Any]]) -> str:
         f"<p>{len(findings) - MAX_TABLE_ROWS} more findings are in tables/findings/.</p>")
     return ("<table><thead><tr><th>severity</th><th>kind</th><th>partition</th><th>producer</th><th>offsets</th>"
             "<th>evidence</th><th>fix</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + more)
-
-
-def _stability_figure(partitions: list[dict[str, Any]]) -> go.Figure | None:
-    if not partitions:
-        return None
-    names = [f"{p['topic']}-{p['partition']}" for p in partitions]
-    fig = go.Figure()
-    fig.add_bar(name="high watermark", x=names, y=[p["high_watermark"] for p in partitions])
-    fig.add_bar(name="last stable offset", x=names, y=[p["last_stable_offset"] for p in partitions])
-    fig.add_scatter(name="held records", x=names, y=[p["held_records"] for p in partitions], mode="markers",
-                    marker={"size": 12, "color": "#c62828", "symbol": "diamond"}, yaxis="y2")
-    fig.update_layout(title="High watermark vs last stable offset per partition", barmode="group",
-                      yaxis={"title": "offset"},
-                      yaxis2={"title": "held records", "overlaying": "y", "side": "right", "rangemode": "tozero"})
-    return fig
-
-
-def _timeline_figure(ptx: list[dict[str, Any]], as_of_ms: int) -> tuple[go.Figure | None, int]:
-    """Transactions as bars from first write to marker (open ones run to the audit time),
-    producers with open or late transactions first."""
-    if not ptx:
-        return None, 0
-
-    def interest(t: dict[str, Any]) -> tuple[int, int]:
-        return (0 if t["marker_offset"] is None or (t["late_batches"] or 0) > 0 else 1, -(t["first_timestamp"] or 0))
-
-    chosen = sorted(ptx, key=interest)[:MAX_TIMELINE_ROWS]
-    fig = go.Figure()
-    colours = {"COMMIT": "#2e7d32", "ABORT": "#6d4c41", None: "#c62828"}
-    for outcome in ("COMMIT", "ABORT", None):
-        subset = [t for t in chosen if t["marker_type"] == outcome and t["first_timestamp"] is not None]
-        if not subset:
-            continue
-        starts = [t["first_timestamp"] for t in subset]
-        ends = [t["marker_timestamp"] if t["marker_timestamp"] is not None else as_of_ms for t in subset]
-        labels = [f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · "
-                  f"#{t['txn_seq']}" for t in subset]
-        fig.add_bar(name=outcome or "open", y=labels, x=[max(e - s, 1) for s, e in zip(starts, ends, strict=True)],
-                    base=starts, orientation="h", marker={"color": colours[outcome]},
-                    hovertext=[f"offsets {t['first_offset']}-{t['marker_offset'] or t['last_data_offset']}"
-                               for t in subset])
-    late = [t for t in chosen if (t["late_batches"] or 0) > 0 and t["first_timestamp"] is not None]
-    if late:
-        fig.add_scatter(name="late records", mode="markers", marker={"symbol": "x", "size": 12, "color": "#ff1744"},
-                        x=[t["first_timestamp"] for t in late],
-                        y=[f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · "
-                           f"#{t['txn_seq']}" for t in late])
-    fig.update_layout(title="Transaction timeline (start → marker; open ones run to the audit time)",
-                      xaxis={"type": "date", "title": "time (UTC)"}, barmode="overlay",
-                      height=max(380, 18 * len(chosen) + 120))
-    return fig, len(ptx) - len(chosen)
-
-
-def _skew_figure(ptx: list[dict[str, Any]], tolerance_ms: int) -> go.Figure | None:
-    skews = [(t["first_timestamp"] - t["prev_marker_timestamp"]) / 1000 for t in ptx
-             if t["prev_marker_timestamp"] is not None and t["first_timestamp"] is not None]
-    if not skews:
-        return None
-    fig = go.Figure()
-    fig.add_histogram(x=skews, nbinsx=60, name="next batch − previous marker")
-    fig.add_vline(x=-tolerance_ms / 1000, line={"color": "#c62828", "dash": "dash"},
-                  annotation_text=f"late-arrival tolerance −{tolerance_ms / 1000:g} s")
-    fig.update_layout(title="Creation time of a producer's next batch minus its previous marker's time "
-                      "(below the line: late arrival)", xaxis={"title": "seconds"}, yaxis={"title": "transactions"})
-    return fig
-
-
-def _distribution_figure(ptx: list[dict[str, Any]]) -> go.Figure | None:
-    closed = [t for t in ptx if t["marker_timestamp"] is not None and t["first_timestamp"] is not None]
-    if not closed:
-        return None
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("duration (s)", "records per transaction"))
-    fig.add_histogram(x=[(t["marker_timestamp"] - t["first_timestamp"]) / 1000 for t in closed], nbinsx=40,
-                      name="duration", row=1, col=1)
-    fig.add_histogram(x=[t["records"] for t in closed], nbinsx=40, name="records", row=1, col=2)
-    fig.update_layout(title="Transaction duration and size (closed transactions)", showlegend=False)
-    return fig
 
 
 def _quality_section(results_path: Path | None, out_dir: Path) -> str:
@@ -195,14 +121,14 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     first = [True]
     sections: list[str] = []
     figures: list[tuple[str, go.Figure | None, str]] = [
-        ("Partitions: high watermark and last stable offset", _stability_figure(partitions), "no partitions"),
+        ("Partitions: high watermark and last stable offset", stability_figure(partitions), "no partitions"),
     ]
-    timeline, left_out = _timeline_figure(ptx, as_of_ms)
+    timeline, left_out = timeline_figure(ptx, as_of_ms)
     figures += [
         ("Transactions per producer", timeline,
          "no transactions" if not ptx else ""),
-        ("Marker vs next batch", _skew_figure(ptx, tolerance_ms), "no producer wrote after a marker"),
-        ("Durations and sizes", _distribution_figure(ptx), "no closed transactions"),
+        ("Marker vs next batch", skew_figure(ptx, tolerance_ms), "no producer wrote after a marker"),
+        ("Durations and sizes", distribution_figure(ptx), "no closed transactions"),
     ]
     for title, fig, empty in figures:
         body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
