@@ -29,15 +29,20 @@ _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder and one rename."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and one rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON to ``path`` in one step (``write_text_atomic``)."""
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def _siblings(target: Path, kind: str) -> list[Path]:

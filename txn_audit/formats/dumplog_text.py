@@ -329,6 +329,12 @@ class TextTxnLogRecord:
     client_transaction_version: int | None
 
 
+# the fields of a TextTxnLogRecord that come from the record's value, named as in the parsed payload
+TXN_VALUE_FIELDS = tuple(f for f in TextTxnLogRecord.__dataclass_fields__
+                         if f not in ("section", "line", "position", "offset", "record_timestamp",
+                                      "transactional_id", "key_version", "tombstone"))
+
+
 @dataclass(frozen=True, slots=True)
 class TextSnapshotEntry:
     """A producer-snapshot line (the columns of ``producer_snapshots``).
@@ -919,25 +925,12 @@ class DumpLogParser:
                 else:
                     self._txn_undecoded += 1
                 continue
-            v = parsed.value or {}
+            value = parsed.value or {}
             yield TextTxnLogRecord(
                 section=batch.section, line=r.line, position=batch.position, offset=r.offset,
                 record_timestamp=r.timestamp, transactional_id=parsed.transactional_id,
-                key_version=parsed.key_version,
-                value_version=v.get("value_version"),  # type: ignore[arg-type]
-                tombstone=parsed.value is None,
-                producer_id=v.get("producer_id"),  # type: ignore[arg-type]
-                producer_epoch=v.get("producer_epoch"),  # type: ignore[arg-type]
-                previous_producer_id=v.get("previous_producer_id"),  # type: ignore[arg-type]
-                next_producer_id=v.get("next_producer_id"),  # type: ignore[arg-type]
-                next_producer_epoch=v.get("next_producer_epoch"),  # type: ignore[arg-type]
-                txn_timeout_ms=v.get("txn_timeout_ms"),  # type: ignore[arg-type]
-                state_code=v.get("state_code"),  # type: ignore[arg-type]
-                state=v.get("state"),  # type: ignore[arg-type]
-                topic_partitions=v.get("topic_partitions"),  # type: ignore[arg-type]
-                txn_last_update_timestamp=v.get("txn_last_update_timestamp"),  # type: ignore[arg-type]
-                txn_start_timestamp=v.get("txn_start_timestamp"),  # type: ignore[arg-type]
-                client_transaction_version=v.get("client_transaction_version"),  # type: ignore[arg-type]
+                key_version=parsed.key_version, tombstone=parsed.value is None,
+                **{name: value.get(name) for name in TXN_VALUE_FIELDS},
             )
 
     def _close_section(self) -> Iterator[DumpItem]:

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pyarrow.dataset as ds
 
+from txn_audit.outputs import write_text_atomic
 from txn_audit.report.figures import (
     SEVERITY_COLOURS,
     distribution_figure,
@@ -152,7 +153,5 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
 </body></html>
 """
     target = out_dir / "report.html"
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(target)
+    write_text_atomic(target, page)
     return target
