@@ -67,6 +67,7 @@ def test_scan_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
         (["--late-tolerance", "soon"], "duration"),
         (["--min-severity", "loud"], "--min-severity"),
         (["--format", "xml"], "--format"),
+        (["--input-kind", "binary"], "--input-kind"),
     ):
         result = runner.invoke(app, ["scan", dump, *args])
         assert result.exit_code == 2, (args, result.output)
@@ -115,8 +116,8 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
         "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation"}
     assert set(doc["partitions"][0]) == {
-        "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
-        "held_records", "held_bytes"}
+        "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
+        "open_transactions", "held_records", "held_bytes"}
 
     critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out,
                                         "--no-quality", "--no-report"])

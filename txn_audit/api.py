@@ -40,8 +40,8 @@ JSON_FINDING_KEYS = (
     "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation",
 )
 JSON_PARTITION_KEYS = (
-    "topic", "partition", "high_watermark", "last_stable_offset", "log_start_offset", "open_transactions",
-    "held_records", "held_bytes",
+    "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
+    "open_transactions", "held_records", "held_bytes",
 )
 
 
@@ -115,15 +115,20 @@ def ingest(
     spark: SparkSession | None = None,
     progress: bool = True,
     on_stage: Callable[[str], None] | None = None,
+    input_kind: str = "auto",
 ) -> IngestResult:
     """Decode every file of ``dump`` into the raw Parquet tables under ``out/<table>/``.
+
+    ``input_kind``: ``logdirs`` (copies of broker log dirs), ``text`` (kafka-dump-log and
+    kafka-transactions.sh text output) or ``auto`` (log dirs when there are any, else text).
 
     ``out`` is replaced as a whole, in one step, once every table is written; until then (and
     if the run fails or is killed) the previous content of ``out`` stays as it was.
     """
     target = Path(out)
     with staged_output(target) as stage:
-        result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage)
+        result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage,
+                         input_kind=input_kind)
     result.tables_dir = target
     return result
 
@@ -136,10 +141,11 @@ def _ingest(
     progress: bool,
     reuse: bool,
     on_stage: Callable[[str], None] | None,
+    input_kind: str = "auto",
 ) -> IngestResult:
     """Decode into ``out`` (a folder of its own). With ``reuse``, tables already in ``out`` from
     the very same input (same files, sizes and modification times) are kept."""
-    inventory: Inventory = discover(dump)
+    inventory: Inventory = discover(dump, input_kind)
     tables_dir = Path(out)
     stamp = tables_dir / INGEST_STAMP
     fingerprint = _fingerprint(inventory)
@@ -279,6 +285,7 @@ def scan(
     on_stage: Callable[[str], None] | None = None,
     quality: bool = True,
     report: bool = True,
+    input_kind: str = "auto",
 ) -> ScanResult:
     """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
     HTML report (``out/report.html``). Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
@@ -287,7 +294,7 @@ def scan(
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
             return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                         progress, on_stage, quality=quality, report=False)
+                         progress, on_stage, quality=quality, report=False, input_kind=input_kind)
     target = Path(out)
     with staged_output(target) as stage:
         previous = target / "tables"
@@ -301,7 +308,7 @@ def scan(
                 elif (previous / name).is_file():
                     os.link(previous / name, stage / "tables" / name)
         result = _scan(spark, dump, stage, target, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                       progress, on_stage, quality=quality, report=report)
+                       progress, on_stage, quality=quality, report=report, input_kind=input_kind)
     result.ingest.tables_dir = target / "tables"
     return result
 
@@ -319,6 +326,7 @@ def _scan(
     *,
     quality: bool,
     report: bool,
+    input_kind: str = "auto",
 ) -> ScanResult:
     from txn_audit.detect import DetectOptions, detect
     from txn_audit.reconstruct import reconstruct
@@ -327,7 +335,8 @@ def _scan(
     if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
         raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
     tables_dir = work / "tables"
-    ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage)
+    ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
+                       input_kind=input_kind)
     raw = load_tables(spark, tables_dir, RAW_TABLES)
     if as_of_ms is None:
         as_of_ms = newest_timestamp(raw) or 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,6 +31,20 @@ out_console = Console()
 err_console = Console(stderr=True)
 
 
+SEVERITY_CHOICES = ("info", "warning", "critical")
+FORMAT_CHOICES = ("table", "json")
+INPUT_KIND_CHOICES = ("auto", "logdirs", "text")
+INPUT_KIND_HELP = (
+    "What DUMP holds: logdirs (copies of broker log dirs), text (kafka-dump-log.sh text dumps, "
+    "kafka-transactions.sh outputs, an offsets file) or auto: log dirs when any are found, else text."
+)
+
+
+def _check_input_kind(input_kind: str) -> None:
+    if input_kind not in INPUT_KIND_CHOICES:
+        raise _fail(f"--input-kind must be one of {', '.join(INPUT_KIND_CHOICES)}, got {input_kind!r}")
+
+
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(int(code))
@@ -42,7 +56,8 @@ def ingest_command(
         Path,
         typer.Argument(
             help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties).",
+            "or several brokers side by side (told apart by meta.properties). Or a folder (or one file) of "
+            "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it.",
             show_default=False,
         ),
     ],
@@ -53,6 +68,7 @@ def ingest_command(
         bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
     ] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
+    input_kind: Annotated[str, typer.Option("--input-kind", help=INPUT_KIND_HELP)] = "auto",
 ) -> None:
     """Decode a dump of Kafka log dirs into raw Parquet tables and print a row count per table.
 
@@ -61,8 +77,9 @@ def ingest_command(
     """
     from txn_audit import api
 
+    _check_input_kind(input_kind)
     try:
-        result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer())
+        result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer(), input_kind=input_kind)
     except TxnAuditError as err:
         raise _fail(str(err)) from None
     _print_ingest(result)
@@ -72,8 +89,6 @@ def ingest_command(
     raise typer.Exit(int(code))
 
 
-SEVERITY_CHOICES = ("info", "warning", "critical")
-FORMAT_CHOICES = ("table", "json")
 
 
 @app.command("scan")
@@ -82,7 +97,8 @@ def scan_command(
         Path,
         typer.Argument(
             help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties).",
+            "or several brokers side by side (told apart by meta.properties). Or a folder (or one file) of "
+            "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it.",
             show_default=False,
         ),
     ],
@@ -122,6 +138,7 @@ def scan_command(
                                           "(broken invariants become invariant_violation findings).")] = True,
     report: Annotated[bool, typer.Option(help="Write DIR/report.html (needs --out).")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
+    input_kind: Annotated[str, typer.Option("--input-kind", help=INPUT_KIND_HELP)] = "auto",
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
 
@@ -137,6 +154,7 @@ def scan_command(
         raise _fail(f"--min-severity must be one of {', '.join(SEVERITY_CHOICES)}, got {min_severity!r}")
     if output_format not in FORMAT_CHOICES:
         raise _fail(f"--format must be one of {', '.join(FORMAT_CHOICES)}, got {output_format!r}")
+    _check_input_kind(input_kind)
     try:
         as_of_ms = parse_time_ms(as_of) if as_of is not None else None
         timeout_ms = parse_duration_ms(max_transaction_timeout)
@@ -144,7 +162,7 @@ def scan_command(
         result = api.scan(
             dump, out, as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms,
             progress=progress and output_format == "table", on_stage=_stage_printer(), quality=quality,
-            report=report,
+            report=report, input_kind=input_kind,
         )
     except TxnAuditError as err:
         raise _fail(str(err)) from None
@@ -195,18 +213,22 @@ def _print_scan(result: ScanResult, min_severity: str) -> None:
                 body.append("\nfix: ", style="bold").append(f["remediation"])
             table.add_row(head, body)
         out_console.print(table)
-    stuck = [p for p in result.partitions
-             if p["high_watermark"] is not None and p["last_stable_offset"] < p["high_watermark"]]
+    def hw_of(p: dict[str, Any]) -> int | None:
+        return p["log_end_offset"] if p.get("hw_source") == "log_end" else p["high_watermark"]
+
+    stuck = [p for p in result.partitions if hw_of(p) is not None and p["last_stable_offset"] < hw_of(p)]
     if stuck:
         table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
-        for col in ("partition", "HW", "LSO", "held records", "held bytes", "held for", "culprit"):
-            table.add_column(col, justify="right" if col not in ("partition", "culprit") else "left")
+        for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit"):
+            table.add_column(col, justify="right" if col not in ("partition", "HW from", "culprit") else "left")
         for p in stuck:
             held_for = "-" if p["held_ms"] is None else f"{p['held_ms'] / 1000:.1f} s"
             culprit = "-" if p["culprit_producer_id"] is None else (
                 f"producer {p['culprit_producer_id']}" + (f" ({p['culprit_transactional_id']})"
                                                          if p["culprit_transactional_id"] else ""))
-            table.add_row(f"{p['topic']}-{p['partition']}", str(p["high_watermark"]), str(p["last_stable_offset"]),
+            hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file"}.get(
+                p.get("hw_source") or "checkpoint", "log end (HW unknown)")
+            table.add_row(f"{p['topic']}-{p['partition']}", str(hw_of(p)), hw_from, str(p["last_stable_offset"]),
                           f"{p['held_records']:,}", f"{p['held_bytes']:,}", held_for, culprit)
         out_console.print(table)
     hidden = len(result.findings) - len(shown)

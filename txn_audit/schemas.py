@@ -76,7 +76,7 @@ CONTROL_MARKERS = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
         pa.field("producer_id", pa.int64(), nullable=False),
         pa.field("producer_epoch", pa.int32(), nullable=False),
-        pa.field("marker_type", pa.string(), nullable=False),  # COMMIT | ABORT
+        pa.field("marker_type", pa.string(), nullable=False),  # COMMIT | ABORT | UNKNOWN (text without --deep-iteration)
         pa.field("control_type", pa.int32(), nullable=False),
         pa.field("coordinator_epoch", pa.int32(), nullable=False),
         pa.field("timestamp", pa.int64(), nullable=False),
@@ -151,7 +151,8 @@ PARTITION_OFFSETS = pa.schema(
     + [
         pa.field("replica_status", pa.string(), nullable=False),
         pa.field("topic_id", pa.string()),  # from partition.metadata
-        pa.field("high_watermark", pa.int64()),  # replication-offset-checkpoint; null when absent
+        pa.field("high_watermark", pa.int64()),  # replication-offset-checkpoint (or an offsets file); null when absent
+        pa.field("hw_source", pa.string()),  # checkpoint | offsets_file; null when no high watermark is known
         pa.field("recovery_point", pa.int64()),  # recovery-point-offset-checkpoint
         pa.field("log_start_offset_checkpoint", pa.int64()),  # log-start-offset-checkpoint, when listed
         pa.field("cleaner_offset", pa.int64()),  # cleaner-offset-checkpoint
@@ -197,6 +198,37 @@ DECODE_ISSUES = pa.schema(
     ]
 )
 
+#: What ``kafka-transactions.sh`` printed (list, describe, describe-producers, find-hanging), one row
+#: per table row; an output with no rows (e.g. find-hanging finding nothing) is one row with null
+#: ``line``, so that the run itself is known. Compared with txn-audit's own verdicts.
+REPORTED_TRANSACTIONS = pa.schema(
+    [
+        pa.field("file", pa.string(), nullable=False),
+        pa.field("tool", pa.string(), nullable=False),  # list | describe | describe-producers | find-hanging
+        pa.field("command", pa.string()),  # the command line, when the file gives it
+        pa.field("run_at_ms", pa.int64()),  # when the tool ran, when the file says
+        pa.field("line", pa.int64()),  # line of the row in the file; null for an output without rows
+        pa.field("broker_id", pa.int32()),  # find-hanging --broker-id
+        pa.field("max_transaction_timeout_min", pa.int64()),  # find-hanging --max-transaction-timeout
+        pa.field("transactional_id", pa.string()),
+        pa.field("coordinator_id", pa.int32()),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("coordinator_epoch", pa.int32()),
+        pa.field("state", pa.string()),  # coordinator state (list, describe)
+        pa.field("txn_timeout_ms", pa.int64()),
+        pa.field("txn_start_timestamp", pa.int64()),
+        pa.field("topic_partitions", pa.list_(pa.struct([pa.field("topic", pa.string()),
+                                                         pa.field("partition", pa.int32())]))),
+        pa.field("topic", pa.string()),  # describe-producers, find-hanging
+        pa.field("partition", pa.int32()),
+        pa.field("start_offset", pa.int64()),  # open transaction's first offset; null when none
+        pa.field("last_sequence", pa.int32()),
+        pa.field("last_timestamp", pa.int64()),
+        pa.field("duration_min", pa.int64()),  # find-hanging Duration(min)
+    ]
+)
+
 RAW_TABLES: dict[str, pa.Schema] = {
     "segments": SEGMENTS,
     "batches": BATCHES,
@@ -207,6 +239,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "partition_offsets": PARTITION_OFFSETS,
     "offset_commits": OFFSET_COMMITS,
     "decode_issues": DECODE_ISSUES,
+    "reported_transactions": REPORTED_TRANSACTIONS,
 }
 
 #: Tables produced by the per-file decoders running on Spark workers.
@@ -231,7 +264,7 @@ PARTITION_TRANSACTIONS = pa.schema(
         pa.field("producer_id", pa.int64(), nullable=False),
         pa.field("txn_seq", pa.int64(), nullable=False),  # n-th transaction of this producer on this partition
         pa.field("transactional_id", pa.string()),
-        pa.field("state", pa.string(), nullable=False),  # committed | aborted | open
+        pa.field("state", pa.string(), nullable=False),  # committed | aborted | ended (marker of unknown type) | open
         pa.field("first_offset", pa.int64()),  # first data offset (null: marker without data)
         pa.field("last_data_offset", pa.int64()),
         pa.field("marker_offset", pa.int64()),
@@ -280,7 +313,7 @@ PARTITION_STABILITY = pa.schema(
     + [
         pa.field("broker_id", pa.int32()),
         pa.field("high_watermark", pa.int64()),
-        pa.field("hw_source", pa.string(), nullable=False),  # checkpoint | log_end (no checkpoint entry)
+        pa.field("hw_source", pa.string(), nullable=False),  # checkpoint | offsets_file | log_end (HW unknown)
         pa.field("log_start_offset", pa.int64()),
         pa.field("log_end_offset", pa.int64()),
         pa.field("first_unstable_offset", pa.int64()),

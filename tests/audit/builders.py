@@ -78,6 +78,20 @@ class RawBuilder:
             "segment_base_offset": 0, "file": "ld/__transaction_state-0/00000000000000000000.log",
         })
 
+    def find_hanging(self, file: str, *, run_at: int | None, timeout_min: int | None,
+                     rows: list[tuple[str, int, int, int, int, int]] = ()) -> None:  # type: ignore[assignment]
+        """A find-hanging output: rows of (topic, partition, pid, epoch, start offset, last timestamp)."""
+        base = {"file": file, "tool": "find-hanging", "run_at_ms": run_at, "broker_id": 1,
+                "max_transaction_timeout_min": timeout_min, "command": "kafka-transactions.sh find-hanging"}
+        if not rows:
+            self.rows["reported_transactions"].append(dict(base))
+        for n, (topic, partition, pid, epoch, start, last) in enumerate(rows, 2):
+            self.rows["reported_transactions"].append({
+                **base, "line": n, "topic": topic, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
+                "coordinator_epoch": -1, "start_offset": start, "last_timestamp": last,
+                "duration_min": None if run_at is None else (run_at - last) // 60_000,
+            })
+
     def tables(self, spark: Any) -> dict[str, Any]:
         offsets = []
         for (topic, partition), end in sorted(self.next_offset.items()):

@@ -119,3 +119,83 @@ def test_coordinator_stuck_missing_marker_outcome_mismatch(spark: Any) -> None:
     assert ("coordinator_stuck", "p", 1) in k and ("coordinator_stuck", "p", 0) not in k
     assert ("outcome_mismatch", "q", 0) in k
     assert ("missing_marker", "q", 1) in k
+
+
+def _disagreements(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [f for f in found if f["kind"] == "tool_disagreement"]
+
+
+def test_find_hanging_outputs_are_compared_with_the_hanging_verdict(spark: Any) -> None:
+    b = RawBuilder()
+    # pid 1: stray batch on t-1 (hanging); pid 2: long-running on t-2, listed by its coordinator
+    b.coordinator("a", pid=1, epoch=0, state="CompleteCommit", partitions=[], ts=T0, start=T0)
+    b.batch("t", 1, pid=1, epoch=0, seq=0, ts=T0 + 2, txn=True)
+    b.coordinator("b", pid=2, epoch=3, state="Ongoing", partitions=[("t", 2)], ts=T0, start=T0, timeout_ms=3_600_000)
+    b.batch("t", 2, pid=2, epoch=3, seq=0, ts=T0 + 5, txn=True)
+    as_of = T0 + 20 * MIN
+    # agrees on t-1; wrongly lists t-2; lists a partition the dump does not hold
+    b.find_hanging("fh-agree.txt", run_at=as_of, timeout_min=15,
+                   rows=[("t", 1, 1, 0, 0, T0 + 2), ("t", 2, 2, 3, 0, T0 + 5), ("other", 0, 9, 0, 4, T0)])
+    b.find_hanging("fh-early.txt", run_at=T0 + 5 * MIN, timeout_min=15)  # ran before t-1 could time out
+    b.find_hanging("fh-missed.txt", run_at=as_of, timeout_min=1)  # should have listed t-1
+    found = _disagreements(run_rules(spark, b, as_of_ms=as_of, timeout_ms=15 * MIN))
+    by_file = {(f["file"], f["topic"], f["partition"]): f for f in found}
+    assert ("fh-agree.txt", "t", 1) not in by_file
+    listed_open = by_file[("fh-agree.txt", "t", 2)]
+    assert listed_open["severity"] == "warning" and "open but not hanging" in listed_open["evidence"]
+    assert by_file[("fh-agree.txt", "other", 0)]["severity"] == "info"
+    assert "not in the dump" in by_file[("fh-agree.txt", "other", 0)]["evidence"]
+    early = next(f for f in found if "fh-early.txt" in f["evidence"])
+    assert early["severity"] == "info" and "under its timeout" in early["evidence"]
+    missed = next(f for f in found if "fh-missed.txt" in f["evidence"])
+    assert missed["severity"] == "warning" and "should have listed it" in missed["evidence"]
+    assert (missed["topic"], missed["partition"], missed["producer_id"], missed["first_offset"]) == ("t", 1, 1, 0)
+    assert len(found) == 4  # two from fh-agree, one each from the empty runs
+
+
+def test_find_hanging_run_after_the_audit_time_gives_the_as_of_to_use(spark: Any) -> None:
+    from txn_audit.timeparse import parse_time_ms
+
+    b = RawBuilder()
+    b.coordinator("a", pid=1, epoch=0, state="CompleteCommit", partitions=[], ts=T0, start=T0)
+    b.batch("t", 1, pid=1, epoch=0, seq=0, ts=T0 + 2, txn=True)
+    run_at = T0 + 3 * MIN + 250
+    b.find_hanging("fh.txt", run_at=run_at, timeout_min=1, rows=[("t", 1, 1, 0, 0, T0 + 2)])
+    found = run_rules(spark, b, as_of_ms=T0 + 1000, timeout_ms=MIN)
+    (only,) = _disagreements(found)
+    args = only["evidence"].split("scan with ")[1].split()
+    assert parse_time_ms(args[args.index("--as-of") + 1]) == run_at
+    assert args[args.index("--max-transaction-timeout") + 1] == "1m"
+    assert run_rules(spark, b, as_of_ms=run_at, timeout_ms=MIN) and not _disagreements(
+        run_rules(spark, b, as_of_ms=run_at, timeout_ms=MIN))
+
+
+def test_markers_of_unknown_type_close_transactions_without_guessing(spark: Any) -> None:
+    b = RawBuilder()
+    b.coordinator("a", pid=1, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=T0, start=T0)
+    b.batch("t", 0, pid=1, epoch=0, seq=0, ts=T0 + 1, txn=True)
+    b.coordinator("a", pid=1, epoch=0, state="PrepareAbort", partitions=[("t", 0)], ts=T0 + 2, start=T0)
+    b.marker("t", 0, pid=1, epoch=0, kind="UNKNOWN", ts=T0 + 3, coordinator_epoch=-1)
+    b.coordinator("a", pid=1, epoch=0, state="CompleteAbort", partitions=[], ts=T0 + 4, start=T0)
+    b.batch("t", 0, pid=1, epoch=0, seq=1, ts=T0 - 5000, txn=True)  # late, absorbed by the next marker
+    b.marker("t", 0, pid=1, epoch=0, kind="UNKNOWN", ts=T0 + 6000, coordinator_epoch=-1)
+    found = run_rules(spark, b, as_of_ms=T0 + 60 * MIN)
+    k = {f["kind"] for f in found}
+    assert not k & {"open_transaction", "hanging_transaction", "stuck_lso", "outcome_mismatch", "missing_marker"}
+    absorbed = next(f for f in found if f["kind"] == "absorbed_late_record")
+    assert absorbed["severity"] == "warning" and "not known" in absorbed["evidence"]
+
+
+def test_stuck_lso_without_a_known_high_watermark_says_so(spark: Any) -> None:
+    b = RawBuilder()
+    b.coordinator("a", pid=1, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=T0, start=T0, timeout_ms=3_600_000)
+    b.batch("t", 0, pid=1, epoch=0, seq=0, ts=T0 + 1, txn=True)
+    b.batch("t", 0, pid=-1, count=4, ts=T0 + 2)
+    b.hw[("t", 0)] = None  # type: ignore[assignment]
+    found = run_rules(spark, b, as_of_ms=T0 + 5 * MIN)
+    (stuck,) = [f for f in found if f["kind"] == "stuck_lso"]
+    assert stuck["severity"] == "info" and "log end offset stands in" in stuck["evidence"]
+    assert (stuck["first_offset"], stuck["last_offset"]) == (0, 4)
+    b.hw[("t", 0)] = 5
+    (stuck,) = [f for f in run_rules(spark, b, as_of_ms=T0 + 5 * MIN) if f["kind"] == "stuck_lso"]
+    assert stuck["severity"] == "warning" and "replication-offset-checkpoint" in stuck["evidence"]

@@ -110,3 +110,107 @@ def test_default_audit_time_is_the_newest_timestamp(spark: Any, tmp_path: Any) -
     assert not [f for f in result.findings if f["kind"] == "hanging_transaction"]
     assert [(f["kind"], f["partition"]) for f in result.findings if f["topic"] == "hang" and
             f["kind"] == "open_transaction"] == [("open_transaction", 1)]
+
+
+# -- the same scenarios from Kafka's tools' text output (kafka-dump-log, kafka-transactions) --------
+
+
+@pytest.fixture(scope="module")
+def text_scans(spark: Any) -> dict[str, Any]:
+    """Each scenario's ``tools/`` folder scanned with the options of ``scans``."""
+    from txn_audit import api
+
+    return {
+        name: api.scan(
+            scenario_dir(name) / "tools", spark=spark, as_of_ms=_find_hanging_time(name),
+            max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text",
+        )
+        for name in SCENARIOS
+    }
+
+
+def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
+    fields = ("kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
+              "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms")
+    # invariant_violation comes from the data-quality suites, which the text scans skip
+    return sorted((tuple(f[k] for k in fields) for f in result.findings if f["kind"] != "invariant_violation"),
+                  key=repr)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_text_dump_gives_the_same_findings(scans: dict[str, Any], text_scans: dict[str, Any], scenario: str) -> None:
+    assert _finding_keys(text_scans[scenario]) == _finding_keys(scans[scenario])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_text_dump_gives_the_same_lso_and_says_where_the_hw_came_from(
+    scans: dict[str, Any], text_scans: dict[str, Any], scenario: str
+) -> None:
+    binary = {(p["topic"], p["partition"]): p for p in scans[scenario].partitions}
+    text = {(p["topic"], p["partition"]): p for p in text_scans[scenario].partitions}
+    # kafka-dump-log was not run over the KRaft metadata log: every other partition is there
+    assert set(text) == {k for k in binary if k[0] != "__cluster_metadata"}
+    for key, p in text.items():
+        assert p["last_stable_offset"] == binary[key]["last_stable_offset"], key
+    reported = offsets_json(scenario)
+    for key, p in text.items():
+        name = f"{key[0]}-{key[1]}"
+        if name in reported:
+            assert (p["high_watermark"], p["hw_source"]) == (reported[name]["high_watermark"], "offsets_file")
+        else:  # offsets.json covers the data topics only
+            assert (p["high_watermark"], p["hw_source"]) == (None, "log_end")
+    assert text_scans[scenario].summary()["hw_sources"].get("offsets_file") == len(reported)
+
+
+def test_text_scan_at_its_default_time_explains_find_hanging(spark: Any, tmp_path: Any) -> None:
+    """At the dump's newest timestamp the stray batch is not yet hanging, but the attached
+    find-hanging output (run later) lists it: the disagreement is a finding saying how to
+    judge it as the tool did. Through the CLI, which says where each HW came from."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from txn_audit.cli import app
+    from txn_audit.timeparse import parse_time_ms
+
+    scenario = "hanging-unadded-partition"
+    out = tmp_path / "out"
+    run = CliRunner().invoke(app, ["scan", str(scenario_dir(scenario) / "tools"), "--input-kind", "text",
+                                   "--out", str(out), "--no-quality", "--no-progress", "--min-severity", "info"])
+    assert run.exit_code == 1, run.output
+    assert "tool_disagreement" in run.output
+    hw_row = next(line for line in run.output.splitlines() if "hang-1" in line and "offsets file" in line)
+    assert " 11 " in hw_row  # the HW offsets.json reports
+    findings = json.loads((out / "summary.json").read_text())["findings"]
+    (only,) = [f for f in findings if f["kind"] == "tool_disagreement"]
+    assert (only["topic"], only["partition"], only["producer_id"], only["first_offset"]) == ("hang", 1, 0, 0)
+    assert only["severity"] == "warning"
+    args = only["evidence"].split("scan with ")[1].split()
+    assert parse_time_ms(args[args.index("--as-of") + 1]) == _find_hanging_time(scenario) // 1000 * 1000
+    report = (out / "report.html").read_text()
+    assert "High watermarks: 3 from the offsets file" in report and "3 from nowhere" in report
+
+
+def test_describe_outputs_stand_in_for_a_missing_transaction_log(
+    spark: Any, scans: dict[str, Any], tmp_path: Any
+) -> None:
+    """crash-txn is Ongoing and lists crash-0 and crash-1: without its __transaction_state dump
+    the open transactions would look hanging; `kafka-transactions.sh describe` says they are not."""
+    import shutil
+
+    from txn_audit import api
+
+    scenario = "crashed-producer"
+    tools = tmp_path / "tools"
+    shutil.copytree(scenario_dir(scenario) / "tools", tools)
+    for txn_state in (tools / "dump-log").glob("__transaction_state-*.txt"):
+        txn_state.unlink()
+    options = {"spark": spark, "as_of_ms": _find_hanging_time(scenario), "max_transaction_timeout_ms": ONE_MINUTE,
+               "progress": False, "quality": False}
+    with_describe = api.scan(tools, **options)
+    assert _finding_keys(with_describe) == _finding_keys(scans[scenario])
+    for describe in tools.glob("kafka-transactions-describe-crash-*.txt"):
+        describe.unlink()
+    without = api.scan(tools, **options)
+    assert {(f["kind"], f["partition"]) for f in without.findings if f["topic"] == "crash"
+            and f["kind"].endswith("transaction")} == {("hanging_transaction", 0), ("hanging_transaction", 1)}

@@ -7,7 +7,17 @@ from pathlib import Path
 import pytest
 
 from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, scenario_dir
-from txn_audit.formats.input_kind import BINARY, DUMP_LOG, EMPTY, TEXT, is_text_dump, sniff_bytes, sniff_file
+from txn_audit.formats.input_kind import (
+    BINARY,
+    DUMP_LOG,
+    EMPTY,
+    GET_OFFSETS,
+    OFFSETS_JSON,
+    TEXT,
+    is_text_dump,
+    sniff_bytes,
+    sniff_file,
+)
 from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC, parse_log_file_name
 from txn_audit.formats.model import BatchHeader, IssueKind
 from txn_audit.formats.record_batch import decode_records
@@ -131,7 +141,7 @@ def test_sniffing_the_corpus() -> None:
     tools = scenario_dir(scenario) / "tools"
     for path in (tools / "dump-log").glob("*.txt"):
         assert sniff_file(path) == DUMP_LOG
-    assert sniff_file(tools / "offsets.json") == TEXT
+    assert sniff_file(tools / "offsets.json") == OFFSETS_JSON
     for path in (scenario_dir(scenario) / "logdirs").rglob("0*"):
         name = parse_log_file_name(path.name)
         if name is None or not path.is_file():
@@ -152,6 +162,10 @@ def test_sniff_bytes() -> None:
         == "binary_log"
     assert sniff_bytes(b"\xff\xfe\x00", "notes") == BINARY
     assert sniff_bytes(b"hello\n") == TEXT
+    assert sniff_bytes(b"# $ kafka-get-offsets.sh --time -1\norders:0:1368\norders:1:1378\n") == GET_OFFSETS
+    assert sniff_bytes(b"orders:0:1368\nnot an offset line\n") == TEXT
+    assert sniff_bytes(b'[{"topic": "t", "partition": 0, "high_watermark": 5}]') == OFFSETS_JSON
+    assert sniff_bytes(b'{"other": 1}') == TEXT
     assert is_text_dump(DUMP_LOG) and is_text_dump("kafka_transactions_list") and not is_text_dump(TEXT)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.realcorpus import SCENARIOS, needs_corpus, scenario_dir
+from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, offsets_json, scenario_dir
 from txn_audit.ingest.discover import discover
 from txn_audit.ingest.worker import TableRows, decode_task
 from txn_audit.schemas import RAW_TABLES
@@ -50,8 +52,64 @@ def test_text_rows_equal_binary_rows(scenario: str) -> None:
 
 
 def test_auto_picks_text_without_log_dirs() -> None:
-    tools = scenario_dir(SCENARIOS[0]) / "tools"
+    scenario = "hanging-unadded-partition"
+    tools = scenario_dir(scenario) / "tools"
     inv = discover(tools)
     assert inv.tasks and all(t.kind == "dumplog_text" for t in inv.tasks)
-    assert all(r.high_watermark is None for r in map(lambda d: type("R", (), d), inv.partition_offsets_rows()))
-    assert {s["kind"] for s in inv.segments} >= {"dump_log", "kafka_transactions_find_hanging", "text"}
+    reported = offsets_json(scenario)
+    for row in inv.partition_offsets_rows():
+        name = f"{row['topic']}-{row['partition']}"
+        expected = (reported[name]["high_watermark"], "offsets_file") if name in reported else (None, None)
+        assert (row["high_watermark"], row["hw_source"]) == expected, name
+    assert {s["kind"] for s in inv.segments} >= {"dump_log", "kafka_transactions_find_hanging", "offsets_json", "text"}
+    assert {s["skip_reason"] for s in inv.segments if s["kind"] != "text"} == {None}
+
+
+def test_kafka_transactions_outputs_become_reported_rows() -> None:
+    scenario = "hanging-unadded-partition"
+    inv = discover(scenario_dir(scenario) / "tools", "text")
+    by_tool: dict[str, list[dict[str, object]]] = {}
+    for row in inv.reported:
+        by_tool.setdefault(str(row["tool"]), []).append(row)
+    (hanging,) = by_tool["find-hanging"]
+    found = expected_json(scenario)["find_hanging"]["rows"][0]
+    assert (hanging["topic"], hanging["partition"], hanging["producer_id"], hanging["start_offset"]) == (
+        found["Topic"], int(found["Partition"]), int(found["ProducerId"]), int(found["StartOffset"]))
+    assert (hanging["broker_id"], hanging["max_transaction_timeout_min"]) == (1, 1)
+    assert hanging["run_at_ms"] // 1000 == _tool_time(scenario, "find-hanging") // 1000
+    (described,) = by_tool["describe"]
+    assert (described["transactional_id"], described["state"]) == ("hang-txn", "CompleteCommit")
+    producers = {(r["partition"], r["producer_id"]): r["start_offset"] for r in by_tool["describe-producers"]}
+    assert producers[(1, 0)] == 0  # CurrentTransactionStartOffset of the stray batch on hang-1
+
+
+def _tool_time(scenario: str, command: str) -> int:
+    return next(c["at_ms"] for c in expected_json(scenario)["tool_commands"] if command in c["command"])
+
+
+def test_markers_dumped_without_their_records_close_transactions_as_unknown(tmp_path: Path) -> None:
+    """kafka-dump-log without --deep-iteration prints batch lines only: every marker is still
+    there (UNKNOWN type), and the file says why the types are missing."""
+    source = scenario_dir("crashed-producer") / "tools" / "dump-log" / "crash-0.txt"
+    lines = source.read_text().splitlines(keepends=True)
+    (tmp_path / "crash-0.txt").write_text("".join(line for line in lines if not line.startswith("| ")))
+    text = _raw(tmp_path, "text")
+    full = _raw(source, "text")
+    assert len(text["control_markers"]) == len(full["control_markers"]) > 0
+    assert {m["marker_type"] for m in text["control_markers"]} == {"UNKNOWN"}
+    assert [(m["offset"], m["producer_id"], m["timestamp"]) for m in text["control_markers"]] == [
+        (m["offset"], m["producer_id"], m["timestamp"]) for m in full["control_markers"]]
+    assert any("--deep-iteration" in i["detail"] for i in text["decode_issues"])
+
+
+def _raw(dump: Path, kind: str) -> dict[str, list[dict[str, object]]]:
+    inv = discover(dump, kind)
+    out = TableRows()
+    for task in inv.tasks:
+        for _ in decode_task(task, out):
+            pass
+    tables: dict[str, list[dict[str, object]]] = {}
+    for batch in out.drain():
+        name = batch.column(0)[0].as_py()
+        tables.setdefault(name, []).extend(batch.column(name).to_pylist())
+    return tables

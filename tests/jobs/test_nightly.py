@@ -154,36 +154,6 @@ def _assert_findings_match(warehouse: Path, sample: SampleScan) -> None:
     assert results  # the GX results came along
 
 
-# -- spark-submit, local mode ---------------------------------------------------------------
-
-
-@pytest.mark.spark
-def test_nightly_job_twice_for_one_date_in_local_mode(
-    spark: SparkSession, sample_scan: SampleScan, tmp_path: Path
-) -> None:
-    warehouse = tmp_path / "warehouse"
-    expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
-    assert expected == 1  # the sample has findings planted on purpose
-
-    first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
-    assert first.code == expected, first.tail()
-    assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 1 (findings)" in first.output
-    _assert_layout(warehouse)
-    before = _snapshot(warehouse)
-    assert sum(map(len, before.values())) > 0
-
-    second = _submit("local[2]", sample_scan.dump, warehouse.as_uri(), tmp_path / "second")
-    assert second.code == expected, second.tail()
-    _assert_layout(warehouse)
-    assert _snapshot(warehouse) == before
-    _assert_findings_match(warehouse, sample_scan)
-    assert audit_dates(warehouse) == [AUDIT_DATE]
-
-    frame = spark.read.parquet(str(warehouse / "findings"))
-    assert dict(frame.dtypes)[PARTITION_COLUMN] == "date"
-    assert frame.count() == len(sample_scan.result.findings)
-
-
 # -- spark-submit, standalone cluster ------------------------------------------------------
 
 
@@ -251,20 +221,40 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
             _stop(proc)
 
 
+# -- spark-submit: local mode, then a standalone cluster, for one audit date -------------------
+
+
 @pytest.mark.spark
-def test_nightly_job_on_a_standalone_cluster(
-    sample_scan: SampleScan, standalone_cluster: Cluster, tmp_path: Path
+def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
+    spark: SparkSession, sample_scan: SampleScan, standalone_cluster: Cluster, tmp_path: Path
 ) -> None:
+    """One spark-submit in local mode, then a rerun of the same date on a standalone cluster
+    (given the warehouse as a file:// URI): the date's partitions are replaced, not appended."""
     warehouse = tmp_path / "warehouse"
-    run = _submit(standalone_cluster.url, sample_scan.dump, str(warehouse), tmp_path / "submit")
     expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
-    assert run.code == expected, run.tail()
+    assert expected == 1  # the sample has findings planted on purpose
+
+    first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
+    assert first.code == expected, first.tail()
+    assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 1 (findings)" in first.output
+    _assert_layout(warehouse)
+    before = _snapshot(warehouse)
+    assert sum(map(len, before.values())) > 0
+
+    second = _submit(standalone_cluster.url, sample_scan.dump, warehouse.as_uri(), tmp_path / "second")
+    assert second.code == expected, second.tail()
     state = _master_state(standalone_cluster.ui_port) or {}
-    assert len(state.get("completedapps", [])) == 1, state  # the job ran on the cluster, not in local mode
+    assert len(state.get("completedapps", [])) == 1, state  # the rerun ran on the cluster, not in local mode
     for work in standalone_cluster.worker_dirs:  # and both workers ran an executor for it
         assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work}"
     _assert_layout(warehouse)
+    assert _snapshot(warehouse) == before
     _assert_findings_match(warehouse, sample_scan)
+    assert audit_dates(warehouse) == [AUDIT_DATE]
+
+    frame = spark.read.parquet(str(warehouse / "findings"))
+    assert dict(frame.dtypes)[PARTITION_COLUMN] == "date"
+    assert frame.count() == len(sample_scan.result.findings)
 
 
 # -- publish_run, in process ---------------------------------------------------------------

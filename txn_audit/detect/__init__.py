@@ -11,6 +11,7 @@ from txn_audit.detect.rules import (
     coordinator_findings,
     decode_issue_findings,
     epoch_findings,
+    find_hanging_disagreement_findings,
     late_arrival_findings,
     open_transaction_findings,
     pending_offset_commit_findings,
@@ -42,6 +43,7 @@ FINDING_KINDS = (
     "corrupt_batch",
     "truncated_segment",
     "unreadable_input",
+    "tool_disagreement",  # an attached find-hanging output disagrees with the hanging verdict
     "invariant_violation",  # from the data-quality suites (txn_audit.quality)
 )
 
@@ -56,8 +58,10 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch")
     )
     present = batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+    open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_coord, opts)
+    hanging = open_findings.where(F.col("kind") == "hanging_transaction")
     parts = [
-        open_transaction_findings(recon.partition_transactions, recon.coordinator, last_coord, opts),
+        open_findings,
         stuck_lso_findings(recon.partition_stability),
         late_arrival_findings(recon.events, opts),
         absorbed_findings(recon.partition_transactions),
@@ -67,6 +71,8 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         pending_offset_commit_findings(commits, recon.partition_transactions),
         retention_findings(recon.partition_transactions, recon.partition_stability),
         decode_issue_findings(raw["decode_issues"], raw["batches"]),
+        find_hanging_disagreement_findings(raw["reported_transactions"], hanging, recon.partition_transactions,
+                                           opts),
     ]
     findings = parts[0]
     for part in parts[1:]:

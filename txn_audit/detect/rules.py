@@ -22,6 +22,8 @@ CORRUPTION_ISSUES = (
 )
 TRUNCATION_ISSUES = ("truncated_tail", "zero_filled_tail")
 COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
+#: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
+KNOWN_MARKERS = ("COMMIT", "ABORT")
 
 
 @dataclass(frozen=True)
@@ -206,18 +208,33 @@ def open_transaction_findings(
     return hanging_rows.unionByName(mismatch_rows).unionByName(open_rows)
 
 
+HW_SOURCE_TEXT = {
+    "checkpoint": "from replication-offset-checkpoint",
+    "offsets_file": "as the offsets file beside the dump reports it",
+}
+
+
 def stuck_lso_findings(stability: DataFrame) -> DataFrame:
-    held = stability.where(F.col("last_stable_offset") < F.col("high_watermark"))
+    """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
+    info and says that the gap may be records not yet replicated rather than a stuck LSO."""
+    known = F.col("hw_source") != "log_end"
+    hw = F.when(known, F.col("high_watermark")).otherwise(F.col("log_end_offset"))
+    held = stability.where(F.col("last_stable_offset") < hw)
+    source = F.coalesce(
+        F.element_at(F.create_map(*[F.lit(x) for kv in HW_SOURCE_TEXT.items() for x in kv]), F.col("hw_source")),
+        F.lit("unknown: the dump holds no high watermark (no replication-offset-checkpoint entry, no offsets file), "
+              "so the log end offset stands in for it and part of the gap may be records not yet replicated"),
+    )
     return finding(
         held,
         "stuck_lso",
-        "warning",
+        F.when(known, "warning").otherwise("info"),
         F.format_string(
             "last stable offset %d is %d offsets behind the high watermark %d (%s): %d records (%d bytes) are "
             "held back from read_committed consumers since %s (%s) by producer %d%s, whose transaction is open "
             "from offset %d",
-            F.col("last_stable_offset"), F.col("high_watermark") - F.col("last_stable_offset"),
-            F.col("high_watermark"), F.col("hw_source"), F.col("held_records"), F.col("held_bytes"),
+            F.col("last_stable_offset"), hw - F.col("last_stable_offset"),
+            hw, source, F.col("held_records"), F.col("held_bytes"),
             ts("held_since_timestamp"), duration(F.col("held_ms")), F.col("culprit_producer_id"),
             F.when(F.col("culprit_transactional_id").isNotNull(),
                    F.format_string(" (%s)", F.col("culprit_transactional_id"))).otherwise(F.lit("")),
@@ -227,7 +244,7 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
         producer_epoch=F.col("culprit_producer_epoch"),
         transactional_id=F.col("culprit_transactional_id"),
         first_offset=F.col("last_stable_offset"),
-        last_offset=F.col("high_watermark") - 1,
+        last_offset=hw - 1,
         first_timestamp_ms=F.col("held_since_timestamp"),
     )
 
@@ -266,7 +283,8 @@ def late_arrival_findings(events: DataFrame, opts: DetectOptions) -> DataFrame:
 
 def absorbed_findings(ptx: DataFrame) -> DataFrame:
     closed = ptx.where((F.col("late_batches") > 0) & F.col("marker_type").isNotNull())
-    flipped = F.col("marker_type") != F.col("prev_marker_type")
+    known = F.col("marker_type").isin(*KNOWN_MARKERS) & F.col("prev_marker_type").isin(*KNOWN_MARKERS)
+    flipped = known & (F.col("marker_type") != F.col("prev_marker_type"))
     return finding(
         closed,
         "absorbed_late_record",
@@ -277,9 +295,13 @@ def absorbed_findings(ptx: DataFrame) -> DataFrame:
             "decided with another%s",
             F.col("late_batches"), F.col("first_late_offset"), pname(), F.col("producer_id"),
             F.col("prev_marker_type"), F.col("prev_marker_offset"),
-            F.when(F.col("marker_type") == "COMMIT", "committed").otherwise("aborted"), F.col("marker_type"),
+            F.when(F.col("marker_type") == "COMMIT", "committed").when(F.col("marker_type") == "ABORT", "aborted")
+            .otherwise("decided"), F.col("marker_type"),
             F.col("marker_offset"),
-            F.when(flipped, F.lit(" (an exactly-once violation: the outcome differs)")).otherwise(F.lit("")),
+            F.when(flipped, F.lit(" (an exactly-once violation: the outcome differs)"))
+            .when(~known, F.lit(" (whether the outcome differs is not known: the dump does not show the marker "
+                                "types; dump with --deep-iteration)"))
+            .otherwise(F.lit("")),
         ),
         producer_epoch=F.col("max_epoch"),
         first_offset=F.col("first_late_offset"),
@@ -373,7 +395,9 @@ def coordinator_findings(
         producer_epoch=F.col("epoch"),
         first_timestamp_ms=F.col("ts"),
     )
-    mismatch = matches.where(F.col("has_marker") & (F.col("next_marker_type") != F.col("decision")))
+    mismatch = matches.where(
+        F.col("has_marker") & F.col("next_marker_type").isin(*KNOWN_MARKERS) & (F.col("next_marker_type") != F.col("decision"))
+    )
     mismatch_rows = finding(
         mismatch,
         "outcome_mismatch",
@@ -624,3 +648,114 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
             )
         )
     )
+
+
+# -- Kafka's own verdicts attached to the dump ------------------------------------------------
+
+
+def find_hanging_disagreement_findings(
+    reported: DataFrame, hanging: DataFrame, ptx: DataFrame, opts: DetectOptions
+) -> DataFrame:
+    """Compare txn-audit's ``hanging_transaction`` findings with every attached find-hanging output.
+
+    A transaction one side calls hanging and the other does not becomes a ``tool_disagreement``
+    finding that says what txn-audit sees of it, so the difference can be explained: the tool ran
+    at another time or with another timeout, the marker came after it ran, the partition is not
+    in the dump, or one of the two is wrong (warning).
+    """
+    fh = reported.where(F.col("tool") == "find-hanging")
+    runs = fh.select("file", "run_at_ms", "max_transaction_timeout_min", F.col("broker_id").alias("run_broker")).distinct()
+    theirs = fh.where(F.col("line").isNotNull()).select(
+        "file", "run_at_ms", "max_transaction_timeout_min", "topic", "partition", "producer_id", "producer_epoch",
+        F.col("start_offset").alias("first_offset"), F.col("last_timestamp").alias("their_last_timestamp"),
+    )
+    ours = hanging.select(
+        "topic", "partition", "producer_id", "first_offset", F.col("producer_epoch").alias("our_epoch"),
+        F.col("last_timestamp_ms").alias("our_last_timestamp"), F.col("broker_id").alias("our_broker"),
+    )
+    key = ["topic", "partition", "producer_id", "first_offset"]
+    tool = F.format_string(
+        "kafka-transactions.sh find-hanging (%s, run at %s with --max-transaction-timeout %s min)",
+        F.col("file"), F.coalesce(ts("run_at_ms"), F.lit("an unknown time")),
+        F.coalesce(F.col("max_transaction_timeout_min").cast("string"), F.lit("?")),
+    )
+    here = pname()
+
+    # listed by find-hanging, not hanging for txn-audit
+    seen = ptx.select(
+        *key, F.col("state").alias("our_state"), "marker_type", "marker_offset",
+    )
+    in_dump = ptx.select("topic", "partition").distinct().withColumn("partition_in_dump", F.lit(True))
+    only_theirs = (
+        theirs.join(ours.select(*key), key, "left_anti")
+        .join(seen, key, "left")
+        .join(in_dump, ["topic", "partition"], "left")
+    )
+    their_view = F.when(
+        F.col("partition_in_dump").isNull(), F.format_string("%s is not in the dump", here)
+    ).when(
+        F.col("our_state").isNull(),
+        F.format_string("the dump holds no transaction of producer %d starting at offset %d on %s",
+                        F.col("producer_id"), F.col("first_offset"), here),
+    ).when(
+        F.col("our_state") == "open",
+        F.format_string(
+            "txn-audit sees it open but not hanging at the audit time %s (its open_transaction finding says why)%s",
+            ts(F.lit(opts.as_of_ms)),
+            F.when(F.col("run_at_ms").isNotNull() & (F.col("run_at_ms") != F.lit(opts.as_of_ms)), F.format_string(
+                "; to judge it as the tool did, scan with --as-of %s --max-transaction-timeout %sm",
+                F.date_format(F.timestamp_millis(F.col("run_at_ms")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+                F.coalesce(F.col("max_transaction_timeout_min").cast("string"), F.lit("<minutes>")),
+            )).otherwise(F.lit("")),
+        ),
+    ).otherwise(
+        F.format_string("in the dump a %s marker at offset %d closes it (written after the tool ran?)",
+                        F.col("marker_type"), F.col("marker_offset"))
+    )
+    theirs_rows = finding(
+        only_theirs,
+        "tool_disagreement",
+        F.when(F.col("partition_in_dump").isNull(), "info").otherwise("warning"),
+        F.format_string(
+            "%s lists producer %d (epoch %d) on %s as hanging from offset %d (last write %s); txn-audit does not "
+            "call it hanging: %s",
+            tool, F.col("producer_id"), F.col("producer_epoch"), here, F.col("first_offset"),
+            ts("their_last_timestamp"), their_view,
+        ),
+        last_timestamp_ms=F.col("their_last_timestamp"),
+    )
+
+    # hanging for txn-audit, not listed by a find-hanging run
+    only_ours = ours.crossJoin(runs).join(theirs.select("file", *key), ["file", *key], "left_anti")
+    cutoff = F.col("run_at_ms") - F.col("max_transaction_timeout_min") * 60_000
+    too_young = F.col("our_last_timestamp") > cutoff
+    other_broker = (F.col("run_broker").isNotNull() & F.col("our_broker").isNotNull()
+                    & (F.col("run_broker") != F.col("our_broker")))
+    explained = F.coalesce(too_young, F.lit(False)) | F.coalesce(other_broker, F.lit(False))
+    our_view = F.when(
+        other_broker, F.format_string("the tool asked broker %d; this replica is on broker %d",
+                                      F.col("run_broker"), F.col("our_broker")),
+    ).when(
+        F.col("run_at_ms").isNull() | F.col("max_transaction_timeout_min").isNull(),
+        F.lit("the output does not say when the tool ran or with which timeout, so the difference cannot be explained"),
+    ).when(
+        too_young,
+        F.format_string("when the tool ran the producer's last write was %s old, under its timeout",
+                        duration(F.col("run_at_ms") - F.col("our_last_timestamp"))),
+    ).otherwise(F.lit("its last write was older than the tool's timeout when it ran, so find-hanging should have "
+                      "listed it: check that the coordinator, not this dump, is right"))
+    ours_rows = finding(
+        only_ours,
+        "tool_disagreement",
+        F.when(explained, "info").otherwise("warning"),
+        F.format_string(
+            "txn-audit finds producer %d (epoch %d) hanging on %s from offset %d (last write %s), but %s does not "
+            "list it: %s",
+            F.col("producer_id"), F.col("our_epoch"), here, F.col("first_offset"), ts("our_last_timestamp"), tool,
+            our_view,
+        ),
+        producer_epoch=F.col("our_epoch"),
+        broker_id=F.col("our_broker"),
+        last_timestamp_ms=F.col("our_last_timestamp"),
+    )
+    return theirs_rows.unionByName(ours_rows)

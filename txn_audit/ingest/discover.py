@@ -48,6 +48,8 @@ class PartitionReplica:
     replica_status: str
     topic_id: str | None = None
     log_base_offsets: list[int] = field(default_factory=list)
+    #: a high watermark from outside the log dir (an offsets file beside a text dump)
+    reported_high_watermark: int | None = None
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Inventory:
     replicas: list[PartitionReplica] = field(default_factory=list)
     tasks: list[FileTask] = field(default_factory=list)
     issues: list[dict[str, Any]] = field(default_factory=list)
+    #: rows of the ``reported_transactions`` table (kafka-transactions.sh outputs beside a text dump)
+    reported: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def brokers(self) -> list[int | None]:
@@ -86,6 +90,9 @@ class Inventory:
 
             first = min(r.log_base_offsets) if r.log_base_offsets else None
             lso_ckpt = ckpt("log-start-offset-checkpoint")
+            hw, hw_source = ckpt("replication-offset-checkpoint"), "checkpoint"
+            if hw is None:
+                hw, hw_source = r.reported_high_watermark, "offsets_file"
             rows.append(
                 {
                     "broker_id": r.broker_id,
@@ -94,7 +101,8 @@ class Inventory:
                     "partition": r.partition,
                     "replica_status": r.replica_status,
                     "topic_id": r.topic_id,
-                    "high_watermark": ckpt("replication-offset-checkpoint"),
+                    "high_watermark": hw,
+                    "hw_source": hw_source if hw is not None else None,
                     "recovery_point": ckpt("recovery-point-offset-checkpoint"),
                     "log_start_offset_checkpoint": lso_ckpt,
                     "cleaner_offset": ckpt("cleaner-offset-checkpoint"),

@@ -4,8 +4,8 @@ Files are packed into roughly equal-sized bins (largest first) and each bin beco
 partition, decoded by ``worker.decode_partition`` through ``mapInArrow``. The workers' output is
 one DataFrame in the combined schema (a ``table`` tag and one struct column per table); it is
 persisted once and split into the per-table datasets, so every input byte is read once.
-Driver-side tables (``segments``, ``partition_offsets`` and the layout issues) come from the
-inventory. Everything is written under a staging folder and moved into place at the end.
+Driver-side tables (``segments``, ``partition_offsets``, ``reported_transactions`` and the
+layout issues) come from the inventory. Everything is written under a staging folder and moved into place at the end.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from txn_audit.schemas import (
     DECODED_TABLES,
     PARTITION_OFFSETS,
     RAW_TABLES,
+    REPORTED_TRANSACTIONS,
     SEGMENTS,
     combined_decode_schema,
     spark_schema,
@@ -119,10 +120,13 @@ def write_raw_tables(
         _driver_frame(spark, inventory.segments, SEGMENTS).coalesce(1).write.parquet(str(staging / "segments"))
         offsets = inventory.partition_offsets_rows()
         _driver_frame(spark, offsets, PARTITION_OFFSETS).coalesce(1).write.parquet(str(staging / "partition_offsets"))
+        _driver_frame(spark, inventory.reported, REPORTED_TRANSACTIONS).coalesce(1).write.parquet(
+            str(staging / "reported_transactions"))
         row_counts = {name: int(counts.get(name, 0)) for name in DECODED_TABLES}
         row_counts["decode_issues"] += len(inventory.issues)
         row_counts["segments"] = len(inventory.segments)
         row_counts["partition_offsets"] = len(offsets)
+        row_counts["reported_transactions"] = len(inventory.reported)
         issue_counts = _issue_counts(spark, staging / "decode_issues")
         publish(staging, tables_dir, list(RAW_TABLES))
     finally:

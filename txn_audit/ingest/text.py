@@ -3,24 +3,30 @@ binary log dirs, so everything downstream is shared.
 
 ``discover_text`` inventories a folder (or one file) of text dumps: each file is sniffed
 (``formats.input_kind``); dump-log files become ``dumplog_text`` tasks, and their ``Dumping``
-lines name the partitions (and so the ``partition_offsets`` rows: a text dump has no checkpoint
-files, so the high watermark is null and the log end stands in for it, ``hw_source = log_end``).
-``kafka-transactions.sh`` outputs are inventoried, not loaded. ``decode_text_task`` runs on the
-workers like the binary decoders and adds rows in the same column order.
+lines name the partitions (and so the ``partition_offsets`` rows). A text dump has no checkpoint
+files: the high watermark comes from an offsets file beside it (``kafka-get-offsets.sh`` output
+or offsets JSON, ``hw_source = offsets_file``), else it is null and the log end stands in for it
+(``hw_source = log_end``, and findings that depend on it say so). ``kafka-transactions.sh``
+outputs and offsets files are small and read here, on the driver, into the
+``reported_transactions`` table and the replicas' high watermarks. ``decode_text_task`` runs on
+the workers like the binary decoders and adds rows in the same column order.
 
 What the text does not carry is filled with Kafka's own sentinels only where the column cannot
 be null and nothing downstream reads it (marker key/value versions -1, delete horizon -1 when
 the tool predates it, computed CRC -1 for a batch Kafka called invalid); a first timestamp the
 text lacks falls back to the batch's max timestamp, and every such gap is reported as an
-``incomplete_text`` issue of the file. Markers whose type the text does not show are left out
-(with their issue), never guessed.
+``incomplete_text`` issue of the file. A marker whose type the text does not show (no
+``--deep-iteration``) still closes its transaction, with ``marker_type = UNKNOWN`` and coordinator
+epoch -1: the outcome is never guessed, and the section's issue says why it is unknown.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from txn_audit.errors import UsageError
 from txn_audit.formats import input_kind
@@ -37,10 +43,20 @@ from txn_audit.formats.dumplog_text import (
 )
 from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
 from txn_audit.formats.model import IssueKind, Severity
+from txn_audit.formats.offsets_text import parse_get_offsets, parse_offsets_json
+from txn_audit.formats.transactions_text import (
+    DescribedProducer,
+    DescribedTransaction,
+    ListedTransaction,
+    TransactionsOutput,
+    parse_transactions_output,
+)
 from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row, _rel
 from txn_audit.ingest.worker import FileTask, TableRows
+from txn_audit.schemas import REPORTED_TRANSACTIONS
 
 TEXT_TASK_KIND = "dumplog_text"
+UNKNOWN_MARKER = "UNKNOWN"  # a control batch dumped without its record: COMMIT or ABORT is not known
 _SENTINEL = -1
 
 
@@ -77,6 +93,7 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
     root = target.parent if target.is_file() else target
     inv = Inventory(root=root.resolve())
     replicas: dict[tuple[str, str, int], PartitionReplica] = {}
+    reported_hw: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (high watermark, file)
     for path in _files(target):
         rel = _rel(inv.root, path.resolve())
         try:
@@ -87,16 +104,17 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
                                          f"cannot read: {err.strerror}"))
             continue
         decoded = kind == input_kind.DUMP_LOG
-        skip = None
-        if kind.startswith(input_kind.TRANSACTIONS_PREFIX):
-            skip = "kafka-transactions.sh output: evidence to compare with, not loaded into the tables"
-        elif not decoded:
-            skip = f"{kind} file: not a Kafka tool's text output that txn-audit reads"
+        read_here = kind in (input_kind.OFFSETS_JSON, input_kind.GET_OFFSETS) or kind.startswith(
+            input_kind.TRANSACTIONS_PREFIX)
+        skip = None if decoded or read_here else f"{kind} file: not a Kafka tool's text output that txn-audit reads"
         inv.segments.append({
             "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": rel,
             "file_name": path.name, "kind": kind, "base_offset": None, "size_bytes": size, "status": "live",
-            "replica_status": None, "decoded": decoded, "skip_reason": skip,
+            "replica_status": None, "decoded": decoded or read_here, "skip_reason": skip,
         })
+        if read_here:
+            _read_side_file(inv, path, rel, kind, reported_hw)
+            continue
         if not decoded:
             continue
         with path.open("rb") as fh:
@@ -121,8 +139,88 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
         inv.log_dirs.append(LogDir(path=root, rel=log_dir, broker_id=None, clean_shutdown=False))
     inv.replicas = [replicas[k] for k in sorted(replicas)]
+    for replica in inv.replicas:
+        known = reported_hw.get((replica.topic, replica.partition))
+        replica.reported_high_watermark = known[0] if known else None
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
+
+
+_OPTION_INT = r"--{name}[ =](-?\d+)"
+
+
+def _option_int(command: str | None, name: str) -> int | None:
+    m = re.search(_OPTION_INT.format(name=re.escape(name)), command or "")
+    return int(m[1]) if m else None
+
+
+def _read_side_file(
+    inv: Inventory, path: Path, rel: str, kind: str, reported_hw: dict[tuple[str, int], tuple[int, str]]
+) -> None:
+    """Read an offsets file or a kafka-transactions.sh output (small files) on the driver."""
+
+    def issue(line: int, kind_: str, severity: str, detail: str) -> None:
+        inv.issues.append(_issue_row(None, ".", None, None, rel, kind_, severity, detail, line))
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        issue(0, IssueKind.UNREADABLE_FILE, Severity.ERROR, f"cannot read: {reason}")
+        return
+    if kind.startswith(input_kind.TRANSACTIONS_PREFIX):
+        output = parse_transactions_output(text, rel)
+        for text_issue in output.issues:
+            d = text_issue.to_decode_issue()
+            issue(d.position, d.kind, d.severity, d.detail)
+        inv.reported.extend(_reported_rows(output))
+        return
+    parse = parse_offsets_json if kind == input_kind.OFFSETS_JSON else parse_get_offsets
+    entries, issues = parse(text)
+    for text_issue in issues:
+        d = text_issue.to_decode_issue()
+        issue(d.position, d.kind, d.severity, d.detail)
+    for entry in entries:
+        key = (entry.topic, entry.partition)
+        seen = reported_hw.get(key)
+        if seen is None:
+            reported_hw[key] = (entry.high_watermark, rel)
+        elif seen[0] != entry.high_watermark:
+            issue(0, IssueKind.UNPARSED_LINE, Severity.WARNING,
+                  f"high watermark {entry.high_watermark} of {entry.topic}-{entry.partition} differs from "
+                  f"{seen[0]} in {seen[1]}, which is used")
+
+
+def _reported_rows(output: TransactionsOutput) -> list[dict[str, Any]]:
+    """``reported_transactions`` rows of one kafka-transactions.sh output."""
+    assert output.kind is not None or not output.rows
+    base: dict[str, Any] = {name: None for name in REPORTED_TRANSACTIONS.names}
+    base.update(file=output.file, tool=output.kind or "unknown", command=output.command, run_at_ms=output.run_at_ms)
+    if output.kind == "find-hanging":
+        base.update(broker_id=_option_int(output.command, "broker-id"),
+                    max_transaction_timeout_min=_option_int(output.command, "max-transaction-timeout"))
+    if not output.rows:
+        return [base] if output.kind is not None else []
+    rows = []
+    for r in output.rows:
+        row = dict(base, line=r.line, producer_id=r.producer_id)
+        if isinstance(r, ListedTransaction):
+            row.update(transactional_id=r.transactional_id, coordinator_id=r.coordinator_id, state=r.state)
+        elif isinstance(r, DescribedTransaction):
+            row.update(transactional_id=r.transactional_id, coordinator_id=r.coordinator_id,
+                       producer_epoch=r.producer_epoch, state=r.state, txn_timeout_ms=r.txn_timeout_ms,
+                       txn_start_timestamp=r.current_txn_start_time_ms,
+                       topic_partitions=[{"topic": t, "partition": p} for t, p in r.topic_partitions])
+        elif isinstance(r, DescribedProducer):
+            row.update(topic=r.topic, partition=r.partition, producer_epoch=r.producer_epoch,
+                       coordinator_epoch=r.coordinator_epoch, last_sequence=r.last_sequence,
+                       last_timestamp=r.last_timestamp, start_offset=r.current_txn_start_offset)
+        else:
+            row.update(topic=r.topic, partition=r.partition, producer_epoch=r.producer_epoch,
+                       coordinator_epoch=r.coordinator_epoch, start_offset=r.start_offset,
+                       last_timestamp=r.last_timestamp, duration_min=r.duration_min)
+        rows.append(row)
+    return rows
 
 
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
@@ -171,11 +269,17 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                           f"line {item.line}: kafka-dump-log printed isvalid: false for the batch at position "
                           f"{item.position} (stored CRC {item.stored_crc})")
             elif isinstance(item, TextMarker):
-                if item.marker_type is None or item.coordinator_epoch is None or item.timestamp is None:
-                    continue  # the section's incomplete_text issue says why
+                if item.timestamp is None:
+                    continue  # not one record: no marker the broker would write (the section's issue says so)
+                known = item.marker_type is not None
+                # without --deep-iteration the control batch closes the transaction, but whether it
+                # committed or aborted (and the coordinator epoch) is not in the text: UNKNOWN, -1
                 out.add("control_markers", replica + (
-                    item.offset, item.producer_id, item.producer_epoch, item.marker_type, item.control_type,
-                    item.coordinator_epoch, item.timestamp, _SENTINEL, _SENTINEL, seg, item.position, file,
+                    item.offset, item.producer_id, item.producer_epoch,
+                    item.marker_type if known else UNKNOWN_MARKER,
+                    item.control_type if known and item.control_type is not None else _SENTINEL,
+                    item.coordinator_epoch if item.coordinator_epoch is not None else _SENTINEL,
+                    item.timestamp, _SENTINEL, _SENTINEL, seg, item.position, file,
                 ))
             elif isinstance(item, TextTxnLogRecord):
                 parts = None if item.topic_partitions is None else [

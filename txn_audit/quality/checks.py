@@ -88,7 +88,7 @@ CHECKS: tuple[Check, ...] = (
           lambda meta: gxe.ExpectColumnValuesToBeInSet(column="crc_ok", value_set=[True], meta=meta),
           data_health=True),
     # control markers (A.3)
-    _in_set("control_markers", "marker_type", ("COMMIT", "ABORT")),
+    _in_set("control_markers", "marker_type", ("COMMIT", "ABORT", "UNKNOWN")),
     Check("control_markers", "coordinator_epoch_non_decreasing",
           "the coordinator epoch of a producer's markers never goes down on a partition",
           _rows("SELECT * FROM (SELECT topic, partition, broker_id, producer_id, offset, coordinator_epoch, "

@@ -3,8 +3,9 @@
 ``firstUnstable`` is the first offset of the earliest transaction that is still open, or whose
 marker is not yet below the high watermark (unreplicated), clamped up to the log start
 offset; ``LSO = firstUnstable if firstUnstable < HW else HW``. The HW is the one the broker
-checkpointed (``replication-offset-checkpoint``); without a checkpoint entry the log end is
-used and ``hw_source`` says so.
+checkpointed (``replication-offset-checkpoint``), or for a text dump the one an offsets file
+beside it reports; without either the log end is used and ``hw_source`` says so
+(``checkpoint`` | ``offsets_file`` | ``log_end``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ def partition_stability(
 ) -> DataFrame:
     log_end = batches.groupBy("topic", "partition").agg((F.max("last_offset") + 1).alias("log_end_offset"))
     parts = (
-        replicas.select("topic", "partition", "broker_id", "high_watermark", "log_start_offset")
+        replicas.select("topic", "partition", "broker_id", "high_watermark", "hw_source", "log_start_offset")
         .join(log_end, ["topic", "partition"], "left")
-        .withColumn("hw_source", F.when(F.col("high_watermark").isNotNull(), "checkpoint").otherwise("log_end"))
+        .withColumn("hw_source", F.when(F.col("high_watermark").isNotNull(), F.coalesce("hw_source", F.lit("checkpoint")))
+                    .otherwise("log_end"))
         .withColumn("hw", F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0)))
     )
     txns = ptx.join(parts.select("topic", "partition", "hw"), ["topic", "partition"])

@@ -134,6 +134,52 @@ def coordinator_current(txn_log: DataFrame) -> DataFrame:
     )
 
 
+def reported_coordinator(reported: DataFrame, known: DataFrame) -> DataFrame:
+    """``coordinator_current`` rows from ``kafka-transactions.sh describe`` outputs, for the
+    transactional ids ``__transaction_state`` (``known``) does not hold: the newest report per id.
+    ``list`` rows are not used here: they name no partitions, and a hanging verdict needs them."""
+    latest = Window.partitionBy("transactional_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
+    described = reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull())
+    listed = F.when(
+        F.col("state").isin(*LISTING_STATES),
+        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
+    ).otherwise(F.array().cast("array<string>"))
+    return (
+        described.join(known.select("transactional_id"), "transactional_id", "left_anti")
+        .withColumn("_rank", F.row_number().over(latest))
+        .where(F.col("_rank") == 1)
+        .select(
+            "transactional_id",
+            F.lit(False).alias("tombstone"),
+            "producer_id",
+            "producer_epoch",
+            "state",
+            listed.alias("listed"),
+            "txn_timeout_ms",
+            "txn_start_timestamp",
+            F.lit(None).cast("long").alias("txn_last_update_timestamp"),
+            F.lit(None).cast("int").alias("client_transaction_version"),
+            F.lit(None).cast("long").alias("txn_log_offset"),
+            F.lit(None).cast("int").alias("txn_log_partition"),
+        )
+    )
+
+
+def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
+    """(producer_id, transactional_id) pairs from ``describe`` outputs for producer ids
+    ``__transaction_state`` (``known``) does not name (with ``reported_coordinator``, so that an
+    id is never named without the coordinator state that goes with it)."""
+    latest = Window.partitionBy("producer_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
+    return (
+        reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull()
+                       & (F.col("producer_id") >= 0))
+        .join(known.select("producer_id"), "producer_id", "left_anti")
+        .withColumn("_rank", F.row_number().over(latest))
+        .where(F.col("_rank") == 1)
+        .select("producer_id", "transactional_id", F.lit(1).alias("transaction_version"))
+    )
+
+
 def partition_transactions(
     events: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
 ) -> DataFrame:
@@ -170,6 +216,7 @@ def partition_transactions(
     state = (
         F.when(F.col("marker_type") == "COMMIT", "committed")
         .when(F.col("marker_type") == "ABORT", "aborted")
+        .when(F.col("marker_type").isNotNull(), "ended")  # a marker whose type the dump does not show
         .otherwise("open")
     )
     from_log = agg.withColumn("state", state).withColumn("source", F.lit("log"))
@@ -292,9 +339,12 @@ def reconstruct(
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
     events = keep("events", txn_events(batches, markers, late_tolerance_ms=late_tolerance_ms))
-    ids = keep("producer_ids", producer_transactional_ids(txn_log))
+    # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
+    logged_ids = producer_transactional_ids(txn_log)
+    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
     ptx = keep("partition_transactions", partition_transactions(events, snapshots, replicas, ids))
-    current = keep("coordinator", coordinator_current(txn_log))
+    logged = coordinator_current(txn_log)
+    current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
     return Reconstruction(
         partition_transactions=ptx,
         transactions=keep("transactions", transactions(ptx, current, ids)),

@@ -109,6 +109,24 @@ vertical-align:top;text-align:left}th{background:#f5f5f5}code{font-size:.85em}.v
 font-weight:bold}.ok{color:#2e7d32}.note{color:#666;font-size:.9em}"""
 
 
+HW_SOURCE_NAMES = {
+    "checkpoint": "the broker's replication-offset-checkpoint",
+    "offsets_file": "the offsets file beside the text dump (the cluster's report, not the dump itself)",
+    "log_end": "nowhere: the dump holds none, so the log end offset stands in for it and the LSO is "
+               "computed against that",
+}
+
+
+def hw_sources_note(partitions: list[dict[str, Any]]) -> str:
+    """How the partitions' high watermarks were obtained, in one sentence."""
+    counts: dict[str, int] = {}
+    for p in partitions:
+        source = p.get("hw_source") or "checkpoint"
+        counts[source] = counts.get(source, 0) + 1
+    parts = [f"{n} from {HW_SOURCE_NAMES.get(source, source)}" for source, n in sorted(counts.items())]
+    return "High watermarks: " + "; ".join(parts) + "."
+
+
 def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     """Write ``out_dir/report.html`` from ``out_dir/summary.json`` and ``out_dir/tables/``."""
     summary_doc = json.loads((out_dir / "summary.json").read_text())
@@ -133,6 +151,8 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     ]
     for title, fig, empty in figures:
         body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
+        if title.startswith("Partitions:") and partitions:
+            body += f"<p class='note'>{_esc(hw_sources_note(partitions))}</p>"
         if title == "Transactions per producer" and left_out > 0:
             body += f"<p class='note'>{left_out} more transactions are in tables/partition_transactions/.</p>"
         sections.append(f"<h2>{_esc(title)}</h2>{body}")
