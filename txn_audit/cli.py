@@ -31,6 +31,14 @@ out_console = Console()
 err_console = Console(stderr=True)
 
 
+DUMP_HELP = (
+    "Folder holding broker log dir(s): one log dir, several log dirs of one broker, or several brokers "
+    "side by side (told apart by meta.properties). A local path or a file://, s3:// or hdfs:// URI, e.g. "
+    "s3://bucket/dumps/2026-11-20 (S3 settings from AWS_* variables or ~/.aws; an S3-compatible server via "
+    "AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http)."
+)
+
+
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(int(code))
@@ -39,10 +47,9 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
 @app.command("ingest")
 def ingest_command(
     dump: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties).",
+            help=DUMP_HELP,
             show_default=False,
         ),
     ],
@@ -79,10 +86,9 @@ FORMAT_CHOICES = ("table", "json")
 @app.command("scan")
 def scan_command(
     dump: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties).",
+            help=DUMP_HELP,
             show_default=False,
         ),
     ],

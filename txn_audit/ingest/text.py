@@ -19,8 +19,8 @@ text lacks falls back to the batch's max timestamp, and every such gap is report
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterator
-from pathlib import Path
 
 from txn_audit.errors import UsageError
 from txn_audit.formats import input_kind
@@ -37,7 +37,8 @@ from txn_audit.formats.dumplog_text import (
 )
 from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
 from txn_audit.formats.model import IssueKind, Severity
-from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row, _rel
+from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row
+from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, open_stream, resolve_dump
 from txn_audit.ingest.worker import FileTask, TableRows
 
 TEXT_TASK_KIND = "dumplog_text"
@@ -58,33 +59,37 @@ def _log_dir(section: DumpSection) -> str:
     return section.log_dir or "."
 
 
-def _files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    out = []
-    for current, dirnames, files in os.walk(root, followlinks=False):
-        dirnames.sort()
-        out.extend(Path(current) / f for f in sorted(files))
-    return out
-
-
-def discover_text(dump: str | os.PathLike[str]) -> Inventory:
-    """Inventory a folder (or a file) of tool text output. Raises ``UsageError`` if it holds no
-    dump-log text."""
-    target = Path(dump)
-    if not target.exists():
-        raise UsageError(f"dump not found: {target}")
-    root = target.parent if target.is_file() else target
-    inv = Inventory(root=root.resolve())
+def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
+    """Inventory a folder (or a file) of tool text output, local or remote (a location or a dump
+    argument, as ``discover`` takes). Raises ``UsageError`` if it holds no dump-log text."""
+    location = dump if isinstance(dump, DumpLocation) else resolve_dump(dump)
+    top = location.info()
+    if top.kind not in (DIR, FILE):
+        raise UsageError(f"dump not found: {location.display}")
+    holder = location.parent() if top.kind == FILE else location
+    if holder is None:
+        raise UsageError(f"no kafka-dump-log text found under {location.display}")
+    if top.kind == FILE:
+        name = posixpath.basename(location.root.rstrip("/"))
+        files = [holder.info(name)]
+    else:
+        files = holder.listing().files_under(".")
+    inv = Inventory(root=holder.task_path("."), location=holder)
     replicas: dict[tuple[str, str, int], PartitionReplica] = {}
-    for path in _files(target):
-        rel = _rel(inv.root, path.resolve())
+    for entry in files:
+        rel = entry.rel
+        inv.mtimes[rel] = entry.mtime_ns
+        if entry.kind != FILE:
+            reason = "symbolic link: not followed" if entry.kind == SYMLINK else "not a regular file"
+            inv.segments.append(_segment_row(entry, "other", False, reason))
+            inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+                                         f"{reason}: not audited"))
+            continue
         try:
-            kind = input_kind.sniff_file(path)
-            size = path.stat().st_size
+            kind = input_kind.sniff_bytes(holder.read_bytes(rel, input_kind.SNIFF_BYTES), entry.name)
         except OSError as err:
             inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
-                                         f"cannot read: {err.strerror}"))
+                                         f"cannot read: {err.strerror or err}"))
             continue
         decoded = kind == input_kind.DUMP_LOG
         skip = None
@@ -92,14 +97,11 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
             skip = "kafka-transactions.sh output: evidence to compare with, not loaded into the tables"
         elif not decoded:
             skip = f"{kind} file: not a Kafka tool's text output that txn-audit reads"
-        inv.segments.append({
-            "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": rel,
-            "file_name": path.name, "kind": kind, "base_offset": None, "size_bytes": size, "status": "live",
-            "replica_status": None, "decoded": decoded, "skip_reason": skip,
-        })
+        inv.segments.append(_segment_row(entry, kind, decoded, skip))
         if not decoded:
             continue
-        with path.open("rb") as fh:
+        task_path = holder.task_path(rel)
+        with open_stream(task_path) as fh:
             for raw in fh:
                 if not raw.startswith(b"Dumping "):
                     continue
@@ -114,15 +116,23 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
                 if section.kind == "log" and section.base_offset is not None:
                     if section.base_offset not in replica.log_base_offsets:
                         replica.log_base_offsets.append(section.base_offset)
-        inv.tasks.append(FileTask(path=str(path.resolve()), rel_path=rel, kind=TEXT_TASK_KIND, broker_id=None,
-                                  log_dir=".", topic="", partition=-1, base_offset=-1, size_bytes=size))
+        inv.tasks.append(FileTask(path=task_path, rel_path=rel, kind=TEXT_TASK_KIND, broker_id=None,
+                                  log_dir=".", topic="", partition=-1, base_offset=-1, size_bytes=entry.size or 0))
     if not inv.tasks:
-        raise UsageError(f"no kafka-dump-log text found under {target}")
+        raise UsageError(f"no kafka-dump-log text found under {location.display}")
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
-        inv.log_dirs.append(LogDir(path=root, rel=log_dir, broker_id=None, clean_shutdown=False))
+        inv.log_dirs.append(LogDir(path=holder.display, rel=log_dir, broker_id=None, clean_shutdown=False))
     inv.replicas = [replicas[k] for k in sorted(replicas)]
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
+
+
+def _segment_row(entry: Entry, kind: str, decoded: bool, skip: str | None) -> dict[str, object]:
+    return {
+        "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": entry.rel,
+        "file_name": entry.name, "kind": kind, "base_offset": None, "size_bytes": entry.size, "status": "live",
+        "replica_status": None, "decoded": decoded, "skip_reason": skip,
+    }
 
 
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
@@ -200,7 +210,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                     item.last_stable_offset, file,
                 ))
 
-    with open(task.path, "rb") as fh:
+    with open_stream(task.path) as fh:
         for n, raw in enumerate(fh, 1):
             handle(parser.feed(raw))
             if n % pause_every == 0:
