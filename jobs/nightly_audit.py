@@ -2,6 +2,9 @@
 
     spark-submit jobs/nightly_audit.py --dump URI --warehouse URI [--audit-date YYYY-MM-DD]
 
+``--dump`` may be a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI; the warehouse is local
+(or ``file://``).
+
 Every table lands in ``<warehouse>/<table>/audit_date=YYYY-MM-DD/`` (a rerun of the same date
 replaces that partition in one step), the report, ``summary.json`` and the data-quality results
 in ``<warehouse>/runs/audit_date=YYYY-MM-DD/``. A summary is logged on stderr (spark-submit
@@ -28,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="nightly_audit.py",
         description="Scan a dump of Kafka log dirs and append the results to a warehouse by audit date.",
     )
-    parser.add_argument("--dump", required=True, help="folder of broker log dirs (path or file:// URI)")
+    parser.add_argument("--dump", required=True, help="folder of broker log dirs: a path or a file://, s3:// or "
+                        "hdfs:// URI (S3 settings from AWS_* variables, ~/.aws or ?endpoint_override=...)")
     parser.add_argument("--warehouse", required=True, help="warehouse folder (path or file:// URI)")
     parser.add_argument("--audit-date", help="partition to write, YYYY-MM-DD (default: today, UTC)")
     parser.add_argument("--as-of", help="audit time, ISO-8601 or epoch ms (default: newest timestamp in the dump)")

@@ -56,7 +56,7 @@ class ExitCode(IntEnum):
 
 @dataclass
 class IngestResult:
-    dump: Path
+    dump: str  # the dump as given: a local path or a URI (credentials removed)
     tables_dir: Path
     row_counts: dict[str, int]
     issue_counts: dict[str, int]
@@ -86,12 +86,8 @@ def _fingerprint(inventory: Inventory) -> str:
     for name, schema in sorted(RAW_TABLES.items()):
         digest.update(f"{name}:{schema}\n".encode())
     for row in sorted(inventory.segments, key=lambda r: r["path"]):
-        path = inventory.root / row["path"]
-        try:
-            mtime = path.lstat().st_mtime_ns
-        except OSError:
-            mtime = -1
-        digest.update(f"{row['path']}\0{row['size_bytes']}\0{mtime}\n".encode())
+        mtime = inventory.mtimes.get(row["path"])
+        digest.update(f"{row['path']}\0{row['size_bytes']}\0{-1 if mtime is None else mtime}\n".encode())
     return digest.hexdigest()
 
 
@@ -109,7 +105,7 @@ def _issue_preview(spark: SparkSession, tables_dir: Path) -> list[dict[str, Any]
 
 
 def ingest(
-    dump: str | Path,
+    dump: str | Path,  # a local path, or a file://, s3:// or hdfs:// URI (txn_audit.ingest.storage)
     out: str | Path,
     *,
     spark: SparkSession | None = None,
@@ -165,7 +161,7 @@ def _ingest(
              "issue_counts": issue_counts},
         )
     return IngestResult(
-        dump=Path(dump),
+        dump=inventory.storage.display,
         tables_dir=tables_dir,
         row_counts=row_counts,
         issue_counts=issue_counts,
@@ -180,6 +176,15 @@ def _ingest(
 
 
 # -- scan ---------------------------------------------------------------------------------
+
+
+def check_dump(dump: str | Path) -> None:
+    """Raise ``UsageError`` unless ``dump`` names an existing folder or file on storage that can be read."""
+    from txn_audit.ingest.storage import DIR, FILE, resolve_dump
+
+    location = resolve_dump(dump)
+    if location.info().kind not in (DIR, FILE):
+        raise UsageError(f"dump not found: {location.display}")
 
 
 @dataclass
@@ -289,7 +294,9 @@ def scan(
 ) -> ScanResult:
     """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
     HTML report (``out/report.html``). Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
-    without ``out`` everything is computed in a temporary folder that is removed afterwards."""
+    without ``out`` everything is computed in a temporary folder that is removed afterwards.
+    ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI."""
+    check_dump(dump)  # a missing dump or unreachable storage is a usage error before Spark starts
     spark = spark or build_session()
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
@@ -373,7 +380,7 @@ def _scan(
         for r in spark.read.parquet(str(tables_dir / "partition_stability")).orderBy("topic", "partition").collect()
     ]
     result = ScanResult(
-        input=str(Path(dump)),
+        input=ingested.dump,
         as_of_ms=as_of_ms,
         options={"max_transaction_timeout_ms": max_transaction_timeout_ms, "late_tolerance_ms": late_tolerance_ms},
         partitions=partitions,
@@ -430,17 +437,20 @@ def run_nightly(
     work_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
 ) -> NightlyResult:
-    """The nightly job: ``scan`` the dump in a temporary folder (under ``work_dir``, which
+    """The nightly job: ``scan`` the dump (a local path, or a ``file://``, ``s3://`` or ``hdfs://``
+    URI) in a temporary folder (under ``work_dir``, which
     executors on other hosts must be able to write to), publish it as ``audit_date`` of the
     warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code."""
+    from txn_audit.ingest.storage import DIR, resolve_dump
     from txn_audit.warehouse import publish_run, resolve
 
     if min_severity not in SEVERITIES:
         raise UsageError(f"--min-severity must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
-    source = resolve(dump)
+    location = resolve_dump(dump)
     resolve(warehouse)  # refuse an unsupported location before the scan, not after
-    if not source.is_dir():
-        raise UsageError(f"dump not found or not a folder: {source}")
+    if location.info().kind != DIR:
+        raise UsageError(f"dump not found or not a folder: {location.display}")
+    source: str | Path = Path(location.root) if location.is_local else str(dump)
     spark = spark or build_session("txn-audit-nightly")
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:

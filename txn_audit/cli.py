@@ -45,6 +45,15 @@ def _check_input_kind(input_kind: str) -> None:
         raise _fail(f"--input-kind must be one of {', '.join(INPUT_KIND_CHOICES)}, got {input_kind!r}")
 
 
+DUMP_HELP = (
+    "Folder holding broker log dir(s): one log dir, several log dirs of one broker, or several brokers "
+    "side by side (told apart by meta.properties). A local path or a file://, s3:// or hdfs:// URI, e.g. "
+    "s3://bucket/dumps/2026-11-20 (S3 settings from AWS_* variables or ~/.aws; an S3-compatible server via "
+    "AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http). Or a folder (or one file) of "
+    "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it."
+)
+
+
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}")
     return typer.Exit(int(code))
@@ -53,11 +62,9 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
 @app.command("ingest")
 def ingest_command(
     dump: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties). Or a folder (or one file) of "
-            "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it.",
+            help=DUMP_HELP,
             show_default=False,
         ),
     ],
@@ -94,11 +101,9 @@ def ingest_command(
 @app.command("scan")
 def scan_command(
     dump: Annotated[
-        Path,
+        str,
         typer.Argument(
-            help="Folder holding broker log dir(s): one log dir, several log dirs of one broker, "
-            "or several brokers side by side (told apart by meta.properties). Or a folder (or one file) of "
-            "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it.",
+            help=DUMP_HELP,
             show_default=False,
         ),
     ],

@@ -5,14 +5,16 @@ side, at any depth. A log dir is a folder holding ``meta.properties`` (which nam
 or, failing that, one holding partition folders and Kafka's checkpoint files. Every file met is
 inventoried (the ``segments`` table) with whether it will be decoded and, if not, why; problems
 with the layout itself become ``decode_issues`` rows. Only small text files (checkpoints,
-properties) are read here, on the driver; segments are decoded later on Spark workers.
+properties) are read here, on the driver; segments are decoded later on Spark workers. The
+tree is listed once (``txn_audit.ingest.storage``), so a dump on S3 or HDFS is discovered by the
+same code as a local one.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from txn_audit.errors import CorruptInputError, UsageError
@@ -29,6 +31,7 @@ from txn_audit.formats.layout import (
     parse_partition_dir,
 )
 from txn_audit.formats.model import IssueKind, OffsetCheckpoint, Severity
+from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, Listing, join, resolve_dump
 from txn_audit.ingest.worker import FileTask
 
 #: Partitions whose contents say nothing about transactions: inventoried, not decoded.
@@ -54,7 +57,7 @@ class PartitionReplica:
 
 @dataclass
 class LogDir:
-    path: Path
+    path: str  # where it is, as printed (a local path or a URI)
     rel: str
     broker_id: int | None
     clean_shutdown: bool
@@ -63,7 +66,8 @@ class LogDir:
 
 @dataclass
 class Inventory:
-    root: Path
+    root: str  # the dump root: an absolute local path, or the URI of remote storage
+    location: DumpLocation | None = None
     log_dirs: list[LogDir] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
     replicas: list[PartitionReplica] = field(default_factory=list)
@@ -71,6 +75,12 @@ class Inventory:
     issues: list[dict[str, Any]] = field(default_factory=list)
     #: rows of the ``reported_transactions`` table (kafka-transactions.sh outputs beside a text dump)
     reported: list[dict[str, Any]] = field(default_factory=list)
+    mtimes: dict[str, int | None] = field(default_factory=dict)  # by relative path, for the input fingerprint
+
+    @property
+    def storage(self) -> DumpLocation:
+        assert self.location is not None, "an inventory built by discover() knows its storage"
+        return self.location
 
     @property
     def brokers(self) -> list[int | None]:
@@ -115,91 +125,94 @@ class Inventory:
         return rows
 
 
-def _rel(root: Path, path: Path) -> str:
-    rel = os.path.relpath(path, root)
-    return "." if rel == "." else rel.replace(os.sep, "/")
+def _is_partition_dir(listing: Listing, rel: str, name: str | None = None) -> bool:
+    return listing.kind(rel) == DIR and parse_partition_dir(name or posixpath.basename(rel)) is not None
 
 
-def _is_partition_dir(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and parse_partition_dir(path.name) is not None
-
-
-def _holds_log_dir_files(path: Path) -> bool:
+def _holds_log_dir_files(listing: Listing, rel: str) -> bool:
     """True for a folder with a log dir's own files: such a folder is never a partition folder,
     even when its name reads like one (``broker-1``)."""
-    return any((path / name).is_file() for name in (META_PROPERTIES, *CHECKPOINT_FILES))
+    return any(listing.kind(join(rel, name)) == FILE for name in (META_PROPERTIES, *CHECKPOINT_FILES))
 
 
-def _looks_like_log_dir(path: Path) -> bool:
-    if (path / META_PROPERTIES).is_file():
+def _looks_like_log_dir(listing: Listing, rel: str) -> bool:
+    if listing.kind(join(rel, META_PROPERTIES)) == FILE:
         return True
     try:
-        children = list(path.iterdir())
+        children = listing.children(rel)
     except OSError:
         return False
-    partitions = [c for c in children if _is_partition_dir(c)]
-    if any(_holds_log_dir_files(c) for c in partitions):
+    partitions = [c for c in children if _is_partition_dir(listing, c.rel)]
+    if any(_holds_log_dir_files(listing, c.rel) for c in partitions):
         return False  # e.g. a dump of broker-1/, broker-2/ side by side
     has_checkpoint = any(c.name in CHECKPOINT_FILES for c in children)
     return bool(partitions) and (
-        has_checkpoint or not any(c.is_dir() and not _is_partition_dir(c) for c in children)
+        has_checkpoint or not any(c.kind == DIR and not _is_partition_dir(listing, c.rel) for c in children)
     )
 
 
-def discover(dump: str | os.PathLike[str], input_kind: str = "auto") -> Inventory:
-    """Inventory every file under ``dump``. Raises ``UsageError`` if it is not a readable folder.
+def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "auto") -> Inventory:
+    """Inventory every file under ``dump`` (a local path, or a ``file://``, ``s3://`` or ``hdfs://``
+    URI: see ``txn_audit.ingest.storage``). Raises ``UsageError`` if it is not a readable folder.
 
     ``input_kind``: ``logdirs`` (broker log dirs), ``text`` (kafka-dump-log text output, see
     ``txn_audit.ingest.text``) or ``auto`` (log dirs if there are any, else text dumps).
     """
-    root = Path(dump)
-    if not root.exists():
-        raise UsageError(f"dump not found: {root}")
     if input_kind not in ("auto", "logdirs", "text"):
         raise UsageError(f"input kind must be auto, logdirs or text, got {input_kind!r}")
-    if input_kind == "text" or (input_kind == "auto" and root.is_file()):
+    location = resolve_dump(dump)
+    top = location.info()
+    if top.kind not in (DIR, FILE):
+        raise UsageError(f"dump not found: {location.display}")
+    if input_kind == "text" or (input_kind == "auto" and top.kind == FILE):
         from txn_audit.ingest.text import discover_text  # it imports this module
 
-        return discover_text(root)
-    if not root.is_dir():
-        raise UsageError(f"dump must be a folder of broker log dirs, got a file: {root}")
-    inv = Inventory(root=root.resolve())
-    found_dirs: list[Path] = []
-    if _is_partition_dir(root) and not _looks_like_log_dir(root):
+        return discover_text(location)
+    if top.kind != DIR:
+        raise UsageError(f"dump must be a folder of broker log dirs, got a file: {location.display}")
+    listing = location.listing()
+    only: set[str] | None = None
+    found_dirs: list[str] = []
+    root_name = posixpath.basename(location.root.rstrip("/"))
+    holder = location.parent()
+    if holder is not None and _is_partition_dir(listing, ".", root_name) and not _looks_like_log_dir(listing, "."):
         # the user pointed at one partition folder: audit it as a log dir of unknown broker
-        found_dirs.append(root.parent)
-        only = {root.name}
-    else:
-        only = None
-        for current, dirnames, _files in os.walk(root, followlinks=False, onerror=lambda e: _walk_error(inv, e)):
-            here = Path(current)
-            if _looks_like_log_dir(here):
-                found_dirs.append(here)
-                dirnames[:] = []  # partitions are handled by _scan_log_dir
-            else:
-                dirnames.sort()
+        location, listing = holder, holder.listing_of_child(root_name, CLEAN_SHUTDOWN_FILE)
+        found_dirs.append(".")
+        only = {root_name}
+    inv = Inventory(root=location.task_path("."), location=location)
+    if only is None:
+        _walk(inv, listing, ".", found_dirs)
     if not found_dirs and input_kind == "auto":
         from txn_audit.ingest.text import discover_text
 
         try:
-            return discover_text(root)
+            return discover_text(location)
         except UsageError:
             pass
     if not found_dirs:
         raise UsageError(
-            f"no Kafka log dir found under {root}: expected folders holding meta.properties, "
+            f"no Kafka log dir found under {location.display}: expected folders holding meta.properties, "
             "checkpoint files and <topic>-<partition> folders"
         )
-    for path in sorted(found_dirs):
-        _scan_log_dir(inv, path, only)
+    for rel in sorted(found_dirs):
+        _scan_log_dir(inv, listing, rel, only)
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
 
 
-def _walk_error(inv: Inventory, err: OSError) -> None:
-    name = err.filename if isinstance(err.filename, str) else str(err.filename)
-    inv.issues.append(_issue_row(None, ".", None, None, _rel(inv.root, Path(name)), IssueKind.UNREADABLE_FILE,
-                                 Severity.ERROR, f"cannot list folder: {err.strerror}"))
+def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
+    """Find the log dirs under ``rel`` top-down; a log dir's own folders are not searched further."""
+    if rel in listing.errors:
+        inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+                                     f"cannot list folder: {listing.errors[rel]}"))
+        return
+    if _looks_like_log_dir(listing, rel):
+        found.append(rel)
+        return
+    for child in listing.children(rel):
+        if child.kind == DIR:
+            _walk(inv, listing, child.rel, found)
 
 
 def _issue_row(
@@ -212,28 +225,27 @@ def _issue_row(
     }
 
 
-def _read_text(inv: Inventory, ld: LogDir | None, path: Path, broker: int | None, log_dir: str) -> str | None:
+def _read_text(inv: Inventory, rel: str, broker: int | None, log_dir: str) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="strict")
+        return inv.storage.read_bytes(rel).decode("utf-8", errors="strict")
     except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
-        inv.issues.append(_issue_row(broker, log_dir, None, None, _rel(inv.root, path), IssueKind.UNREADABLE_FILE,
+        reason = (err.strerror or str(err)) if isinstance(err, OSError) else "not UTF-8 text"
+        inv.issues.append(_issue_row(broker, log_dir, None, None, rel, IssueKind.UNREADABLE_FILE,
                                      Severity.ERROR, f"cannot read: {reason}"))
         return None
 
 
-def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
-    rel = _rel(inv.root, path)
+def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | None) -> None:
     broker: int | None = None
-    meta = path / META_PROPERTIES
-    if meta.is_file() and only is None:
-        text = _read_text(inv, None, meta, None, rel)
+    meta = join(rel, META_PROPERTIES)
+    if listing.kind(meta) == FILE and only is None:
+        text = _read_text(inv, meta, None, rel)
         if text is not None:
             try:
                 props = decode_properties(text)
             except CorruptInputError as err:
                 props = {}
-                inv.issues.append(_issue_row(None, rel, None, None, _rel(inv.root, meta), IssueKind.BAD_CHECKPOINT,
+                inv.issues.append(_issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
                                              Severity.ERROR, err.detail))
             raw = props.get("node.id", props.get("broker.id"))
             try:
@@ -241,16 +253,17 @@ def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
             except ValueError:
                 broker = None
             if broker is None:
-                inv.issues.append(_issue_row(None, rel, None, None, _rel(inv.root, meta), IssueKind.BAD_CHECKPOINT,
+                inv.issues.append(_issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
                                              Severity.WARNING, "meta.properties has no usable node.id/broker.id"))
     elif only is None:
         inv.issues.append(_issue_row(None, rel, None, None, rel, IssueKind.UNRECOGNISED_FILE, Severity.INFO,
                                      "log dir without meta.properties: broker id unknown"))
-    ld = LogDir(path=path, rel=rel, broker_id=broker, clean_shutdown=(path / CLEAN_SHUTDOWN_FILE).exists())
+    clean = listing.get(join(rel, CLEAN_SHUTDOWN_FILE)) is not None
+    ld = LogDir(path=inv.storage.display_of(rel), rel=rel, broker_id=broker, clean_shutdown=clean)
     inv.log_dirs.append(ld)
 
     try:
-        children = sorted(path.iterdir(), key=lambda p: p.name)
+        children = listing.children(rel)
     except OSError as err:
         inv.issues.append(_issue_row(broker, rel, None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
                                      f"cannot list log dir: {err.strerror}"))
@@ -258,30 +271,29 @@ def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
     for child in children:
         if only is not None and child.name not in only:
             continue
-        child_rel = _rel(inv.root, child)
-        if child.is_symlink():
+        if child.kind == SYMLINK:
             _inventory(inv, ld, None, None, None, child, kind="symlink", status="live", decoded=False,
                        skip_reason="symbolic link: not followed")
-            inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+            inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
                                          "symbolic link not followed: what it points to is not part of the audit"))
             continue
-        if child.is_dir():
+        if child.kind == DIR:
             parsed = parse_partition_dir(child.name)
             if parsed is None:
                 _inventory(inv, ld, None, None, None, child, kind="folder", status="live", decoded=False,
                            skip_reason="not a <topic>-<partition> folder")
-                inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.UNRECOGNISED_FILE,
+                inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
                                              Severity.WARNING, "folder name is not <topic>-<partition>: not audited"))
                 continue
-            _scan_partition(inv, ld, child, parsed.topic, parsed.partition, parsed.status)
+            _scan_partition(inv, listing, ld, child.rel, parsed.topic, parsed.partition, parsed.status)
             continue
         if child.name in CHECKPOINT_FILES:
-            text = _read_text(inv, ld, child, broker, rel)
+            text = _read_text(inv, child.rel, broker, rel)
             if text is not None:
                 try:
                     ld.checkpoints[child.name] = decode_offset_checkpoint(text)
                 except CorruptInputError as err:
-                    inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.BAD_CHECKPOINT,
+                    inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.BAD_CHECKPOINT,
                                                  Severity.ERROR, err.detail, err.position))
             _inventory(inv, ld, None, None, None, child, kind="checkpoint", status="live", decoded=True)
         elif child.name in KNOWN_LOG_DIR_FILES:
@@ -291,30 +303,29 @@ def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
         else:
             _inventory(inv, ld, None, None, None, child, kind="other", status="live", decoded=False,
                        skip_reason="unknown file")
-            inv.issues.append(_issue_row(broker, rel, None, None, child_rel, IssueKind.UNRECOGNISED_FILE,
+            inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
                                          Severity.INFO, "unknown file in a log dir: not audited"))
 
 
 def _inventory(
     inv: Inventory, ld: LogDir, topic: str | None, partition: int | None, replica_status: str | None,
-    path: Path, *, kind: str, status: str, decoded: bool, base_offset: int | None = None,
+    entry: Entry, *, kind: str, status: str, decoded: bool, base_offset: int | None = None,
     skip_reason: str | None = None,
 ) -> None:
-    try:
-        size: int | None = path.lstat().st_size
-    except OSError:
-        size = None
+    inv.mtimes[entry.rel] = entry.mtime_ns
     inv.segments.append(
         {
             "broker_id": ld.broker_id, "log_dir": ld.rel, "topic": topic, "partition": partition,
-            "path": _rel(inv.root, path), "file_name": path.name, "kind": kind, "base_offset": base_offset,
-            "size_bytes": size, "status": status, "replica_status": replica_status, "decoded": decoded,
+            "path": entry.rel, "file_name": entry.name, "kind": kind, "base_offset": base_offset,
+            "size_bytes": entry.size, "status": status, "replica_status": replica_status, "decoded": decoded,
             "skip_reason": skip_reason,
         }
     )
 
 
-def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partition: int, replica_status: str) -> None:
+def _scan_partition(
+    inv: Inventory, listing: Listing, ld: LogDir, path: str, topic: str, partition: int, replica_status: str
+) -> None:
     broker = ld.broker_id
     replica = PartitionReplica(broker, ld.rel, topic, partition, replica_status)
     audited_reason = NOT_AUDITED_TOPICS.get(topic)
@@ -327,16 +338,16 @@ def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partitio
     if replica_status == "live":
         inv.replicas.append(replica)
     try:
-        children = sorted(path.iterdir(), key=lambda p: p.name)
+        children = listing.children(path)
     except OSError as err:
-        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, _rel(inv.root, path), IssueKind.UNREADABLE_FILE,
+        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.ERROR, f"cannot list partition folder: {err.strerror}"))
         return
     swap_bases: list[int] = []
     for child in children:
-        rel = _rel(inv.root, child)
-        if child.is_symlink() or not child.is_file():
-            reason = "symbolic link: not followed" if child.is_symlink() else "unexpected folder"
+        rel = child.rel
+        if child.kind != FILE:
+            reason = "symbolic link: not followed" if child.kind == SYMLINK else "unexpected folder"
             _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
                        skip_reason=reason)
             inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,
@@ -350,7 +361,7 @@ def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partitio
                        skip_reason=None if child.name == "partition.metadata" else
                        ("not needed for a transaction audit" if known else "unknown file"))
             if child.name == "partition.metadata":
-                text = _read_text(inv, ld, child, broker, ld.rel)
+                text = _read_text(inv, rel, broker, ld.rel)
                 if text is not None:
                     try:
                         replica.topic_id = decode_partition_metadata(text).get("topic_id")
@@ -361,7 +372,7 @@ def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partitio
                 inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.UNRECOGNISED_FILE,
                                              Severity.INFO, "unknown file in a partition folder: not audited"))
             continue
-        size = child.stat().st_size
+        size = child.size or 0
         skip: str | None = None
         if name.status != "live":
             skip = {
@@ -383,12 +394,12 @@ def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partitio
         if decoded:
             inv.tasks.append(
                 FileTask(
-                    path=str(child.resolve()), rel_path=rel, kind=name.kind, broker_id=broker, log_dir=ld.rel,
+                    path=inv.storage.task_path(rel), rel_path=rel, kind=name.kind, broker_id=broker, log_dir=ld.rel,
                     topic=topic, partition=partition, base_offset=name.base_offset, size_bytes=size,
                 )
             )
     for base in swap_bases:
         inv.issues.append(_issue_row(
-            broker, ld.rel, topic, partition, _rel(inv.root, path), IssueKind.NOT_AUDITED, Severity.WARNING,
+            broker, ld.rel, topic, partition, path, IssueKind.NOT_AUDITED, Severity.WARNING,
             f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
             "segments it covers; this audit reads the live segments"))

@@ -23,9 +23,9 @@ epoch -1: the outcome is never guessed, and the section's issue says why it is u
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from txn_audit.errors import UsageError
@@ -51,7 +51,8 @@ from txn_audit.formats.transactions_text import (
     TransactionsOutput,
     parse_transactions_output,
 )
-from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row, _rel
+from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row
+from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, open_stream, resolve_dump
 from txn_audit.ingest.worker import FileTask, TableRows
 from txn_audit.schemas import REPORTED_TRANSACTIONS
 
@@ -74,50 +75,51 @@ def _log_dir(section: DumpSection) -> str:
     return section.log_dir or "."
 
 
-def _files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    out = []
-    for current, dirnames, files in os.walk(root, followlinks=False):
-        dirnames.sort()
-        out.extend(Path(current) / f for f in sorted(files))
-    return out
-
-
-def discover_text(dump: str | os.PathLike[str]) -> Inventory:
-    """Inventory a folder (or a file) of tool text output. Raises ``UsageError`` if it holds no
-    dump-log text."""
-    target = Path(dump)
-    if not target.exists():
-        raise UsageError(f"dump not found: {target}")
-    root = target.parent if target.is_file() else target
-    inv = Inventory(root=root.resolve())
+def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
+    """Inventory a folder (or a file) of tool text output, local or remote (a location or a dump
+    argument, as ``discover`` takes). Raises ``UsageError`` if it holds no dump-log text."""
+    location = dump if isinstance(dump, DumpLocation) else resolve_dump(dump)
+    top = location.info()
+    if top.kind not in (DIR, FILE):
+        raise UsageError(f"dump not found: {location.display}")
+    holder = location.parent() if top.kind == FILE else location
+    if holder is None:
+        raise UsageError(f"no kafka-dump-log text found under {location.display}")
+    if top.kind == FILE:
+        name = posixpath.basename(location.root.rstrip("/"))
+        files = [holder.info(name)]
+    else:
+        files = holder.listing().files_under(".")
+    inv = Inventory(root=holder.task_path("."), location=holder)
     replicas: dict[tuple[str, str, int], PartitionReplica] = {}
     reported_hw: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (high watermark, file)
-    for path in _files(target):
-        rel = _rel(inv.root, path.resolve())
+    for entry in files:
+        rel = entry.rel
+        inv.mtimes[rel] = entry.mtime_ns
+        if entry.kind != FILE:
+            reason = "symbolic link: not followed" if entry.kind == SYMLINK else "not a regular file"
+            inv.segments.append(_segment_row(entry, "other", False, reason))
+            inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+                                         f"{reason}: not audited"))
+            continue
         try:
-            kind = input_kind.sniff_file(path)
-            size = path.stat().st_size
+            kind = input_kind.sniff_bytes(holder.read_bytes(rel, input_kind.SNIFF_BYTES), entry.name)
         except OSError as err:
             inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
-                                         f"cannot read: {err.strerror}"))
+                                         f"cannot read: {err.strerror or err}"))
             continue
         decoded = kind == input_kind.DUMP_LOG
         read_here = kind in (input_kind.OFFSETS_JSON, input_kind.GET_OFFSETS) or kind.startswith(
             input_kind.TRANSACTIONS_PREFIX)
         skip = None if decoded or read_here else f"{kind} file: not a Kafka tool's text output that txn-audit reads"
-        inv.segments.append({
-            "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": rel,
-            "file_name": path.name, "kind": kind, "base_offset": None, "size_bytes": size, "status": "live",
-            "replica_status": None, "decoded": decoded or read_here, "skip_reason": skip,
-        })
+        inv.segments.append(_segment_row(entry, kind, decoded or read_here, skip))
         if read_here:
-            _read_side_file(inv, path, rel, kind, reported_hw)
+            _read_side_file(inv, holder, rel, kind, reported_hw)
             continue
         if not decoded:
             continue
-        with path.open("rb") as fh:
+        task_path = holder.task_path(rel)
+        with open_stream(task_path) as fh:
             for raw in fh:
                 if not raw.startswith(b"Dumping "):
                     continue
@@ -132,12 +134,12 @@ def discover_text(dump: str | os.PathLike[str]) -> Inventory:
                 if section.kind == "log" and section.base_offset is not None:
                     if section.base_offset not in replica.log_base_offsets:
                         replica.log_base_offsets.append(section.base_offset)
-        inv.tasks.append(FileTask(path=str(path.resolve()), rel_path=rel, kind=TEXT_TASK_KIND, broker_id=None,
-                                  log_dir=".", topic="", partition=-1, base_offset=-1, size_bytes=size))
+        inv.tasks.append(FileTask(path=task_path, rel_path=rel, kind=TEXT_TASK_KIND, broker_id=None,
+                                  log_dir=".", topic="", partition=-1, base_offset=-1, size_bytes=entry.size or 0))
     if not inv.tasks:
-        raise UsageError(f"no kafka-dump-log text found under {target}")
+        raise UsageError(f"no kafka-dump-log text found under {location.display}")
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
-        inv.log_dirs.append(LogDir(path=root, rel=log_dir, broker_id=None, clean_shutdown=False))
+        inv.log_dirs.append(LogDir(path=holder.display, rel=log_dir, broker_id=None, clean_shutdown=False))
     inv.replicas = [replicas[k] for k in sorted(replicas)]
     for replica in inv.replicas:
         known = reported_hw.get((replica.topic, replica.partition))
@@ -155,7 +157,7 @@ def _option_int(command: str | None, name: str) -> int | None:
 
 
 def _read_side_file(
-    inv: Inventory, path: Path, rel: str, kind: str, reported_hw: dict[tuple[str, int], tuple[int, str]]
+    inv: Inventory, holder: DumpLocation, rel: str, kind: str, reported_hw: dict[tuple[str, int], tuple[int, str]]
 ) -> None:
     """Read an offsets file or a kafka-transactions.sh output (small files) on the driver."""
 
@@ -163,9 +165,9 @@ def _read_side_file(
         inv.issues.append(_issue_row(None, ".", None, None, rel, kind_, severity, detail, line))
 
     try:
-        text = path.read_text(encoding="utf-8")
+        text = holder.read_bytes(rel).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+        reason = (err.strerror or str(err)) if isinstance(err, OSError) else "not UTF-8 text"
         issue(0, IssueKind.UNREADABLE_FILE, Severity.ERROR, f"cannot read: {reason}")
         return
     if kind.startswith(input_kind.TRANSACTIONS_PREFIX):
@@ -221,6 +223,12 @@ def _reported_rows(output: TransactionsOutput) -> list[dict[str, Any]]:
                        last_timestamp=r.last_timestamp, duration_min=r.duration_min)
         rows.append(row)
     return rows
+def _segment_row(entry: Entry, kind: str, decoded: bool, skip: str | None) -> dict[str, object]:
+    return {
+        "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": entry.rel,
+        "file_name": entry.name, "kind": kind, "base_offset": None, "size_bytes": entry.size, "status": "live",
+        "replica_status": None, "decoded": decoded, "skip_reason": skip,
+    }
 
 
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
@@ -304,7 +312,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                     item.last_stable_offset, file,
                 ))
 
-    with open(task.path, "rb") as fh:
+    with open_stream(task.path) as fh:
         for n, raw in enumerate(fh, 1):
             handle(parser.feed(raw))
             if n % pause_every == 0:

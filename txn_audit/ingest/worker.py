@@ -5,7 +5,8 @@ fills ``TableRows`` buffers, which become Arrow record batches of the combined d
 (see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
-Files are opened read-only and memory-mapped, so a large segment is paged, not loaded.
+Files are opened read-only and memory-mapped, so a large segment is paged, not loaded; files on
+remote storage are read through ``pyarrow.fs`` (``txn_audit.ingest.storage``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
+from txn_audit.ingest.storage import is_remote_path, open_buffer
 from txn_audit.schemas import DECODED_TABLES, RAW_TABLES, combined_decode_schema
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -128,7 +130,12 @@ class TableRows:
 
 @contextmanager
 def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
-    """Map a file read-only (an empty file gives ``b""``); the input is never written."""
+    """Map a file read-only (an empty file gives ``b""``); the input is never written. A remote
+    URI (``s3://``, ``hdfs://``) is read through ``pyarrow.fs`` (see ``storage.open_buffer``)."""
+    if is_remote_path(path):
+        with open_buffer(path) as remote:
+            yield remote
+        return
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size == 0:
@@ -167,7 +174,7 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
             else:
                 out.issue(task, _issue(IssueKind.DECODER_ERROR, Severity.ERROR, f"no decoder for kind {task.kind!r}"))
     except OSError as err:
-        reason = err.strerror or type(err).__name__
+        reason = err.strerror or " ".join(str(err).split()) or type(err).__name__
         out.issue(task, _issue(IssueKind.UNREADABLE_FILE, Severity.ERROR, f"cannot read the file: {reason}"))
     except Exception as err:  # noqa: BLE001 - a decoder bug must not end the audit; it is reported instead
         out.issue(
