@@ -112,6 +112,22 @@ def _rel(root: Path, path: Path) -> str:
     return "." if rel == "." else rel.replace(os.sep, "/")
 
 
+def _not_utf8(name: str) -> bool:
+    """A file name whose bytes are not UTF-8 (Python keeps them as surrogates): no table can hold it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _not_utf8_issue(inv: Inventory, broker: int | None, log_dir: str, topic: str | None, partition: int | None,
+                    path: Path) -> None:
+    shown = _rel(inv.root, path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    inv.issues.append(_issue_row(broker, log_dir, topic, partition, shown, IssueKind.UNRECOGNISED_FILE,
+                                 Severity.WARNING, "name is not UTF-8 (Kafka never writes such a name): not audited"))
+
+
 def _is_partition_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and parse_partition_dir(path.name) is not None
 
@@ -169,7 +185,16 @@ def discover(dump: str | os.PathLike[str], input_kind: str = "auto") -> Inventor
                 found_dirs.append(here)
                 dirnames[:] = []  # partitions are handled by _scan_log_dir
             else:
+                for name in [d for d in dirnames if _not_utf8(d)]:
+                    _not_utf8_issue(inv, None, ".", None, None, here / name)
+                    dirnames.remove(name)
                 dirnames.sort()
+                for name in dirnames:
+                    if (here / name).is_symlink():  # os.walk lists it but does not enter it
+                        inv.issues.append(_issue_row(
+                            None, ".", None, None, _rel(inv.root, here / name), IssueKind.NOT_AUDITED,
+                            Severity.WARNING, "symbolic link to a folder not followed: what it points to is not "
+                            "part of the audit"))
     if not found_dirs and input_kind == "auto":
         from txn_audit.ingest.text import discover_text
 
@@ -250,6 +275,9 @@ def _scan_log_dir(inv: Inventory, path: Path, only: set[str] | None) -> None:
     for child in children:
         if only is not None and child.name not in only:
             continue
+        if _not_utf8(child.name):
+            _not_utf8_issue(inv, broker, rel, None, None, child)
+            continue
         child_rel = _rel(inv.root, child)
         if child.is_symlink():
             _inventory(inv, ld, None, None, None, child, kind="symlink", status="live", decoded=False,
@@ -326,9 +354,13 @@ def _scan_partition(inv: Inventory, ld: LogDir, path: Path, topic: str, partitio
         return
     swap_bases: list[int] = []
     for child in children:
+        if _not_utf8(child.name):
+            _not_utf8_issue(inv, broker, ld.rel, topic, partition, child)
+            continue
         rel = _rel(inv.root, child)
         if child.is_symlink() or not child.is_file():
-            reason = "symbolic link: not followed" if child.is_symlink() else "unexpected folder"
+            reason = ("symbolic link: not followed" if child.is_symlink()
+                      else "unexpected folder" if child.is_dir() else "not a regular file")
             _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
                        skip_reason=reason)
             inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,

@@ -5,17 +5,24 @@ fills ``TableRows`` buffers, which become Arrow record batches of the combined d
 (see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
-Files are opened read-only and memory-mapped, so a large segment is paged, not loaded.
+
+Files are opened read-only. Up to ``READ_LIMIT`` bytes a file is read into memory; a larger one
+is memory-mapped, so a large segment is paged, not loaded. Reading is what makes a file that
+shrinks under the worker harmless (it is decoded as it was read): a mapped file truncated while
+it is being decoded ends the worker with SIGBUS, which no Python code can catch. That risk is
+left only for files above ``READ_LIMIT`` (a dump is expected to be a copy, not a live log dir).
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -126,13 +133,35 @@ class TableRows:
             parts.clear()
 
 
+#: Files up to this size are read into memory, larger ones memory-mapped (see the module doc).
+READ_LIMIT = 64 << 20
+
+
+def open_regular(path: str) -> BinaryIO:
+    """``open(path, "rb")`` that refuses anything but a regular file with an ``OSError``.
+
+    A FIFO put where a segment was would otherwise block the worker forever (hence
+    ``O_NONBLOCK``, which regular files ignore); a folder or device is refused the same way.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextmanager
 def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
-    """Map a file read-only (an empty file gives ``b""``); the input is never written."""
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            yield b""
+    """A regular file's bytes, read or mapped read-only (see ``READ_LIMIT``); never written.
+
+    Raises ``OSError`` for anything but a regular file (see ``open_regular``).
+    """
+    with open_regular(path) as handle:
+        if os.fstat(handle.fileno()).st_size <= READ_LIMIT:
+            yield handle.read()  # reads to the end, however long the file is by now
             return
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         try:
@@ -143,6 +172,16 @@ def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
 
 def _issue(kind: str, severity: str, detail: str, position: int | None = None) -> DecodeIssue:
     return DecodeIssue(position=-1 if position is None else position, kind=kind, severity=severity, detail=detail)
+
+
+def _changed(task: FileTask, size: int) -> DecodeIssue:
+    return _issue(
+        IssueKind.UNREADABLE_FILE,
+        Severity.WARNING,
+        f"the file has {size} bytes but had {task.size_bytes} when the dump was listed: it changed during the "
+        "audit (is this a live log dir rather than a copy?); decoded as read now",
+        min(size, task.size_bytes),
+    )
 
 
 def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
@@ -158,6 +197,8 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
             yield from decode_text_task(task, out)
             return
         with open_readonly(task.path) as buf:
+            if len(buf) != task.size_bytes:
+                out.issue(task, _changed(task, len(buf)))
             if task.kind == "log":
                 yield from _decode_log(task, buf, out)
             elif task.kind == "snapshot":
@@ -231,7 +272,7 @@ def _decode_log(
             continue  # contents of a batch that fails its CRC are not trusted (crc_mismatch already reported)
         if h.is_control:
             _add_marker(task, buf, h, out)
-        elif wants_records and h.record_count > 0:
+        elif wants_records and h.record_count != 0:  # a negative count is reported by the record parser
             _add_coordinator_records(task, buf, h, out)
 
 
