@@ -6,12 +6,15 @@ BIN := $(VENV)/bin
 SAMPLE_DIR ?= sample_data/dump
 DEMO_OUT ?= out/demo
 PYTEST_ARGS ?=
+FUZZ_MUTATIONS ?= 10000
+FUZZ_SEED ?= 20261123
 
-.PHONY: env java browser demo test sample clean help
+.PHONY: env java browser demo test fuzz sample clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
 	@echo "make test   - create .venv if needed, then run the whole test suite"
+	@echo "make fuzz   - the long mutation run over every decoder ($(FUZZ_MUTATIONS) mutations; see docs/reliability.md)"
 	@echo "make sample - regenerate the bundled sample dump"
 	@echo "make clean  - remove .venv and outputs"
 
@@ -30,6 +33,9 @@ demo: env java
 
 test: env java browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+fuzz: env
+	$(BIN)/python -m tests.fuzz.run --mutations $(FUZZ_MUTATIONS) --seed $(FUZZ_SEED)
 
 sample: env
 	$(BIN)/txn-audit sample --out $(SAMPLE_DIR) --force

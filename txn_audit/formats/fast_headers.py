@@ -337,6 +337,11 @@ def crc_implementation() -> str:
 # -- columns -----------------------------------------------------------------------------
 
 
+def _java_int(values: np.ndarray) -> np.ndarray:
+    """int64 values wrapped to Java ``int`` (32-bit two's complement), still as int64."""
+    return ((values + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
 def _columns(raw: np.ndarray) -> HeaderColumns:
     """Header columns from the kernel's raw block (one row per field)."""
     base_offset = raw[_BASE].copy()
@@ -344,8 +349,8 @@ def _columns(raw: np.ndarray) -> HeaderColumns:
     attributes = raw[_ATTR].astype(np.int16)
     seq = raw[_SEQ]
     base_ts = raw[_BASE_TS]
-    wraps = seq > INT32_MAX - delta
-    last_sequence = np.where(seq == -1, -1, np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta))
+    wraps = seq > _java_int(INT32_MAX - delta)  # record_batch.increment_sequence, column-wise
+    last_sequence = np.where(seq == -1, -1, _java_int(np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta)))
     horizon = (attributes & 0x40) != 0
     with np.errstate(over="ignore"):
         last_offset = base_offset + delta

@@ -68,6 +68,7 @@ ReplicaStatus = Literal["live", "delete", "future", "stray"]
 FileStatus = Literal["live", "deleted", "cleaned", "swap", "partial"]
 
 _INT32_MAX: Final = (1 << 31) - 1
+_INT64_MAX: Final = (1 << 63) - 1
 _NS: Final = r"[^ \t\n\x0b\f\r]"  # Java regex \S
 _DIR_SUFFIXES: Final[dict[str, ReplicaStatus]] = {"-delete": "delete", "-future": "future", "-stray": "stray"}
 _SUFFIX_PATTERN: Final = {s: re.compile(rf"({_NS}+)-({_NS}+)\.({_NS}+){s}") for s in _DIR_SUFFIXES}
@@ -169,6 +170,8 @@ def parse_log_file_name(name: str) -> LogFileName | None:
     """
     m = _SEGMENT_FILE.fullmatch(name)
     if m is not None:
+        if int(m["offset"]) > _INT64_MAX:
+            return None  # Long.parseLong rejects it: not a name Kafka wrote
         return LogFileName(
             name=name,
             kind=m["ext"],
@@ -177,6 +180,8 @@ def parse_log_file_name(name: str) -> LogFileName | None:
         )
     m = _KRAFT_SNAPSHOT.fullmatch(name)
     if m is not None:
+        if int(m["offset"]) > _INT64_MAX or int(m["epoch"]) > _INT32_MAX:
+            return None
         return LogFileName(
             name=name,
             kind="checkpoint",

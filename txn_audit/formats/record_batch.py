@@ -84,11 +84,25 @@ def as_view(buf: SegmentBuffer) -> memoryview:
     return mv
 
 
+def java_long(value: int) -> int:
+    """``value`` wrapped to a Java ``long`` (64-bit two's complement), as the broker computes offsets."""
+    return ((value + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def java_int(value: int) -> int:
+    """``value`` wrapped to a Java ``int`` (32-bit two's complement)."""
+    return ((value + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``: wrap in the 31-bit non-negative space."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
+    """Kafka's ``DefaultRecordBatch.incrementSequence``: wrap in the 31-bit non-negative space.
+
+    Computed in Java ``int`` arithmetic, so that damaged (negative) inputs give the broker's
+    value too, and always an int32.
+    """
+    if sequence > java_int(INT32_MAX - increment):
+        return java_int(increment - (INT32_MAX - sequence) - 1)
+    return java_int(sequence + increment)
 
 
 def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True) -> BatchHeader:
@@ -131,12 +145,7 @@ def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True
         computed_crc = crc32c(mv[pos + CRC_START : end])
     else:
         computed_crc = stored_crc
-    if base_sequence == NO_SEQUENCE:
-        last_sequence = NO_SEQUENCE
-    elif base_sequence > INT32_MAX - last_offset_delta:
-        last_sequence = last_offset_delta - (INT32_MAX - base_sequence) - 1
-    else:
-        last_sequence = base_sequence + last_offset_delta
+    last_sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, last_offset_delta)
     if attributes & DELETE_HORIZON_MASK:
         has_delete_horizon = True
         delete_horizon_ms = base_timestamp
@@ -148,7 +157,7 @@ def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True
     return BatchHeader(
         pos,
         base_offset,
-        base_offset + last_offset_delta,
+        java_long(base_offset + last_offset_delta),  # Kafka's long addition: a lying base offset wraps
         length + LOG_OVERHEAD,
         magic,
         leader_epoch,
@@ -288,7 +297,7 @@ def _parse_records(
             sequence = increment_sequence(base_sequence, offset_delta)
         else:
             sequence = NO_SEQUENCE
-        append(Record(base_offset + offset_delta, timestamp, key, value, headers, sequence, attributes))
+        append(Record(java_long(base_offset + offset_delta), timestamp, key, value, headers, sequence, attributes))
         pos = rend
     if pos != stop:
         raise _Bad(pos, f"{stop - pos} bytes left after the last of {count} records")

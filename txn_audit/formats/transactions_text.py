@@ -146,7 +146,7 @@ def _cells(line: str, expected: int | None) -> list[str] | None:
         if expected is None or len(cells) == expected:
             return cells
         if len(cells) == expected - 1 and line.rstrip("\n").endswith("\t"):
-            return cells
+            return [*cells, ""]  # the last cell is empty; its tab was the one popped above
     words = line.split()
     if expected is None or len(words) == expected:
         return words

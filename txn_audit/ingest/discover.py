@@ -129,6 +129,22 @@ def _is_partition_dir(listing: Listing, rel: str, name: str | None = None) -> bo
     return listing.kind(rel) == DIR and parse_partition_dir(name or posixpath.basename(rel)) is not None
 
 
+def _not_utf8(name: str) -> bool:
+    """A file name whose bytes are not UTF-8 (Python keeps them as surrogates): no table can hold it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _not_utf8_issue(inv: Inventory, broker: int | None, log_dir: str, topic: str | None, partition: int | None,
+                    rel: str) -> None:
+    shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    inv.issues.append(_issue_row(broker, log_dir, topic, partition, shown, IssueKind.UNRECOGNISED_FILE,
+                                 Severity.WARNING, "name is not UTF-8 (Kafka never writes such a name): not audited"))
+
+
 def _holds_log_dir_files(listing: Listing, rel: str) -> bool:
     """True for a folder with a log dir's own files: such a folder is never a partition folder,
     even when its name reads like one (``broker-1``)."""
@@ -211,8 +227,13 @@ def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
         found.append(rel)
         return
     for child in listing.children(rel):
-        if child.kind == DIR:
+        if _not_utf8(child.name):
+            _not_utf8_issue(inv, None, ".", None, None, child.rel)
+        elif child.kind == DIR:
             _walk(inv, listing, child.rel, found)
+        elif child.kind == SYMLINK:  # listed, never entered
+            inv.issues.append(_issue_row(None, ".", None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+                                         "symbolic link not followed: what it points to is not part of the audit"))
 
 
 def _issue_row(
@@ -270,6 +291,9 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
         return
     for child in children:
         if only is not None and child.name not in only:
+            continue
+        if _not_utf8(child.name):
+            _not_utf8_issue(inv, broker, rel, None, None, child.rel)
             continue
         if child.kind == SYMLINK:
             _inventory(inv, ld, None, None, None, child, kind="symlink", status="live", decoded=False,
@@ -345,9 +369,13 @@ def _scan_partition(
         return
     swap_bases: list[int] = []
     for child in children:
+        if _not_utf8(child.name):
+            _not_utf8_issue(inv, broker, ld.rel, topic, partition, child.rel)
+            continue
         rel = child.rel
         if child.kind != FILE:
-            reason = "symbolic link: not followed" if child.kind == SYMLINK else "unexpected folder"
+            reason = ("symbolic link: not followed" if child.kind == SYMLINK
+                      else "unexpected folder" if child.kind == DIR else "not a regular file")
             _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
                        skip_reason=reason)
             inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,

@@ -19,6 +19,7 @@ and the listing stops at them; pyarrow's ``LocalFileSystem`` would follow them.
 
 from __future__ import annotations
 
+import errno
 import io
 import mmap
 import os
@@ -357,11 +358,27 @@ def open_buffer(path: str) -> Iterator[bytes | mmap.mmap]:
                 mapped.close()
 
 
+def open_regular(path: str) -> BinaryIO:
+    """``open(path, "rb")`` that refuses anything but a regular file with an ``OSError``.
+
+    A FIFO put where a segment was would otherwise block the worker forever (hence
+    ``O_NONBLOCK``, which regular files ignore); a folder or device is refused the same way.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextmanager
 def open_stream(path: str) -> Iterator[BinaryIO]:
     """A file (local path or remote URI) as a buffered binary stream, for reading line by line."""
     if not is_remote_path(path):
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             yield handle
         return
     filesystem, fs_path = _open_remote(path)

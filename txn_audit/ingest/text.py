@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from txn_audit.errors import UsageError
 from txn_audit.formats import input_kind
 from txn_audit.formats.dumplog_text import (
@@ -54,7 +56,7 @@ from txn_audit.formats.transactions_text import (
 from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, open_stream, resolve_dump
 from txn_audit.ingest.worker import FileTask, TableRows
-from txn_audit.schemas import REPORTED_TRANSACTIONS
+from txn_audit.schemas import RAW_TABLES, REPORTED_TRANSACTIONS
 
 TEXT_TASK_KIND = "dumplog_text"
 UNKNOWN_MARKER = "UNKNOWN"  # a control batch dumped without its record: COMMIT or ABORT is not known
@@ -223,12 +225,34 @@ def _reported_rows(output: TransactionsOutput) -> list[dict[str, Any]]:
                        last_timestamp=r.last_timestamp, duration_min=r.duration_min)
         rows.append(row)
     return rows
+
+
 def _segment_row(entry: Entry, kind: str, decoded: bool, skip: str | None) -> dict[str, object]:
     return {
         "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": entry.rel,
         "file_name": entry.name, "kind": kind, "base_offset": None, "size_bytes": entry.size, "status": "live",
         "replica_status": None, "decoded": decoded, "skip_reason": skip,
     }
+
+
+def _out_of_range(value: Any, type_: pa.DataType | pa.Schema, name: str = "") -> str | None:
+    """What in a row does not fit its column's integer width (a number the text made up), or None."""
+    if isinstance(type_, pa.Schema):
+        fields = list(type_)
+        return next((w for v, f in zip(value, fields, strict=True) if (w := _out_of_range(v, f.type, f.name))), None)
+    if value is None:
+        return None
+    if pa.types.is_integer(type_) and not isinstance(value, bool):
+        bits = type_.bit_width
+        low = 0 if pa.types.is_unsigned_integer(type_) else -(1 << (bits - 1))
+        high = (1 << bits) - 1 if pa.types.is_unsigned_integer(type_) else (1 << (bits - 1)) - 1
+        return None if low <= value <= high else f"{name} {value} is outside the {type_} range"
+    if pa.types.is_list(type_):
+        return next((w for v in value if (w := _out_of_range(v, type_.value_type, name))), None)
+    if pa.types.is_struct(type_):
+        subs = [type_.field(i) for i in range(type_.num_fields)]
+        return next((w for f in subs if (w := _out_of_range(value.get(f.name), f.type, f"{name}.{f.name}"))), None)
+    return None
 
 
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
@@ -241,6 +265,15 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
     def issue(section: DumpSection | None, line: int, kind: str, severity: str, detail: str) -> None:
         replica = (None, _log_dir(section), section.topic, section.partition) if section else (None, ".", None, None)
         out.add("decode_issues", replica + (file, line, kind, severity, detail))
+
+    def add(section: DumpSection, item: object, table: str, row: tuple[Any, ...]) -> None:
+        wrong = _out_of_range(row, RAW_TABLES[table])
+        if wrong is None:
+            out.add(table, row)
+            return
+        line = getattr(item, "line", section.line)
+        issue(section, line, IssueKind.UNPARSED_LINE, Severity.ERROR,
+              f"line {line}: {wrong}, which Kafka cannot have written: the {table} row is left out")
 
     def handle(items: Iterator[object]) -> None:
         for item in items:
@@ -262,7 +295,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                 if first_ts is None:
                     first_ts = item.max_timestamp
                     first_ts_fallback[section.path] = first_ts_fallback.get(section.path, 0) + 1
-                out.add("batches", replica + (
+                add(section, item, "batches", replica + (
                     seg, item.position, item.base_offset if item.base_offset is not None else item.last_offset,
                     item.last_offset, item.magic, item.codec, item.timestamp_type, item.is_transactional,
                     item.is_control, item.producer_id, item.producer_epoch, item.base_sequence, item.last_sequence,
@@ -282,7 +315,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                 known = item.marker_type is not None
                 # without --deep-iteration the control batch closes the transaction, but whether it
                 # committed or aborted (and the coordinator epoch) is not in the text: UNKNOWN, -1
-                out.add("control_markers", replica + (
+                add(section, item, "control_markers", replica + (
                     item.offset, item.producer_id, item.producer_epoch,
                     item.marker_type if known else UNKNOWN_MARKER,
                     item.control_type if known and item.control_type is not None else _SENTINEL,
@@ -293,7 +326,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                 parts = None if item.topic_partitions is None else [
                     {"topic": t, "partition": p} for t, p in item.topic_partitions
                 ]
-                out.add("txn_log", replica + (
+                add(section, item, "txn_log", replica + (
                     item.offset, item.record_timestamp, item.transactional_id, item.key_version, item.value_version,
                     item.tombstone, item.producer_id, item.producer_epoch, item.previous_producer_id,
                     item.next_producer_id, item.next_producer_epoch, item.txn_timeout_ms, item.state_code,
@@ -301,13 +334,13 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                     item.client_transaction_version, seg, file,
                 ))
             elif isinstance(item, TextSnapshotEntry):
-                out.add("producer_snapshots", replica + (
+                add(section, item, "producer_snapshots", replica + (
                     seg, item.producer_id, item.producer_epoch, item.last_sequence, item.last_offset,
                     item.offset_delta, item.timestamp if item.timestamp is not None else _SENTINEL,
                     item.coordinator_epoch, item.current_txn_first_offset, item.crc_ok, file,
                 ))
             elif isinstance(item, TextAbortedTxn):
-                out.add("aborted_txns", replica + (
+                add(section, item, "aborted_txns", replica + (
                     seg, item.version, item.producer_id, item.first_offset, item.last_offset,
                     item.last_stable_offset, file,
                 ))

@@ -5,8 +5,13 @@ fills ``TableRows`` buffers, which become Arrow record batches of the combined d
 (see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
-Files are opened read-only and memory-mapped, so a large segment is paged, not loaded; files on
-remote storage are read through ``pyarrow.fs`` (``txn_audit.ingest.storage``).
+
+Files are opened read-only. Up to ``READ_LIMIT`` bytes a file is read into memory; a larger one
+is memory-mapped, so a large segment is paged, not loaded. Reading is what makes a file that
+shrinks under the worker harmless (it is decoded as it was read): a mapped file truncated while
+it is being decoded ends the worker with SIGBUS, which no Python code can catch. That risk is
+left only for files above ``READ_LIMIT`` (a dump is expected to be a copy, not a live log dir).
+Files on remote storage are read through ``pyarrow.fs`` (``txn_audit.ingest.storage``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
-from txn_audit.ingest.storage import is_remote_path, open_buffer
+from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
 from txn_audit.schemas import DECODED_TABLES, RAW_TABLES, combined_decode_schema
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -128,18 +133,24 @@ class TableRows:
             parts.clear()
 
 
+#: Files up to this size are read into memory, larger ones memory-mapped (see the module doc).
+READ_LIMIT = 64 << 20
+
+
 @contextmanager
 def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
-    """Map a file read-only (an empty file gives ``b""``); the input is never written. A remote
-    URI (``s3://``, ``hdfs://``) is read through ``pyarrow.fs`` (see ``storage.open_buffer``)."""
+    """A regular file's bytes, read or mapped read-only (see ``READ_LIMIT``); never written.
+
+    Raises ``OSError`` for anything but a regular file (see ``open_regular``). A remote URI
+    (``s3://``, ``hdfs://``) is read through ``pyarrow.fs`` (see ``storage.open_buffer``).
+    """
     if is_remote_path(path):
         with open_buffer(path) as remote:
             yield remote
         return
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            yield b""
+    with open_regular(path) as handle:
+        if os.fstat(handle.fileno()).st_size <= READ_LIMIT:
+            yield handle.read()  # reads to the end, however long the file is by now
             return
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         try:
@@ -150,6 +161,16 @@ def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
 
 def _issue(kind: str, severity: str, detail: str, position: int | None = None) -> DecodeIssue:
     return DecodeIssue(position=-1 if position is None else position, kind=kind, severity=severity, detail=detail)
+
+
+def _changed(task: FileTask, size: int) -> DecodeIssue:
+    return _issue(
+        IssueKind.UNREADABLE_FILE,
+        Severity.WARNING,
+        f"the file has {size} bytes but had {task.size_bytes} when the dump was listed: it changed during the "
+        "audit (is this a live log dir rather than a copy?); decoded as read now",
+        min(size, task.size_bytes),
+    )
 
 
 def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
@@ -165,6 +186,8 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
             yield from decode_text_task(task, out)
             return
         with open_readonly(task.path) as buf:
+            if len(buf) != task.size_bytes:
+                out.issue(task, _changed(task, len(buf)))
             if task.kind == "log":
                 yield from _decode_log(task, buf, out)
             elif task.kind == "snapshot":
@@ -238,7 +261,7 @@ def _decode_log(
             continue  # contents of a batch that fails its CRC are not trusted (crc_mismatch already reported)
         if h.is_control:
             _add_marker(task, buf, h, out)
-        elif wants_records and h.record_count > 0:
+        elif wants_records and h.record_count != 0:  # a negative count is reported by the record parser
             _add_coordinator_records(task, buf, h, out)
 
 
