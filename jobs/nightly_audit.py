@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s nightly_audit %(message)s"))
         log.addHandler(handler)
+    for handler in log.handlers:  # main() may run again in one process: log to the stderr of this run
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
     log.setLevel(logging.INFO)
     log.propagate = False
     try:
