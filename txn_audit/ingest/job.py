@@ -1,7 +1,9 @@
 """The Spark ingest job: inventory → decode on workers → raw Parquet tables.
 
-Files are packed into roughly equal-sized bins (largest first) and each bin becomes one Spark
-partition, decoded by ``worker.decode_partition`` through ``mapInArrow``. The workers' output is
+A large v2 data segment is cut into slices at batch starts from its ``.index``
+(``ingest.slices``), so that several tasks decode it; the slices' one-row summaries are all the
+driver collects to join them into exactly the whole-file decode. Files and slices are packed
+into roughly equal-sized bins (largest first) and each bin becomes one Spark partition, decoded by ``worker.decode_partition`` through ``mapInArrow``. The workers' output is
 one DataFrame in the combined schema (a ``table`` tag and one struct column per table); it is
 persisted once and split into the per-table datasets, so every input byte is read once.
 Driver-side tables (``segments``, ``partition_offsets`` and the layout issues) come from the
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from txn_audit.ingest.discover import Inventory
+from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
 from txn_audit.ingest.worker import TASK_FIELDS, FileTask, decode_partition, task_rows
 from txn_audit.schemas import (
     DECODE_ISSUES,
@@ -63,9 +66,10 @@ def decoded_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
     """DataFrame (combined schema) of everything the workers decode from ``tasks``."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+    longs = ("base_offset", "size_bytes", "start", "end", "task", "prev_last_offset")
     task_schema = StructType(
         [
-            StructField(name, LongType() if name in ("base_offset", "size_bytes") else
+            StructField(name, LongType() if name in longs else
                         IntegerType() if name in ("broker_id", "partition") else StringType())
             for name in TASK_FIELDS
         ]
@@ -93,8 +97,12 @@ def write_raw_tables(
     tables_dir: Path,
     *,
     on_stage: Callable[[str], None] | None = None,
+    slice_bytes: int = DEFAULT_SLICE_BYTES,
 ) -> IngestOutput:
-    """Decode ``inventory`` and write every raw table under ``tables_dir/<table>/`` atomically."""
+    """Decode ``inventory`` and write every raw table under ``tables_dir/<table>/`` atomically.
+
+    ``.log`` files of at least twice ``slice_bytes`` are decoded in slices of about that size.
+    """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -104,23 +112,37 @@ def write_raw_tables(
     try:
         if on_stage:
             on_stage("decoding files")
-        decoded = decoded_frame(spark, inventory.tasks).persist(StorageLevel.MEMORY_AND_DISK)
-        counts = {row["table"]: row["count"] for row in decoded.groupBy("table").count().collect()}
+        tasks = split_large_logs(inventory.tasks, slice_bytes)
+        decoded = decoded_frame(spark, tasks).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = [decoded]
+        plan = StitchPlan()
+        if any(t.is_slice for t in tasks):
+            summaries = decoded.where(F.col("table") == "slice_summary").select("slice_summary.*").collect()
+            plan = plan_stitch(tasks, {r["task"]: SliceSummary(**r.asDict()) for r in summaries})
+        kept = decoded.where(~F.col("task").isin(sorted(plan.dropped))) if plan.dropped else decoded
+        if plan.redo:
+            if on_stage:
+                on_stage("decoding again after a slice boundary")
+            redo = decoded_frame(spark, plan.redo).persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(redo)
+            kept = kept.unionByName(redo)
+        counts = {row["table"]: row["count"] for row in kept.groupBy("table").count().collect()}
         for name in DECODED_TABLES:
             if on_stage:
                 on_stage(f"writing {name}")
-            frame = decoded.where(F.col("table") == name).select(f"{name}.*")
+            frame = kept.where(F.col("table") == name).select(f"{name}.*")
             if name == "decode_issues":
-                frame = frame.unionByName(_driver_frame(spark, inventory.issues, DECODE_ISSUES))
+                frame = frame.unionByName(_driver_frame(spark, inventory.issues + plan.issues, DECODE_ISSUES))
             frame.write.parquet(str(staging / name))
-        decoded.unpersist()
+        for frame in cached:
+            frame.unpersist()
         if on_stage:
             on_stage("writing inventory")
         _driver_frame(spark, inventory.segments, SEGMENTS).coalesce(1).write.parquet(str(staging / "segments"))
         offsets = inventory.partition_offsets_rows()
         _driver_frame(spark, offsets, PARTITION_OFFSETS).coalesce(1).write.parquet(str(staging / "partition_offsets"))
         row_counts = {name: int(counts.get(name, 0)) for name in DECODED_TABLES}
-        row_counts["decode_issues"] += len(inventory.issues)
+        row_counts["decode_issues"] += len(inventory.issues) + len(plan.issues)
         row_counts["segments"] = len(inventory.segments)
         row_counts["partition_offsets"] = len(offsets)
         issue_counts = _issue_counts(spark, staging / "decode_issues")

@@ -14,7 +14,7 @@ import mmap
 import os
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,7 @@ from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
-from txn_audit.schemas import DECODED_TABLES, RAW_TABLES, combined_decode_schema
+from txn_audit.schemas import WORKER_OUTPUTS, combined_decode_schema
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -59,6 +59,17 @@ class FileTask:
     partition: int
     base_offset: int
     size_bytes: int
+    # A slice of a large segment (see ``ingest.slices``): bytes ``[start, end)``, ``end`` None
+    # for the end of the file; ``task`` >= 0 tags its rows; ``prev_last_offset`` is the last
+    # offset before ``start`` when the driver knows it (a slice decoded again).
+    start: int = 0
+    end: int | None = None
+    task: int = -1
+    prev_last_offset: int | None = None
+
+    @property
+    def is_slice(self) -> bool:
+        return self.task >= 0
 
     def replica(self) -> tuple[int | None, str, str, int]:
         return (self.broker_id, self.log_dir, self.topic, self.partition)
@@ -75,12 +86,14 @@ class TableRows:
     """Row buffers for the decoded tables; rows are tuples in schema column order.
 
     Rows decoded column-wise arrive as ready Arrow struct arrays (``add_struct``); ``parts``
-    keeps them in order with the tuple rows added before them.
+    keeps them in order with the tuple rows added before them. ``task`` is the tag written
+    with every row drained (set it only between drains).
     """
 
     def __init__(self) -> None:
-        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in DECODED_TABLES}
-        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in DECODED_TABLES}
+        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in WORKER_OUTPUTS}
+        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in WORKER_OUTPUTS}
+        self.task = -1
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.rows.values()) + sum(len(a) for p in self.parts.values() for a in p)
@@ -96,7 +109,7 @@ class TableRows:
     def _seal(self, table: str) -> None:
         rows = self.rows[table]
         if rows:
-            schema = RAW_TABLES[table]
+            schema = WORKER_OUTPUTS[table]
             columns = list(zip(*rows, strict=True))
             self.parts[table].append(
                 pa.StructArray.from_arrays(
@@ -113,14 +126,17 @@ class TableRows:
     def drain(self) -> Iterator[pa.RecordBatch]:
         """Yield one combined-schema record batch per non-empty table, then clear."""
         combined = combined_decode_schema()
-        for name in DECODED_TABLES:
+        for name in WORKER_OUTPUTS:
             self._seal(name)
             parts = self.parts[name]
             if not parts:
                 continue
             struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-            arrays: list[pa.Array] = [pa.array([name] * len(struct), pa.string())]
-            for other in DECODED_TABLES:
+            arrays: list[pa.Array] = [
+                pa.repeat(pa.scalar(name, pa.string()), len(struct)),
+                pa.repeat(pa.scalar(self.task, pa.int64()), len(struct)),
+            ]
+            for other in WORKER_OUTPUTS:
                 arrays.append(struct if other == name else pa.nulls(len(struct), combined.field(other).type))
             yield pa.RecordBatch.from_arrays(arrays, schema=combined)
             parts.clear()
@@ -184,7 +200,9 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
 def _decode_log(
     task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int = 8192, *, fast: bool = True
 ) -> Iterator[None]:
-    if fast and task.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) and len(buf) > 16 and buf[16] == 2:
+    if fast and task.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) and (
+        task.is_slice or (len(buf) > 16 and buf[16] == 2)
+    ):
         yield from _decode_log_columns(task, buf, out, pause_every)
         return
     replica = task.replica()
@@ -253,7 +271,7 @@ def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
         "crc_ok": cols.crc_ok,
         "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
-    schema = RAW_TABLES["batches"]
+    schema = WORKER_OUTPUTS["batches"]
     arrays = []
     for f in schema:
         value = values[f.name] if f.name in values else getattr(cols, f.name)
@@ -267,18 +285,39 @@ def _decode_log_columns(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, 
 
     Pages of the map behind each finished chunk are handed back (they stay in the page
     cache), so a worker's memory does not grow with the size of the segment.
+
+    A slice task decodes only its byte range and adds one ``slice_summary`` row. If its walk
+    stops before the slice's end (a batch runs over it, or the framing is lost), the issue
+    about that last step is left out: the driver decodes again from there, with the rest of
+    the file in view, as the whole-file walk would.
     """
-    released = 0
-    with closing(iter_header_chunks(buf, max_batches=pause_every)) as chunks:
+    released = (task.start // mmap.PAGESIZE) * mmap.PAGESIZE
+    end = len(buf) if task.end is None else min(task.end, len(buf))
+    rows, first_base, first_position, last_offset, stop = 0, None, None, None, end
+    with closing(
+        iter_header_chunks(buf, start=task.start, end=end, prev_last_offset=task.prev_last_offset,
+                           max_batches=pause_every)
+    ) as chunks:
         for chunk in chunks:
-            _add_chunk(task, buf, chunk, out)
             cols = chunk.columns
+            if chunk.lost_at is not None:
+                stop = chunk.lost_at
+                if task.is_slice and end < len(buf) and chunk.issues:
+                    chunk = replace(chunk, issues=chunk.issues[:-1], issue_rows=chunk.issue_rows[:-1])
+            _add_chunk(task, buf, chunk, out)
+            if len(cols):
+                if first_base is None:
+                    first_base, first_position = int(cols.base_offset[0]), int(cols.position[0])
+                last_offset = int(cols.last_offset[-1])
+                rows += len(cols)
             if len(cols) and isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
                 done = (int(cols.position[-1] + cols.size_bytes[-1]) // mmap.PAGESIZE) * mmap.PAGESIZE
                 if done > released:
                     buf.madvise(mmap.MADV_DONTNEED, released, done - released)  # read-only map: refaults from the file
                     released = done
             yield
+    if task.is_slice:
+        out.add("slice_summary", (task.task, task.start, stop, rows, first_base, first_position, last_offset))
 
 
 def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: TableRows) -> None:
@@ -451,11 +490,16 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``."""
+    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``
+    and whenever the ``task`` tag changes."""
     out = TableRows()
     for batch in batches:
         for row in batch.to_pylist():
-            for _ in decode_task(FileTask(**row), out):
+            task = FileTask(**row)
+            if task.task != out.task:
+                yield from out.drain()
+                out.task = task.task
+            for _ in decode_task(task, out):
                 if len(out) >= flush_rows:
                     yield from out.drain()
             if len(out) >= flush_rows:
