@@ -26,6 +26,7 @@ from txn_audit.formats.consumer_offsets import (
     decode_offsets_key,
 )
 from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
+from txn_audit.formats.fast_markers import MARKER_TYPE_NAMES, MarkerColumns, canonical_markers
 from txn_audit.formats.model import (
     CODEC_NAMES,
     TIMESTAMP_TYPE_NAMES,
@@ -328,13 +329,62 @@ def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: 
     issues, issue_rows = chunk.issues, chunk.issue_rows
     k = 0
     controls = np.flatnonzero(cols.is_control & cols.crc_ok)
-    for j, header in zip(controls.tolist(), cols.headers(controls), strict=True):
+    fast = canonical_markers(buf, cols, controls)
+    if len(fast) == len(controls):  # the usual case: every marker read column-wise
+        if len(fast):
+            out.add_struct("control_markers", _marker_struct(task, cols, fast))
+        for issue in issues:
+            out.issue(task, issue)
+        return
+    # markers in batch order: runs of canonical ones column-wise, the others one by one
+    is_fast = np.isin(controls, fast.rows)
+    fast_before = (np.cumsum(is_fast) - is_fast).tolist()
+    fast_at = 0
+    for i, j in enumerate(controls.tolist()):
+        if is_fast[i]:
+            continue
+        run = fast_before[i] - fast_at
+        if run:
+            out.add_struct("control_markers", _marker_struct(task, cols, fast, slice(fast_at, fast_at + run)))
+            fast_at += run
         while k < len(issues) and issue_rows[k] <= j:  # issues the walk met before batch j
             out.issue(task, issues[k])
             k += 1
-        _add_marker(task, buf, header, out)
+        _add_marker(task, buf, cols.header(j), out)
+    if fast_at < len(fast):
+        out.add_struct("control_markers", _marker_struct(task, cols, fast, slice(fast_at, len(fast))))
     for issue in issues[k:]:
         out.issue(task, issue)
+
+
+_MARKER_TYPES = pa.array(MARKER_TYPE_NAMES, pa.string())
+
+
+def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns, part: slice = slice(None)) -> pa.StructArray:
+    """``control_markers`` rows of canonical markers (the same values ``_add_marker`` writes)."""
+    rows = fast.rows[part]
+    n = len(rows)
+    values: dict[str, Any] = {
+        "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
+        "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
+        "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
+        "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+        "offset": fast.offset[part],
+        "producer_id": fast.producer_id[part],
+        "producer_epoch": fast.producer_epoch[part],
+        "marker_type": _MARKER_TYPES.take(fast.control_type[part]),
+        "control_type": fast.control_type[part],
+        "coordinator_epoch": fast.coordinator_epoch[part],
+        "timestamp": fast.timestamp[part],
+        "key_version": fast.key_version[part],
+        "value_version": fast.value_version[part],
+        "segment_base_offset": np.full(n, task.base_offset, np.int64),
+        "position": cols.position[rows],
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
+    }
+    schema = WORKER_OUTPUTS["control_markers"]
+    arrays = [v if isinstance(v := values[f.name], pa.Array) else pa.array(v, type=f.type) for f in schema]
+    return pa.StructArray.from_arrays(arrays, fields=list(schema))
 
 
 def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:
