@@ -44,6 +44,7 @@ class ScanRun:
     peak_total_kib: int
     findings: int = 0
     rows: dict[str, int] = field(default_factory=dict)
+    failed: str | None = None
 
 
 def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int) -> Path:
@@ -167,11 +168,13 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str]) -> ScanRu
     sampler.stop.set()
     sampler.join()
     reader.join()
-    if code not in (0, 1):
-        sys.stderr.write("".join(errors[-40:]))
-        raise SystemExit(f"scan of {dump} failed with exit code {code}")
+    (out.parent / f"{out.name}.stderr.txt").write_text("".join(f"{at:8.1f} {line}\n" for at, line in stages))
+    if code not in (0, 1) or not "".join(stdout_parts).strip():
+        cause = next((line for line in reversed(errors) if "Error" in line or "Exception" in line), "").strip()
+        print(f"# scan of {dump} failed with exit code {code}: {cause[:300]}", file=sys.stderr)
+        return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total, failed=cause[:200] or "failed")
     summary = json.loads("".join(stdout_parts))
-    rows = summary.get("ingest", {}).get("table_rows", {})
+    rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
                    findings=len(summary.get("findings", [])), rows=rows)
 
@@ -222,9 +225,14 @@ def machine() -> str:
     return (f"{os.cpu_count()} CPUs ({model}), {mem_kb / (1 << 20):.1f} GiB RAM, Python {platform.python_version()}")
 
 
+def _is_stage(line: str) -> bool:
+    """The CLI's stage lines (not the JVM's log lines or a traceback)."""
+    return bool(line) and line[0].islower() and not line.startswith(("at ", "org.", "java.", "scala.", "py4j"))
+
+
 def _stage_table(run: ScanRun) -> list[str]:
     lines = [f"stages of the {run.size_gib:g} GiB scan (seconds since launch; each stage runs to the next line):"]
-    marks = [*run.stages, (run.wall_s, "(exit)")]
+    marks = [(0.0, "(launch)"), *((at, name) for at, name in run.stages if _is_stage(name)), (run.wall_s, "(exit)")]
     for (at, name), (nxt, _) in zip(marks, marks[1:]):
         lines.append(f"  {at:7.1f}  +{nxt - at:6.1f}  {name}")
     return lines
@@ -267,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     print("| measure | value | target | met |")
     print("| --- | ---: | --- | --- |")
     for run in runs:
-        met = "yes" if run.wall_s <= 60 else "no"
+        if run.failed:
+            print(f"| scan {run.size_gib:g} GiB | FAILED after {run.wall_s:.1f} s: {run.failed} | - | no |")
+        met = "yes" if run.wall_s <= 60 and not run.failed else "no"
         print(f"| scan {run.size_gib:g} GiB wall, JVM start included | {run.wall_s:.1f} s "
               f"| {'<= 60 s' if run.size_gib == 1 else '-'} | {met if run.size_gib == 1 else '-'} |")
         print(f"| scan {run.size_gib:g} GiB per GiB | {run.wall_s / run.size_gib:.1f} s/GiB | flat | - |")
@@ -277,8 +287,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| scan {run.size_gib:g} GiB peak RSS JVM / driver / all processes | "
               f"{run.peak_kib.get('jvm', 0) / 1024:.0f} / {run.peak_kib.get('driver', 0) / 1024:.0f} / "
               f"{run.peak_total_kib / 1024:.0f} MiB | - | - |")
-    if len(runs) >= 2:
-        a, b = min(runs, key=lambda r: r.size_gib), max(runs, key=lambda r: r.size_gib)
+    finished = [r for r in runs if not r.failed]
+    if len(finished) >= 2:
+        a, b = min(finished, key=lambda r: r.size_gib), max(finished, key=lambda r: r.size_gib)
         marginal = (b.wall_s - a.wall_s) / (b.size_gib - a.size_gib)
         ratio = marginal / kp_per_gib
         print(f"| marginal cost per extra GiB ({a.size_gib:g} to {b.size_gib:g} GiB) | {marginal:.1f} s/GiB "
@@ -289,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     for run in runs:
         print("\n".join(_stage_table(run)))
+    print(f"scan rows: {[(r.size_gib, r.rows) for r in finished]}")
 
 
 if __name__ == "__main__":

@@ -366,6 +366,19 @@ WORKER_OUTPUTS: dict[str, pa.Schema] = {name: RAW_TABLES[name] for name in DECOD
 }
 
 
+#: What an ingest worker that writes its tables itself reports: one row per Parquet file
+#: written (``file``, ``rows``) and one per slice task (``slice_summary``), each with the task tag.
+WRITTEN_FILES = pa.schema(
+    [
+        pa.field("table", pa.string(), nullable=False),
+        pa.field("task", pa.int64(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("slice_summary", pa.struct(list(SLICE_SUMMARY))),
+    ]
+)
+
+
 def combined_decode_schema() -> pa.Schema:
     """Schema of the rows the ingest workers emit: a ``table`` tag, the ``task`` that made the
     row (-1 unless it is a slice of a large segment), plus one struct per worker output.

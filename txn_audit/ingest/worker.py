@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -41,7 +42,7 @@ from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
-from txn_audit.schemas import WORKER_OUTPUTS, combined_decode_schema
+from txn_audit.schemas import DECODED_TABLES, WORKER_OUTPUTS, WRITTEN_FILES, combined_decode_schema
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -555,3 +556,77 @@ def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536)
             if len(out) >= flush_rows:
                 yield from out.drain()
     yield from out.drain()
+
+
+def write_partition(
+    batches: Iterator[pa.RecordBatch], out_dir: str, run: int = 0, flush_rows: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body that writes the decoded tables itself: task rows in, Parquet files
+    under ``out_dir/<table>/`` out, and one ``WRITTEN_FILES`` row per file and per slice.
+
+    Rows go to Arrow and then Parquet without passing through the JVM. Each slice task gets
+    its own files, so that the driver can drop a slice's rows by deleting its files; the
+    other tasks of a partition share one file per table. File names begin with ``run``, the
+    Spark partition and a sequence number, so the same input gives the same files in the same
+    name order.
+    """
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    prefix = f"part-{run}{context.partitionId() if context else 0:05d}"
+    sequence = 0
+
+    out = TableRows()
+    writers: dict[str, pq.ParquetWriter] = {}
+    paths: dict[str, str] = {}
+    written: dict[str, int] = {}
+    report: list[dict[str, Any]] = []
+    summaries: list[pa.StructArray] = []
+
+    def flush() -> None:
+        for name in DECODED_TABLES:
+            out._seal(name)
+            parts = out.parts[name]
+            if not parts:
+                continue
+            if name not in writers:
+                paths[name] = os.path.join(out_dir, name, f"{prefix}.{sequence:05d}-{uuid.uuid4().hex}.parquet")
+                writers[name] = pq.ParquetWriter(paths[name], WORKER_OUTPUTS[name])
+                written[name] = 0
+            table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
+            writers[name].write_table(table)
+            written[name] += table.num_rows
+            parts.clear()
+        out._seal("slice_summary")
+        summaries.extend(out.parts["slice_summary"])
+        out.parts["slice_summary"].clear()
+
+    def close() -> None:
+        nonlocal sequence
+        sequence += 1
+        for name, writer in writers.items():
+            writer.close()
+            report.append({"table": name, "task": out.task, "file": paths[name], "rows": written[name],
+                           "slice_summary": None})
+        writers.clear()
+        written.clear()
+
+    for batch in batches:
+        for row in batch.to_pylist():
+            task = FileTask(**row)
+            if task.task != out.task:
+                flush()
+                close()
+                out.task = task.task
+            for _ in decode_task(task, out):
+                if len(out) >= flush_rows:
+                    flush()
+    flush()
+    close()
+    for struct in summaries:
+        for summary in struct.to_pylist():
+            report.append({"table": "slice_summary", "task": summary["task"], "file": None, "rows": 1,
+                           "slice_summary": summary})
+    if report:
+        yield pa.RecordBatch.from_pylist(report, schema=WRITTEN_FILES)
