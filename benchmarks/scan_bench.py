@@ -127,15 +127,15 @@ class Sampler(threading.Thread):
         self.root, self.interval = root, interval
         self.peak: dict[str, int] = {}
         self.peak_total = 0
-        self.roles: dict[int, str] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
             total = 0
             for pid in _descendants(self.root):
-                role = self.roles.get(pid) or _role(pid, self.root)
-                self.roles[pid] = role
+                role = _role(pid, self.root)  # read each time: spark-submit's shell execs the JVM
+                if role == "gone":
+                    continue
                 hwm = _status_kib(pid, "VmHWM:")
                 total += _status_kib(pid, "VmRSS:")
                 self.peak[role] = max(self.peak.get(role, 0), hwm)
@@ -148,12 +148,15 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from txn_audit.cli import main; main()"]
 
 
-def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str]) -> ScanRun:
+def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_memory: str | None = None) -> ScanRun:
     shutil.rmtree(out, ignore_errors=True)
     command = [*cli(), "scan", str(dump), "--out", str(out), "--format", "json", "--no-progress", *flags]
     stages: list[tuple[float, str]] = []
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ)
+    if driver_memory:  # local mode: the JVM, with its executor, is the driver
+        env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     sampler = Sampler(proc.pid)
     sampler.start()
     stdout_parts: list[str] = []
@@ -245,6 +248,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--segment-mb", type=int, default=128)
     parser.add_argument("--kafka-python-gib", type=float, default=1.0)
+    parser.add_argument("--driver-memory", default=None,
+                        help="Spark driver memory for the scan, e.g. 4g (default: Spark's, 1g)")
     parser.add_argument("--scan-flags", default="", help="extra flags for txn-audit scan, e.g. '--no-quality'")
     args = parser.parse_args(argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
@@ -255,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         dump = dump_dir(args.data_dir, size, args.partitions, args.segment_mb)
         warmed = warm(dump)
-        run = run_scan(dump, args.data_dir / f"out-{size:g}g", size, flags)
+        run = run_scan(dump, args.data_dir / f"out-{size:g}g", size, flags, args.driver_memory)
         runs.append(run)
         print(f"# {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): {run.wall_s:.1f} s, exit {run.exit_code}, "
               f"{run.findings} findings, rows {run.rows}", file=sys.stderr)
@@ -268,7 +273,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     print(f"scan flags: {' '.join(flags) or '(none: full audit with quality suites and report)'}; "
-          f"{args.partitions} partitions, {args.segment_mb} MiB segments")
+          f"driver memory {args.driver_memory or 'default'}; {args.partitions} partitions, "
+          f"{args.segment_mb} MiB segments")
     print(f"kafka-python: {kp_batches:,} batches, {kp_bytes / GIB:.2f} GiB in {kp_s:.1f} s on one core "
           f"= {kp_per_gib:.1f} s/GiB")
     print()
@@ -284,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
         worker = run.peak_kib.get("worker", 0) / 1024
         print(f"| scan {run.size_gib:g} GiB peak RSS of a Python worker | {worker:.0f} MiB | <= 1024 MiB "
               f"| {'yes' if worker <= 1024 else 'no'} |")
-        print(f"| scan {run.size_gib:g} GiB peak RSS JVM / driver / all processes | "
+        print(f"| scan {run.size_gib:g} GiB peak RSS JVM / Python driver / all processes together | "
               f"{run.peak_kib.get('jvm', 0) / 1024:.0f} / {run.peak_kib.get('driver', 0) / 1024:.0f} / "
               f"{run.peak_total_kib / 1024:.0f} MiB | - | - |")
     finished = [r for r in runs if not r.failed]

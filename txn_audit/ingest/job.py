@@ -27,12 +27,11 @@ import pyarrow as pa
 
 from txn_audit.ingest.discover import Inventory
 from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
-from txn_audit.ingest.worker import TASK_FIELDS, FileTask, decode_partition, task_rows, write_partition
+from txn_audit.ingest.worker import TASK_FIELDS, FileTask, task_rows, write_partition
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
     WRITTEN_FILES,
-    combined_decode_schema,
     spark_schema,
 )
 
@@ -78,15 +77,6 @@ def _tasks_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
     bins = _bins(tasks, n_bins) or [[]]
     rdd = spark.sparkContext.parallelize([task_rows(b) for b in bins], len(bins)).flatMap(lambda rows: rows)
     return spark.createDataFrame(rdd.map(lambda r: tuple(r[f] for f in TASK_FIELDS)), task_schema)
-
-
-def decoded_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
-    """DataFrame (combined schema) of everything the workers decode from ``tasks``."""
-    return _tasks_frame(spark, tasks).mapInArrow(_decode_batches, spark_schema(combined_decode_schema()))
-
-
-def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    return decode_partition(batches)
 
 
 def write_raw_tables(

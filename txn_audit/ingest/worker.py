@@ -1,8 +1,10 @@
 """Per-file decoding that runs inside Spark's Python workers.
 
-A ``FileTask`` names one file; ``decode_task`` decodes it with the pure ``formats`` layer and
-fills ``TableRows`` buffers, which become Arrow record batches of the combined decode schema
-(see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
+A ``FileTask`` names one file, or a slice of a large segment; ``decode_task`` decodes it with
+the pure ``formats`` layer and fills ``TableRows`` buffers. ``write_partition`` (what the
+ingest job runs) writes them as Parquet files per table; ``decode_partition`` returns them as
+Arrow record batches of the combined decode schema instead
+(``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
 Files are opened read-only and memory-mapped, so a large segment is paged, not loaded.
