@@ -379,12 +379,46 @@ def conform(df: "DataFrame", schema: pa.Schema) -> "DataFrame":
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in target.fields])
 
 
+#: Internal worker output, never written as a table: one row per slice task of a large
+#: segment, which the driver needs to join the slices into the whole-file decode.
+SLICE_SUMMARY = pa.schema(
+    [
+        pa.field("task", pa.int64(), nullable=False),
+        pa.field("start", pa.int64(), nullable=False),
+        pa.field("stop", pa.int64(), nullable=False),  # where the walk ended; the slice's end unless framing was lost
+        pa.field("rows", pa.int64(), nullable=False),  # batches decoded
+        pa.field("first_base_offset", pa.int64()),
+        pa.field("first_position", pa.int64()),
+        pa.field("last_offset", pa.int64()),
+    ]
+)
+
+#: Everything the ingest workers emit, by tag: the decoded tables and the slice summaries.
+WORKER_OUTPUTS: dict[str, pa.Schema] = {name: RAW_TABLES[name] for name in DECODED_TABLES} | {
+    "slice_summary": SLICE_SUMMARY
+}
+
+
+#: What an ingest worker that writes its tables itself reports: one row per Parquet file
+#: written (``file``, ``rows``) and one per slice task (``slice_summary``), each with the task tag.
+WRITTEN_FILES = pa.schema(
+    [
+        pa.field("table", pa.string(), nullable=False),
+        pa.field("task", pa.int64(), nullable=False),
+        pa.field("file", pa.string()),
+        pa.field("rows", pa.int64(), nullable=False),
+        pa.field("slice_summary", pa.struct(list(SLICE_SUMMARY))),
+    ]
+)
+
+
 def combined_decode_schema() -> pa.Schema:
-    """Schema of the rows the ingest workers emit: a ``table`` tag plus one struct per table.
+    """Schema of the rows the ingest workers emit: a ``table`` tag, the ``task`` that made the
+    row (-1 unless it is a slice of a large segment), plus one struct per worker output.
 
     Each emitted row fills exactly one struct column; the driver splits them per table.
     This lets one pass over the input files feed every table.
     """
-    fields = [pa.field("table", pa.string(), nullable=False)]
-    fields += [pa.field(name, pa.struct(list(RAW_TABLES[name]))) for name in DECODED_TABLES]
+    fields = [pa.field("table", pa.string(), nullable=False), pa.field("task", pa.int64(), nullable=False)]
+    fields += [pa.field(name, pa.struct(list(schema))) for name, schema in WORKER_OUTPUTS.items()]
     return pa.schema(fields)

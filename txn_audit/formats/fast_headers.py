@@ -384,7 +384,7 @@ def _crc_detail(stored: int, computed: int) -> str:
     return f"stored CRC-32C {stored:#010x}, computed {computed:#010x}"
 
 
-def _order_detail(base: int, prev_last: int) -> str:
+def order_detail(base: int, prev_last: int) -> str:
     return f"base offset {base} not above the previous last offset {prev_last}"
 
 
@@ -457,7 +457,7 @@ def iter_header_chunks(
                                                                                   int(cols.computed_crc[i]))))
                             issue_rows.append(rows + i + 1)
                         if order_bad[i]:
-                            issues.append(DecodeIssue(p, _ORDER, _ERROR, _order_detail(int(cols.base_offset[i]),
+                            issues.append(DecodeIssue(p, _ORDER, _ERROR, order_detail(int(cols.base_offset[i]),
                                                                                        int(prev[i]))))
                             issue_rows.append(rows + i + 1)
                     prev_last = int(cols.last_offset[-1])
@@ -477,7 +477,7 @@ def iter_header_chunks(
                         found.append(item)
                 for h in found:  # at most one: the step is a single entry
                     if prev_last is not None and h.base_offset <= prev_last:
-                        issues.append(DecodeIssue(h.position, _ORDER, _ERROR, _order_detail(h.base_offset, prev_last)))
+                        issues.append(DecodeIssue(h.position, _ORDER, _ERROR, order_detail(h.base_offset, prev_last)))
                         issue_rows.append(rows + 1)
                     prev_last = h.last_offset
                 if found:
@@ -549,7 +549,7 @@ def stitch(
             if at < len(part_issues) and part_rows[at] == 1 and part_issues[at].kind == _CRC \
                     and part_issues[at].position == first:
                 at += 1
-            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, _order_detail(int(cols.base_offset[0]), prev_last)))
+            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, order_detail(int(cols.base_offset[0]), prev_last)))
             part_rows.insert(at, 1)
         redo: SegmentHeaders | None = None
         if part.stop != ends[k] and k + 1 < len(parts):

@@ -1,11 +1,15 @@
 """The Spark ingest job: inventory → decode on workers → raw Parquet tables.
 
-Files are packed into roughly equal-sized bins (largest first) and each bin becomes one Spark
-partition, decoded by ``worker.decode_partition`` through ``mapInArrow``. The workers' output is
-one DataFrame in the combined schema (a ``table`` tag and one struct column per table); it is
-persisted once and split into the per-table datasets, so every input byte is read once.
-Driver-side tables (``segments``, ``partition_offsets``, ``reported_transactions`` and the
-layout issues) come from the inventory. Everything is written under a staging folder and moved into place at the end.
+A large v2 data segment is cut into slices at batch starts from its ``.index``
+(``ingest.slices``), so that several tasks decode it. Files and slices are packed into roughly
+equal-sized bins (largest first) and each bin becomes one Spark partition, decoded by
+``worker.write_partition`` through ``mapInArrow``: the workers write the decoded tables as
+Parquet themselves (Arrow to Parquet, never through the JVM) and report only which files they
+wrote and one summary row per slice. From those the driver joins the slices into exactly the
+whole-file decode (a boundary check, or a re-decode after a bad boundary, whose slices'
+files are dropped). Driver-side tables (``segments``, ``partition_offsets``,
+``reported_transactions`` and the layout issues) come from the inventory. Everything is written
+under a staging folder and moved into place at the end.
 """
 
 from __future__ import annotations
@@ -22,15 +26,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from txn_audit.ingest.discover import Inventory
-from txn_audit.ingest.worker import TASK_FIELDS, FileTask, decode_partition, task_rows
+from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
+from txn_audit.ingest.worker import TASK_FIELDS, FileTask, task_rows, write_partition
 from txn_audit.schemas import (
-    DECODE_ISSUES,
     DECODED_TABLES,
-    PARTITION_OFFSETS,
     RAW_TABLES,
-    REPORTED_TRANSACTIONS,
-    SEGMENTS,
-    combined_decode_schema,
+    WRITTEN_FILES,
     spark_schema,
 )
 
@@ -60,13 +61,14 @@ def _bins(tasks: list[FileTask], n_bins: int) -> list[list[FileTask]]:
     return [b for b in bins if b]
 
 
-def decoded_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
-    """DataFrame (combined schema) of everything the workers decode from ``tasks``."""
+def _tasks_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
+    """One row per task, packed into bins of similar size, one Spark partition per bin."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+    longs = ("base_offset", "size_bytes", "start", "end", "task", "prev_last_offset")
     task_schema = StructType(
         [
-            StructField(name, LongType() if name in ("base_offset", "size_bytes") else
+            StructField(name, LongType() if name in longs else
                         IntegerType() if name in ("broker_id", "partition") else StringType())
             for name in TASK_FIELDS
         ]
@@ -74,18 +76,7 @@ def decoded_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
     n_bins = max(1, min(len(tasks), spark.sparkContext.defaultParallelism * 3))
     bins = _bins(tasks, n_bins) or [[]]
     rdd = spark.sparkContext.parallelize([task_rows(b) for b in bins], len(bins)).flatMap(lambda rows: rows)
-    tasks_df = spark.createDataFrame(rdd.map(lambda r: tuple(r[f] for f in TASK_FIELDS)), task_schema)
-    combined = spark_schema(combined_decode_schema())
-    return tasks_df.mapInArrow(_decode_batches, combined)
-
-
-def _decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    return decode_partition(batches)
-
-
-def _driver_frame(spark: SparkSession, rows: list[dict[str, Any]], schema: pa.Schema) -> DataFrame:
-    table = pa.Table.from_pylist(rows, schema=schema)
-    return spark.createDataFrame(table)
+    return spark.createDataFrame(rdd.map(lambda r: tuple(r[f] for f in TASK_FIELDS)), task_schema)
 
 
 def write_raw_tables(
@@ -94,44 +85,79 @@ def write_raw_tables(
     tables_dir: Path,
     *,
     on_stage: Callable[[str], None] | None = None,
+    slice_bytes: int = DEFAULT_SLICE_BYTES,
 ) -> IngestOutput:
-    """Decode ``inventory`` and write every raw table under ``tables_dir/<table>/`` atomically."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    """Decode ``inventory`` and write every raw table under ``tables_dir/<table>/`` atomically.
 
+    ``.log`` files of at least twice ``slice_bytes`` are decoded in slices of about that size.
+    """
     tables_dir = Path(tables_dir)
     tables_dir.mkdir(parents=True, exist_ok=True)
     staging = tables_dir / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     try:
         if on_stage:
             on_stage("decoding files")
-        decoded = decoded_frame(spark, inventory.tasks).persist(StorageLevel.MEMORY_AND_DISK)
-        counts = {row["table"]: row["count"] for row in decoded.groupBy("table").count().collect()}
         for name in DECODED_TABLES:
+            (staging / name).mkdir(parents=True)
+        tasks = split_large_logs(inventory.tasks, slice_bytes)
+        written = _decode_to_files(spark, tasks, staging)
+        plan = StitchPlan()
+        if any(t.is_slice for t in tasks):
+            summaries = {r["task"]: SliceSummary(**r["slice_summary"]) for r in written if r["table"] == "slice_summary"}
+            plan = plan_stitch(tasks, summaries)
+        for r in written:
+            if r["file"] and r["task"] in plan.dropped:
+                os.remove(r["file"])
+        files = [r for r in written if r["file"] and r["task"] not in plan.dropped]
+        if plan.redo:
             if on_stage:
-                on_stage(f"writing {name}")
-            frame = decoded.where(F.col("table") == name).select(f"{name}.*")
-            if name == "decode_issues":
-                frame = frame.unionByName(_driver_frame(spark, inventory.issues, DECODE_ISSUES))
-            frame.write.parquet(str(staging / name))
-        decoded.unpersist()
+                on_stage("decoding again after a slice boundary")
+            files += [r for r in _decode_to_files(spark, plan.redo, staging, run=1) if r["file"]]
+        reported = {r["file"] for r in files}
+        for name in DECODED_TABLES:  # files of failed task attempts that Spark ran again
+            for path in (staging / name).iterdir():
+                if str(path) not in reported:
+                    path.unlink()
+        row_counts = {name: sum(r["rows"] for r in files if r["table"] == name) for name in DECODED_TABLES}
         if on_stage:
             on_stage("writing inventory")
-        _driver_frame(spark, inventory.segments, SEGMENTS).coalesce(1).write.parquet(str(staging / "segments"))
-        offsets = inventory.partition_offsets_rows()
-        _driver_frame(spark, offsets, PARTITION_OFFSETS).coalesce(1).write.parquet(str(staging / "partition_offsets"))
-        _driver_frame(spark, inventory.reported, REPORTED_TRANSACTIONS).coalesce(1).write.parquet(
-            str(staging / "reported_transactions"))
-        row_counts = {name: int(counts.get(name, 0)) for name in DECODED_TABLES}
-        row_counts["decode_issues"] += len(inventory.issues)
-        row_counts["segments"] = len(inventory.segments)
-        row_counts["partition_offsets"] = len(offsets)
-        row_counts["reported_transactions"] = len(inventory.reported)
+        driver_tables = {
+            "decode_issues": inventory.issues + plan.issues,
+            "segments": inventory.segments,
+            "partition_offsets": inventory.partition_offsets_rows(),
+            "reported_transactions": inventory.reported,
+        }
+        for name, rows in driver_tables.items():
+            (staging / name).mkdir(exist_ok=True)
+            if rows or not any(r["table"] == name for r in files):  # every table gets a file with its schema
+                _write_driver_table(staging / name / "part-driver.parquet", rows, RAW_TABLES[name])
+            row_counts[name] = row_counts.get(name, 0) + len(rows)
+        for name in DECODED_TABLES:
+            if not any(r["table"] == name for r in files) and name not in driver_tables:
+                _write_driver_table(staging / name / "part-empty.parquet", [], RAW_TABLES[name])
         issue_counts = _issue_counts(spark, staging / "decode_issues")
         publish(staging, tables_dir, list(RAW_TABLES))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return IngestOutput(tables_dir=tables_dir, row_counts=row_counts, issue_counts=issue_counts)
+
+
+def _decode_to_files(spark: SparkSession, tasks: list[FileTask], staging: Path, run: int = 0) -> list[dict[str, Any]]:
+    """Run the workers over ``tasks``, each writing its rows as Parquet under ``staging``;
+    return what they wrote (``schemas.WRITTEN_FILES`` rows, a few per task)."""
+    out_dir = str(staging)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return write_partition(batches, out_dir, run)
+
+    frame = _tasks_frame(spark, tasks).mapInArrow(write, spark_schema(WRITTEN_FILES))
+    return [r.asDict(recursive=True) for r in frame.collect()]
+
+
+def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
 
 
 def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:

@@ -1,8 +1,10 @@
 """Per-file decoding that runs inside Spark's Python workers.
 
-A ``FileTask`` names one file; ``decode_task`` decodes it with the pure ``formats`` layer and
-fills ``TableRows`` buffers, which become Arrow record batches of the combined decode schema
-(see ``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
+A ``FileTask`` names one file, or a slice of a large segment; ``decode_task`` decodes it with
+the pure ``formats`` layer and fills ``TableRows`` buffers. ``write_partition`` (what the
+ingest job runs) writes them as Parquet files per table; ``decode_partition`` returns them as
+Arrow record batches of the combined decode schema instead
+(``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
 
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 import mmap
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,7 @@ from txn_audit.formats.consumer_offsets import (
     decode_offsets_key,
 )
 from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
+from txn_audit.formats.fast_markers import MARKER_TYPE_NAMES, MarkerColumns, canonical_markers
 from txn_audit.formats.model import (
     CODEC_NAMES,
     TIMESTAMP_TYPE_NAMES,
@@ -47,7 +51,7 @@ from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
 from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
-from txn_audit.schemas import DECODED_TABLES, RAW_TABLES, combined_decode_schema
+from txn_audit.schemas import DECODED_TABLES, WORKER_OUTPUTS, WRITTEN_FILES, combined_decode_schema
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -66,6 +70,17 @@ class FileTask:
     partition: int
     base_offset: int
     size_bytes: int
+    # A slice of a large segment (see ``ingest.slices``): bytes ``[start, end)``, ``end`` None
+    # for the end of the file; ``task`` >= 0 tags its rows; ``prev_last_offset`` is the last
+    # offset before ``start`` when the driver knows it (a slice decoded again).
+    start: int = 0
+    end: int | None = None
+    task: int = -1
+    prev_last_offset: int | None = None
+
+    @property
+    def is_slice(self) -> bool:
+        return self.task >= 0
 
     def replica(self) -> tuple[int | None, str, str, int]:
         return (self.broker_id, self.log_dir, self.topic, self.partition)
@@ -82,12 +97,14 @@ class TableRows:
     """Row buffers for the decoded tables; rows are tuples in schema column order.
 
     Rows decoded column-wise arrive as ready Arrow struct arrays (``add_struct``); ``parts``
-    keeps them in order with the tuple rows added before them.
+    keeps them in order with the tuple rows added before them. ``task`` is the tag written
+    with every row drained (set it only between drains).
     """
 
     def __init__(self) -> None:
-        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in DECODED_TABLES}
-        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in DECODED_TABLES}
+        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in WORKER_OUTPUTS}
+        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in WORKER_OUTPUTS}
+        self.task = -1
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.rows.values()) + sum(len(a) for p in self.parts.values() for a in p)
@@ -103,7 +120,7 @@ class TableRows:
     def _seal(self, table: str) -> None:
         rows = self.rows[table]
         if rows:
-            schema = RAW_TABLES[table]
+            schema = WORKER_OUTPUTS[table]
             columns = list(zip(*rows, strict=True))
             self.parts[table].append(
                 pa.StructArray.from_arrays(
@@ -120,14 +137,17 @@ class TableRows:
     def drain(self) -> Iterator[pa.RecordBatch]:
         """Yield one combined-schema record batch per non-empty table, then clear."""
         combined = combined_decode_schema()
-        for name in DECODED_TABLES:
+        for name in WORKER_OUTPUTS:
             self._seal(name)
             parts = self.parts[name]
             if not parts:
                 continue
             struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-            arrays: list[pa.Array] = [pa.array([name] * len(struct), pa.string())]
-            for other in DECODED_TABLES:
+            arrays: list[pa.Array] = [
+                pa.repeat(pa.scalar(name, pa.string()), len(struct)),
+                pa.repeat(pa.scalar(self.task, pa.int64()), len(struct)),
+            ]
+            for other in WORKER_OUTPUTS:
                 arrays.append(struct if other == name else pa.nulls(len(struct), combined.field(other).type))
             yield pa.RecordBatch.from_arrays(arrays, schema=combined)
             parts.clear()
@@ -214,7 +234,9 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
 def _decode_log(
     task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int = 8192, *, fast: bool = True
 ) -> Iterator[None]:
-    if fast and task.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) and len(buf) > 16 and buf[16] == 2:
+    if fast and task.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) and (
+        task.is_slice or (len(buf) > 16 and buf[16] == 2)
+    ):
         yield from _decode_log_columns(task, buf, out, pause_every)
         return
     replica = task.replica()
@@ -283,7 +305,7 @@ def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
         "crc_ok": cols.crc_ok,
         "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
-    schema = RAW_TABLES["batches"]
+    schema = WORKER_OUTPUTS["batches"]
     arrays = []
     for f in schema:
         value = values[f.name] if f.name in values else getattr(cols, f.name)
@@ -297,18 +319,39 @@ def _decode_log_columns(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, 
 
     Pages of the map behind each finished chunk are handed back (they stay in the page
     cache), so a worker's memory does not grow with the size of the segment.
+
+    A slice task decodes only its byte range and adds one ``slice_summary`` row. If its walk
+    stops before the slice's end (a batch runs over it, or the framing is lost), the issue
+    about that last step is left out: the driver decodes again from there, with the rest of
+    the file in view, as the whole-file walk would.
     """
-    released = 0
-    with closing(iter_header_chunks(buf, max_batches=pause_every)) as chunks:
+    released = (task.start // mmap.PAGESIZE) * mmap.PAGESIZE
+    end = len(buf) if task.end is None else min(task.end, len(buf))
+    rows, first_base, first_position, last_offset, stop = 0, None, None, None, end
+    with closing(
+        iter_header_chunks(buf, start=task.start, end=end, prev_last_offset=task.prev_last_offset,
+                           max_batches=pause_every)
+    ) as chunks:
         for chunk in chunks:
-            _add_chunk(task, buf, chunk, out)
             cols = chunk.columns
+            if chunk.lost_at is not None:
+                stop = chunk.lost_at
+                if task.is_slice and end < len(buf) and chunk.issues:
+                    chunk = replace(chunk, issues=chunk.issues[:-1], issue_rows=chunk.issue_rows[:-1])
+            _add_chunk(task, buf, chunk, out)
+            if len(cols):
+                if first_base is None:
+                    first_base, first_position = int(cols.base_offset[0]), int(cols.position[0])
+                last_offset = int(cols.last_offset[-1])
+                rows += len(cols)
             if len(cols) and isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
                 done = (int(cols.position[-1] + cols.size_bytes[-1]) // mmap.PAGESIZE) * mmap.PAGESIZE
                 if done > released:
                     buf.madvise(mmap.MADV_DONTNEED, released, done - released)  # read-only map: refaults from the file
                     released = done
             yield
+    if task.is_slice:
+        out.add("slice_summary", (task.task, task.start, stop, rows, first_base, first_position, last_offset))
 
 
 def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: TableRows) -> None:
@@ -319,13 +362,62 @@ def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: 
     issues, issue_rows = chunk.issues, chunk.issue_rows
     k = 0
     controls = np.flatnonzero(cols.is_control & cols.crc_ok)
-    for j, header in zip(controls.tolist(), cols.headers(controls), strict=True):
+    fast = canonical_markers(buf, cols, controls)
+    if len(fast) == len(controls):  # the usual case: every marker read column-wise
+        if len(fast):
+            out.add_struct("control_markers", _marker_struct(task, cols, fast))
+        for issue in issues:
+            out.issue(task, issue)
+        return
+    # markers in batch order: runs of canonical ones column-wise, the others one by one
+    is_fast = np.isin(controls, fast.rows)
+    fast_before = (np.cumsum(is_fast) - is_fast).tolist()
+    fast_at = 0
+    for i, j in enumerate(controls.tolist()):
+        if is_fast[i]:
+            continue
+        run = fast_before[i] - fast_at
+        if run:
+            out.add_struct("control_markers", _marker_struct(task, cols, fast, slice(fast_at, fast_at + run)))
+            fast_at += run
         while k < len(issues) and issue_rows[k] <= j:  # issues the walk met before batch j
             out.issue(task, issues[k])
             k += 1
-        _add_marker(task, buf, header, out)
+        _add_marker(task, buf, cols.header(j), out)
+    if fast_at < len(fast):
+        out.add_struct("control_markers", _marker_struct(task, cols, fast, slice(fast_at, len(fast))))
     for issue in issues[k:]:
         out.issue(task, issue)
+
+
+_MARKER_TYPES = pa.array(MARKER_TYPE_NAMES, pa.string())
+
+
+def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns, part: slice = slice(None)) -> pa.StructArray:
+    """``control_markers`` rows of canonical markers (the same values ``_add_marker`` writes)."""
+    rows = fast.rows[part]
+    n = len(rows)
+    values: dict[str, Any] = {
+        "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
+        "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
+        "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
+        "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+        "offset": fast.offset[part],
+        "producer_id": fast.producer_id[part],
+        "producer_epoch": fast.producer_epoch[part],
+        "marker_type": _MARKER_TYPES.take(fast.control_type[part]),
+        "control_type": fast.control_type[part],
+        "coordinator_epoch": fast.coordinator_epoch[part],
+        "timestamp": fast.timestamp[part],
+        "key_version": fast.key_version[part],
+        "value_version": fast.value_version[part],
+        "segment_base_offset": np.full(n, task.base_offset, np.int64),
+        "position": cols.position[rows],
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
+    }
+    schema = WORKER_OUTPUTS["control_markers"]
+    arrays = [v if isinstance(v := values[f.name], pa.Array) else pa.array(v, type=f.type) for f in schema]
+    return pa.StructArray.from_arrays(arrays, fields=list(schema))
 
 
 def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:
@@ -481,13 +573,92 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``."""
+    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``
+    and whenever the ``task`` tag changes."""
     out = TableRows()
     for batch in batches:
         for row in batch.to_pylist():
-            for _ in decode_task(FileTask(**row), out):
+            task = FileTask(**row)
+            if task.task != out.task:
+                yield from out.drain()
+                out.task = task.task
+            for _ in decode_task(task, out):
                 if len(out) >= flush_rows:
                     yield from out.drain()
             if len(out) >= flush_rows:
                 yield from out.drain()
     yield from out.drain()
+
+
+def write_partition(
+    batches: Iterator[pa.RecordBatch], out_dir: str, run: int = 0, flush_rows: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body that writes the decoded tables itself: task rows in, Parquet files
+    under ``out_dir/<table>/`` out, and one ``WRITTEN_FILES`` row per file and per slice.
+
+    Rows go to Arrow and then Parquet without passing through the JVM. Each slice task gets
+    its own files, so that the driver can drop a slice's rows by deleting its files; the
+    other tasks of a partition share one file per table. File names begin with ``run``, the
+    Spark partition and a sequence number, so the same input gives the same files in the same
+    name order.
+    """
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    prefix = f"part-{run}{context.partitionId() if context else 0:05d}"
+    sequence = 0
+
+    out = TableRows()
+    writers: dict[str, pq.ParquetWriter] = {}
+    paths: dict[str, str] = {}
+    written: dict[str, int] = {}
+    report: list[dict[str, Any]] = []
+    summaries: list[pa.StructArray] = []
+
+    def flush() -> None:
+        for name in DECODED_TABLES:
+            out._seal(name)
+            parts = out.parts[name]
+            if not parts:
+                continue
+            if name not in writers:
+                paths[name] = os.path.join(out_dir, name, f"{prefix}.{sequence:05d}-{uuid.uuid4().hex}.parquet")
+                writers[name] = pq.ParquetWriter(paths[name], WORKER_OUTPUTS[name])
+                written[name] = 0
+            table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
+            writers[name].write_table(table)
+            written[name] += table.num_rows
+            parts.clear()
+        out._seal("slice_summary")
+        summaries.extend(out.parts["slice_summary"])
+        out.parts["slice_summary"].clear()
+
+    def close() -> None:
+        nonlocal sequence
+        sequence += 1
+        for name, writer in writers.items():
+            writer.close()
+            report.append({"table": name, "task": out.task, "file": paths[name], "rows": written[name],
+                           "slice_summary": None})
+        writers.clear()
+        written.clear()
+
+    for batch in batches:
+        for row in batch.to_pylist():
+            task = FileTask(**row)
+            if task.task != out.task:
+                flush()
+                close()
+                out.task = task.task
+            for _ in decode_task(task, out):
+                if len(out) >= flush_rows:
+                    flush()
+    flush()
+    close()
+    for struct in summaries:
+        for summary in struct.to_pylist():
+            report.append({"table": "slice_summary", "task": summary["task"], "file": None, "rows": 1,
+                           "slice_summary": summary})
+    if report:
+        yield pa.RecordBatch.from_pylist(report, schema=WRITTEN_FILES)
