@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
@@ -89,6 +90,19 @@ def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int
     return events.withColumn("is_late", late)
 
 
+def _listed_partitions() -> Column:
+    """``<topic>-<partition>`` names a coordinator state lists: only Ongoing and Prepare* list any."""
+    return F.when(
+        F.col("state").isin(*LISTING_STATES),
+        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
+    ).otherwise(F.array().cast("array<string>"))
+
+
+def _newest(frame: DataFrame, window: WindowSpec) -> DataFrame:
+    """The first row of each ``window`` partition in its order."""
+    return frame.withColumn("_rank", F.row_number().over(window)).where(F.col("_rank") == 1)
+
+
 def producer_transactional_ids(txn_log: DataFrame) -> DataFrame:
     """(producer_id, transactional_id) pairs the coordinator log ever recorded."""
     pairs = txn_log.where(~F.col("tombstone") & (F.col("producer_id") >= 0)).select(
@@ -96,8 +110,7 @@ def producer_transactional_ids(txn_log: DataFrame) -> DataFrame:
     )
     latest = Window.partitionBy("producer_id").orderBy(F.col("offset").desc(), F.col("transactional_id"))
     return (
-        pairs.withColumn("_rank", F.row_number().over(latest))
-        .where(F.col("_rank") == 1)
+        _newest(pairs, latest)
         .select(
             "producer_id",
             "transactional_id",
@@ -110,20 +123,15 @@ def coordinator_current(txn_log: DataFrame) -> DataFrame:
     """The latest coordinator record per transactional id, with the partitions it lists
     (only Ongoing and Prepare* list any: the partitions still awaiting markers)."""
     latest = Window.partitionBy("transactional_id").orderBy(F.col("partition").desc(), F.col("offset").desc())
-    listed = F.when(
-        F.col("state").isin(*LISTING_STATES),
-        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
-    ).otherwise(F.array().cast("array<string>"))
     return (
-        txn_log.withColumn("_rank", F.row_number().over(latest))
-        .where(F.col("_rank") == 1)
+        _newest(txn_log, latest)
         .select(
             "transactional_id",
             "tombstone",
             "producer_id",
             "producer_epoch",
             "state",
-            listed.alias("listed"),
+            _listed_partitions().alias("listed"),
             "txn_timeout_ms",
             "txn_start_timestamp",
             "txn_last_update_timestamp",
@@ -140,21 +148,15 @@ def reported_coordinator(reported: DataFrame, known: DataFrame) -> DataFrame:
     ``list`` rows are not used here: they name no partitions, and a hanging verdict needs them."""
     latest = Window.partitionBy("transactional_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
     described = reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull())
-    listed = F.when(
-        F.col("state").isin(*LISTING_STATES),
-        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
-    ).otherwise(F.array().cast("array<string>"))
     return (
-        described.join(known.select("transactional_id"), "transactional_id", "left_anti")
-        .withColumn("_rank", F.row_number().over(latest))
-        .where(F.col("_rank") == 1)
+        _newest(described.join(known.select("transactional_id"), "transactional_id", "left_anti"), latest)
         .select(
             "transactional_id",
             F.lit(False).alias("tombstone"),
             "producer_id",
             "producer_epoch",
             "state",
-            listed.alias("listed"),
+            _listed_partitions().alias("listed"),
             "txn_timeout_ms",
             "txn_start_timestamp",
             F.lit(None).cast("long").alias("txn_last_update_timestamp"),
@@ -174,8 +176,7 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
         reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull()
                        & (F.col("producer_id") >= 0))
         .join(known.select("producer_id"), "producer_id", "left_anti")
-        .withColumn("_rank", F.row_number().over(latest))
-        .where(F.col("_rank") == 1)
+        .transform(lambda frame: _newest(frame, latest))
         .select("producer_id", "transactional_id", F.lit(1).alias("transaction_version"))
     )
 
