@@ -183,13 +183,24 @@ def _issue(kind: str, severity: str, detail: str, position: int | None = None) -
     return DecodeIssue(position=-1 if position is None else position, kind=kind, severity=severity, detail=detail)
 
 
+def _size_changed(task: FileTask, size: int) -> bool:
+    """Whether the file is no longer the size discovery saw. A slice knows its file's size only
+    when it runs to the end; an earlier slice can only tell that the file no longer reaches it."""
+    if not task.is_slice:
+        return size != task.size_bytes
+    if task.end is None:
+        return size != task.start + task.size_bytes
+    return size < task.end
+
+
 def _changed(task: FileTask, size: int) -> DecodeIssue:
+    listed = task.start + task.size_bytes  # the file's size, or for a slice the end of its range
     return _issue(
         IssueKind.UNREADABLE_FILE,
         Severity.WARNING,
-        f"the file has {size} bytes but had {task.size_bytes} when the dump was listed: it changed during the "
-        "audit (is this a live log dir rather than a copy?); decoded as read now",
-        min(size, task.size_bytes),
+        f"the file has {size} bytes but {'had' if task.end is None else 'reached byte'} {listed} when the dump "
+        "was listed: it changed during the audit (is this a live log dir rather than a copy?); decoded as read now",
+        min(size, listed),
     )
 
 
@@ -206,7 +217,7 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
             yield from decode_text_task(task, out)
             return
         with open_readonly(task.path) as buf:
-            if len(buf) != task.size_bytes:
+            if _size_changed(task, len(buf)):
                 out.issue(task, _changed(task, len(buf)))
             if task.kind == "log":
                 yield from _decode_log(task, buf, out)
