@@ -20,10 +20,27 @@ import logging
 import re
 import sys
 from datetime import UTC, date, datetime
+from typing import Any
 
 USAGE, SOFTWARE = 2, 70  # the usage code of every txn-audit command; EX_SOFTWARE for a crash
 
 log = logging.getLogger("txn_audit.nightly")
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Logs to whatever ``sys.stderr`` is when a record is written (main() may run more than once
+    in one process, each time with its own stderr)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,12 +68,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits with 2 on a bad option
     if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("%(asctime)s nightly_audit %(message)s"))
         log.addHandler(handler)
-    for handler in log.handlers:  # main() may run again in one process: log to the stderr of this run
-        if isinstance(handler, logging.StreamHandler):
-            handler.setStream(sys.stderr)
     log.setLevel(logging.INFO)
     log.propagate = False
     try:

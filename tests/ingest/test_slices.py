@@ -195,8 +195,14 @@ def test_spark_ingest_in_slices_equals_whole_file(
     real_split = job.split_large_logs
 
     def misplaced(tasks: list[FileTask], slice_bytes: int) -> list[FileTask]:
-        return [replace(t, start=t.start + 7 if t.start else 0, end=None if t.end is None else t.end + 7)
-                if t.is_slice else t for t in real_split(tasks, slice_bytes)]
+        moved = []
+        for t in real_split(tasks, slice_bytes):
+            if t.is_slice:  # every cut 7 bytes later; a slice's size is still (end or file end) - start
+                start, end = t.start + 7 if t.start else 0, None if t.end is None else t.end + 7
+                t = replace(t, start=start, end=end, size_bytes=t.size_bytes + (t.start - start)
+                            + (0 if t.end is None else 7))
+            moved.append(t)
+        return moved
 
     monkeypatch.setattr(job, "split_large_logs", misplaced)
     assert tables("misplaced", SLICE) == whole
