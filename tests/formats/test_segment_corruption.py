@@ -11,36 +11,18 @@ import tracemalloc
 
 import pytest
 
+from tests.fuzz.targets import synthetic_segment
 from tests.realcorpus import SCENARIOS, scenario_dir
 from txn_audit.errors import CorruptInputError
-from txn_audit.formats.legacy import encode_legacy_message, encode_legacy_wrapper
-from txn_audit.formats.model import BatchHeader, DecodeIssue, Record
-from txn_audit.formats.record_batch import encode_batch, encode_control_batch
+from txn_audit.formats.model import BatchHeader, DecodeIssue
 from txn_audit.formats.segment import iter_batches, iter_records
 
-T0 = 1_795_377_608_870
 
 Item = BatchHeader | DecodeIssue
 
 
-def _synthetic() -> bytes:
-    parts = [
-        encode_legacy_message(offset=0, key=b"a", value=b"legacy v1", magic=1, timestamp=T0),
-        encode_legacy_wrapper([Record(1, T0, b"b", b"x" * 30), Record(2, T0, None, b"y")], magic=0, compression=1),
-    ]
-    base = 3
-    for codec in range(5):
-        records = [Record(base + i, T0 + i, b"k%d" % i, b"v" * (5 + i)) for i in range(3)]
-        parts.append(encode_batch(records, base_offset=base, producer_id=2, producer_epoch=0, base_sequence=base,
-                                  is_transactional=True, compression=codec))
-        base += 3
-    parts.append(encode_control_batch(offset=base, producer_id=2, producer_epoch=0, marker_type="ABORT",
-                                      coordinator_epoch=0, timestamp=T0 + 50))
-    return b"".join(parts)
-
-
 def _sources() -> list[tuple[str, bytes]]:
-    out = [("synthetic", _synthetic())]
+    out = [("synthetic", synthetic_segment())]
     name = "hanging-unadded-partition"
     if name in SCENARIOS:
         for part in ("hang-0", "hang-1"):
