@@ -25,6 +25,7 @@ from typing import Any
 USAGE, SOFTWARE = 2, 70  # the usage code of every txn-audit command; EX_SOFTWARE for a crash
 
 log = logging.getLogger("txn_audit.nightly")
+HANDLER_NAME = "txn-audit-nightly-stderr"
 
 
 class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
@@ -67,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits with 2 on a bad option
-    if not log.handlers:
+    if not any(h.get_name() == HANDLER_NAME for h in log.handlers):  # other handlers may be there too
         handler = _CurrentStderr()
+        handler.set_name(HANDLER_NAME)
         handler.setFormatter(logging.Formatter("%(asctime)s nightly_audit %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.INFO)

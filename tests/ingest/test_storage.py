@@ -225,12 +225,7 @@ def test_cli_unreachable_endpoint_exits_2(s3: str) -> None:
     assert "Traceback" not in result.output
 
 
-def test_nightly_job_takes_an_s3_dump(
-    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import logging
-
-    monkeypatch.setattr(logging.getLogger("txn_audit.nightly"), "handlers", [])  # log to this test's stderr
+def test_nightly_job_takes_an_s3_dump(s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("nightly_audit_job_s3", JOB)
     assert spec is not None and spec.loader is not None
     job = importlib.util.module_from_spec(spec)
