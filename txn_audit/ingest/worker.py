@@ -302,14 +302,21 @@ _CODECS = pa.array([CODEC_NAMES.get(c, f"unknown({c})") for c in range(8)], pa.s
 _TIMESTAMP_TYPES = pa.array([TIMESTAMP_TYPE_NAMES.get(t, str(t)) for t in range(2)], pa.string())
 
 
-def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
-    """``batches`` rows of one chunk, column by column (the same values the tuple path writes)."""
-    n = len(cols)
-    values: dict[str, Any] = {
+def _replica_columns(task: FileTask, n: int) -> dict[str, pa.Array]:
+    """The replica columns every row of ``task`` shares, ``n`` times."""
+    return {
         "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
         "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
         "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
         "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+    }
+
+
+def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
+    """``batches`` rows of one chunk, column by column (the same values the tuple path writes)."""
+    n = len(cols)
+    values: dict[str, Any] = {
+        **_replica_columns(task, n),
         "segment_base_offset": np.full(n, task.base_offset, np.int64),
         "codec": _CODECS.take(cols.compression),
         "timestamp_type": _TIMESTAMP_TYPES.take(cols.timestamp_type),
@@ -409,10 +416,7 @@ def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns, par
     rows = fast.rows[part]
     n = len(rows)
     values: dict[str, Any] = {
-        "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
-        "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
-        "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
-        "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+        **_replica_columns(task, n),
         "offset": fast.offset[part],
         "producer_id": fast.producer_id[part],
         "producer_epoch": fast.producer_epoch[part],
