@@ -187,9 +187,10 @@ def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]
     pinned process), the batches and the bytes it iterated."""
     code = r"""
 import json, mmap, os, sys, time
-from kafka.record import MemoryRecords
+sys.path.insert(0, sys.argv[1])
+from decode_bench import run_kafka_python
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-limit, paths = int(sys.argv[1]), sys.argv[2:]
+limit, paths = int(sys.argv[2]), sys.argv[3:]
 n = size = 0
 elapsed = 0.0
 for path in paths:
@@ -197,21 +198,13 @@ for path in paths:
         break
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         started = time.perf_counter()
-        records = MemoryRecords(buf)
-        batch = records.next_batch()
-        while batch is not None:
-            (batch.base_offset, batch.last_offset, batch.magic, batch.compression_type, batch.timestamp_type,
-             batch.is_transactional, batch.is_control_batch, batch.producer_id, batch.producer_epoch,
-             batch.base_sequence, batch.last_sequence, batch.records_count, batch.first_timestamp,
-             batch.max_timestamp, batch.leader_epoch, batch.crc, batch.size_in_bytes)
-            assert batch.validate_crc()
-            n += 1
-            batch = records.next_batch()
+        n += run_kafka_python(buf)  # the same iteration the header benchmark times
         elapsed += time.perf_counter() - started
         size += len(buf)
 print(json.dumps([elapsed, n, size]))
 """
-    done = subprocess.run([sys.executable, "-c", code, str(limit), *map(str, logs)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(limit),
+                           *map(str, logs)], capture_output=True, text=True,
                           check=True)
     elapsed, n, size = json.loads(done.stdout)
     return elapsed, n, size
