@@ -132,7 +132,7 @@ def test_report_is_self_contained(sample_scan: SampleScan) -> None:
 
 def _bare_output(tmp_path: Path, findings: list[dict[str, Any]]) -> Path:
     out = tmp_path / "out"
-    out.mkdir()
+    out.mkdir(parents=True)
     summary = {"as_of_ms": 0, "input": "<dump>", "partitions": [], "findings": findings,
                "summary": {"verdict": "CRITICAL: 1 hanging transaction", "findings_by_severity": {"critical": 1}}}
     (out / "summary.json").write_text(json.dumps(summary))
@@ -150,3 +150,61 @@ def test_empty_scan_and_hostile_text(tmp_path: Path) -> None:
     assert "no transactions" in text and "no partitions" in text
     assert "Data-quality checks were not run." in text
     assert not list(out.glob(".*tmp"))  # written in one step, no leftover
+
+
+def _synthetic_ptx(rows: int, seed: int = 5) -> list[dict[str, Any]]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(rows):
+        closed = rng.random() < 0.9
+        first = None if rng.random() < 0.02 else 1_700_000_000_000 + rng.randrange(10**7)
+        out.append({
+            "topic": "t", "partition": i % 3, "producer_id": 1000 + i % 17, "transactional_id": f"app-{i % 17}",
+            "txn_seq": i, "first_offset": 10 * i, "last_data_offset": 10 * i + 4,
+            "marker_offset": 10 * i + 5 if closed else None, "marker_type": rng.choice(["COMMIT", "ABORT"]) if closed
+            else None, "marker_timestamp": (first or 1_700_000_000_000) + rng.randrange(5000) if closed else None,
+            "first_timestamp": first,
+            "prev_marker_timestamp": None if i % 17 == i else (first or 0) - rng.randrange(-3000, 3000),
+            "late_batches": 1 if rng.random() < 0.01 else 0, "records": rng.randrange(1, 50),
+        })
+    return out
+
+
+def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) -> None:
+    """The report reads transactions as Arrow and bins its histograms: same transactions drawn and
+    counted as a plain reading of the rows gives, and a page that does not grow with the table."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from txn_audit.report import closed_durations_and_records, skew_seconds, timeline_rows
+    from txn_audit.schemas import PARTITION_TRANSACTIONS
+
+    rows = _synthetic_ptx(3000)
+    table = pa.Table.from_pylist(rows)
+    interest = sorted(rows, key=lambda t: (0 if t["marker_offset"] is None or t["late_batches"] > 0 else 1,
+                                           -(t["first_timestamp"] or 0), t["partition"], t["producer_id"],
+                                           t["txn_seq"]))
+    assert timeline_rows(table, 40) == interest[:40]
+    skews = [(t["first_timestamp"] - t["prev_marker_timestamp"]) / 1000 for t in rows
+             if t["first_timestamp"] is not None and t["prev_marker_timestamp"] is not None]
+    assert np.array_equal(skew_seconds(table), np.array(skews))
+    closed = [t for t in rows if t["marker_timestamp"] is not None and t["first_timestamp"] is not None]
+    seconds, records = closed_durations_and_records(table)
+    assert np.array_equal(seconds, [(t["marker_timestamp"] - t["first_timestamp"]) / 1000 for t in closed])
+    assert np.array_equal(records, [t["records"] for t in closed])
+
+    sizes = []
+    for n in (300, 30_000):
+        out = _bare_output(tmp_path / str(n), [])
+        (out / "tables" / "partition_transactions").mkdir(parents=True)
+        full = [{**{f.name: None for f in PARTITION_TRANSACTIONS}, "batches": 1, "bytes": 100, "source": "log",
+                 "state": "open" if r["marker_offset"] is None else "committed", **r} for r in _synthetic_ptx(n)]
+        pq.write_table(pa.Table.from_pylist(full, schema=PARTITION_TRANSACTIONS),
+                       out / "tables" / "partition_transactions" / "part-0.parquet")
+        text = write_report(out).read_text()
+        assert f"{n - 60} more transactions are in tables/partition_transactions/" in text
+        sizes.append(len(text))
+    assert sizes[1] < sizes[0] * 1.05  # 100x the transactions, the same page

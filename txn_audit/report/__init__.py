@@ -12,12 +12,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from txn_audit.outputs import write_text_atomic
 from txn_audit.report.figures import (
+    MAX_TIMELINE_ROWS,
     SEVERITY_COLOURS,
     distribution_figure,
     skew_figure,
@@ -32,12 +36,41 @@ __all__ = ["write_report"]
 MAX_TABLE_ROWS = 500  # findings listed in the HTML table
 
 
-def _read(tables_dir: Path, name: str, columns: list[str]) -> list[dict[str, Any]]:
+def _read(tables_dir: Path, name: str, columns: list[str]) -> pa.Table:
+    """The columns of a table as Arrow (never as Python rows: a table may hold millions)."""
     path = tables_dir / name
+    schema = ALL_TABLES[name]
     if not path.is_dir():
-        return []
-    dataset = ds.dataset(str(path), format="parquet", schema=ALL_TABLES[name])
-    return dataset.to_table(columns=columns).to_pylist()
+        return pa.table({c: pa.array([], schema.field(c).type) for c in columns})
+    return ds.dataset(str(path), format="parquet", schema=schema).to_table(columns=columns)
+
+
+def _values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def timeline_rows(ptx: pa.Table, max_rows: int = MAX_TIMELINE_ROWS) -> list[dict[str, Any]]:
+    """The transactions the timeline draws: open or late ones first, then the newest; ties in a
+    fixed order, so that the same tables give the same report."""
+    ordinary = pc.and_(pc.is_valid(ptx["marker_offset"]), pc.less_equal(pc.fill_null(ptx["late_batches"], 0), 0))
+    keyed = ptx.append_column("_interest", pc.cast(ordinary, pa.int8())).append_column(
+        "_start", pc.fill_null(ptx["first_timestamp"], 0))
+    chosen = keyed.sort_by([("_interest", "ascending"), ("_start", "descending"), ("topic", "ascending"),
+                            ("partition", "ascending"), ("producer_id", "ascending"), ("txn_seq", "ascending")])
+    return chosen.slice(0, max_rows).drop_columns(["_interest", "_start"]).to_pylist()
+
+
+def skew_seconds(ptx: pa.Table) -> np.ndarray:
+    """Per transaction: its first write minus its producer's previous marker time, in seconds."""
+    known = ptx.filter(pc.and_(pc.is_valid(ptx["prev_marker_timestamp"]), pc.is_valid(ptx["first_timestamp"])))
+    return (_values(known["first_timestamp"]) - _values(known["prev_marker_timestamp"])) / 1000
+
+
+def closed_durations_and_records(ptx: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Duration in seconds and record count of every closed transaction."""
+    closed = ptx.filter(pc.and_(pc.is_valid(ptx["marker_timestamp"]), pc.is_valid(ptx["first_timestamp"])))
+    seconds = (_values(closed["marker_timestamp"]) - _values(closed["first_timestamp"])) / 1000
+    return seconds, _values(pc.fill_null(closed["records"], 0))
 
 
 def _esc(value: Any) -> str:
@@ -142,12 +175,14 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     figures: list[tuple[str, go.Figure | None, str]] = [
         ("Partitions: high watermark and last stable offset", stability_figure(partitions), "no partitions"),
     ]
-    timeline, left_out = timeline_figure(ptx, as_of_ms)
+    chosen = timeline_rows(ptx)
+    timeline, _ = timeline_figure(chosen, as_of_ms)
+    left_out = ptx.num_rows - len(chosen)
     figures += [
         ("Transactions per producer", timeline,
-         "no transactions" if not ptx else ""),
-        ("Marker vs next batch", skew_figure(ptx, tolerance_ms), "no producer wrote after a marker"),
-        ("Durations and sizes", distribution_figure(ptx), "no closed transactions"),
+         "no transactions" if not ptx.num_rows else ""),
+        ("Marker vs next batch", skew_figure(skew_seconds(ptx), tolerance_ms), "no producer wrote after a marker"),
+        ("Durations and sizes", distribution_figure(*closed_durations_and_records(ptx)), "no closed transactions"),
     ]
     for title, fig, empty in figures:
         body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"

@@ -1,8 +1,9 @@
 """Plotly figures of a scan's tables, shared by the HTML report and ``txn_audit.explore``.
 
 Builders take plain rows (``list[dict]`` as pyarrow's ``to_pylist`` gives them, absent values
-``None``) or, for the warehouse trends, pandas frames; they return a figure, or ``None`` when
-there is nothing to draw. Layout (size, template) is left to the caller.
+``None``), NumPy arrays of values (the histograms, binned here so that a figure's size does not
+grow with the dump) or, for the warehouse trends, pandas frames; they return a figure, or
+``None`` when there is nothing to draw. Layout (size, template) is left to the caller.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 if TYPE_CHECKING:
@@ -110,33 +112,38 @@ def timeline_figure(ptx: Sequence[Row], as_of_ms: int, *, max_rows: int = MAX_TI
     return fig, len(ptx) - len(chosen)
 
 
-def skew_figure(ptx: Sequence[Row], tolerance_ms: int) -> go.Figure | None:
-    """Histogram of a producer's next first write minus its previous marker's time."""
-    skews = [(t["first_timestamp"] - t["prev_marker_timestamp"]) / 1000 for t in ptx
-             if t["prev_marker_timestamp"] is not None and t["first_timestamp"] is not None]
-    if not skews:
+def _binned(fig: go.Figure, values: np.ndarray, bins: int, name: str, **where: int) -> None:
+    """A histogram drawn from counts per bin (the values themselves are not embedded)."""
+    counts, edges = np.histogram(values, bins=bins)
+    fig.add_bar(x=((edges[:-1] + edges[1:]) / 2).tolist(), y=counts.tolist(), width=float(edges[1] - edges[0]),
+                name=name, hovertext=[f"{lo:g} to {hi:g}" for lo, hi in zip(edges[:-1], edges[1:], strict=True)],
+                **where)
+
+
+def skew_figure(skew_seconds: np.ndarray, tolerance_ms: int) -> go.Figure | None:
+    """Histogram of a producer's next first write minus its previous marker's time (seconds)."""
+    if not len(skew_seconds):
         return None
     fig = go.Figure()
-    fig.add_histogram(x=skews, nbinsx=60, name="next batch − previous marker")
+    _binned(fig, skew_seconds, 60, "next batch − previous marker")
     fig.add_vline(x=-tolerance_ms / 1000, line={"color": "#c62828", "dash": "dash"},
                   annotation_text=f"late-arrival tolerance −{tolerance_ms / 1000:g} s")
     fig.update_layout(title="Creation time of a producer's next batch minus its previous marker's time "
-                      "(below the line: late arrival)", xaxis={"title": "seconds"}, yaxis={"title": "transactions"})
+                      "(below the line: late arrival)", xaxis={"title": "seconds"}, yaxis={"title": "transactions"},
+                      bargap=0)
     return fig
 
 
-def distribution_figure(ptx: Sequence[Row]) -> go.Figure | None:
+def distribution_figure(duration_seconds: np.ndarray, records: np.ndarray) -> go.Figure | None:
     """Durations and record counts of the closed transactions."""
-    closed = [t for t in ptx if t["marker_timestamp"] is not None and t["first_timestamp"] is not None]
-    if not closed:
+    if not len(duration_seconds):
         return None
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("duration (s)", "records per transaction"))
-    fig.add_histogram(x=[(t["marker_timestamp"] - t["first_timestamp"]) / 1000 for t in closed], nbinsx=40,
-                      name="duration", row=1, col=1)
-    fig.add_histogram(x=[t["records"] for t in closed], nbinsx=40, name="records", row=1, col=2)
-    fig.update_layout(title="Transaction duration and size (closed transactions)", showlegend=False)
+    _binned(fig, duration_seconds, 40, "duration", row=1, col=1)
+    _binned(fig, records, 40, "records", row=1, col=2)
+    fig.update_layout(title="Transaction duration and size (closed transactions)", showlegend=False, bargap=0)
     return fig
 
 
