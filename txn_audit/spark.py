@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 MIN_JAVA = 17
+#: a local session's JVM (driver and executor in one) gets this share of the machine's memory
+LOCAL_MEMORY_SHARE = 4
+LOCAL_MEMORY_MIB = (1024, 16 * 1024)  # at least Spark's default, at most this
 
 
 class EnvironmentProblem(TxnAuditError):
@@ -53,6 +56,21 @@ def check_java() -> None:
         )
 
 
+def local_driver_memory() -> str:
+    """``spark.driver.memory`` for a local session: a quarter of the machine's memory within
+    ``LOCAL_MEMORY_MIB``, or ``TXN_AUDIT_DRIVER_MEMORY``. Spark's default (1g) is too little for
+    the per-producer windows of a multi-GiB dump, and in local mode the driver is the executor."""
+    given = os.environ.get("TXN_AUDIT_DRIVER_MEMORY")
+    if given:
+        return given
+    try:
+        total_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return f"{LOCAL_MEMORY_MIB[0]}m"
+    low, high = LOCAL_MEMORY_MIB
+    return f"{max(low, min(high, total_mib // LOCAL_MEMORY_SHARE))}m"
+
+
 def build_session(
     app_name: str = "txn-audit",
     *,
@@ -64,8 +82,9 @@ def build_session(
 
     Without ``master`` an existing session is reused (notebooks); under ``spark-submit`` the
     master and every ``--conf`` it was given are kept, txn-audit's settings only fill the gaps;
-    otherwise a new session is ``local[*]``. Workers run this very interpreter unless
-    PYSPARK_PYTHON says otherwise, so the package and its decoders are importable in them.
+    otherwise a new session is ``local[*]`` with ``local_driver_memory()``. Workers run this very
+    interpreter unless PYSPARK_PYTHON says otherwise, so the package and its decoders are
+    importable in them.
     """
     from pyspark.sql import SparkSession
 
@@ -95,6 +114,8 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]"))
         settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+        if "--driver-memory" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+            settings["spark.driver.memory"] = local_driver_memory()
     for key, value in settings.items():
         builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():
