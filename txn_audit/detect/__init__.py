@@ -49,7 +49,7 @@ FINDING_KINDS = (
 
 
 def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
-    """All findings, ordered most severe first, then by kind and location."""
+    """All findings in one partition, ordered most severe first, then by kind and location."""
     batches = on_replicas(raw["batches"], recon.replicas)
     markers = on_replicas(raw["control_markers"], recon.replicas)
     txn_log = on_replicas(raw["txn_log"], recon.replicas)
@@ -66,8 +66,8 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         late_arrival_findings(recon.events, opts),
         absorbed_findings(recon.partition_transactions),
         coordinator_findings(txn_log, markers, present, recon.partition_transactions, opts),
-        sequence_findings(batches),
-        epoch_findings(batches, markers),
+        sequence_findings(recon.producer_events, batches),
+        epoch_findings(recon.producer_events),
         pending_offset_commit_findings(commits, recon.partition_transactions),
         retention_findings(recon.partition_transactions, recon.partition_stability),
         decode_issue_findings(raw["decode_issues"], raw["batches"]),
@@ -78,7 +78,9 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
     for part in parts[1:]:
         findings = findings.unionByName(part)
     rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    return findings.orderBy(
+    # findings are few: one sorted partition. A global orderBy would sample its input first,
+    # running every rule twice.
+    return findings.repartition(1).sortWithinPartitions(
         rank, "kind", F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last(),
         F.col("first_offset").asc_nulls_last(), F.col("producer_id").asc_nulls_last(), "evidence",
     )

@@ -449,21 +449,26 @@ def coordinator_findings(
 # -- idempotence and fencing -----------------------------------------------------------------
 
 
-def sequence_findings(batches: DataFrame) -> DataFrame:
-    data = batches.where(
-        (F.col("producer_id") >= 0) & ~F.col("is_control") & (F.col("base_sequence") >= 0)
-        & ~F.col("topic").isin(*COMPACTED_TOPICS)
-    )
-    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("base_offset")
-    prev = (
-        data.withColumn("prev_epoch", F.lag("producer_epoch").over(order))
-        .withColumn("prev_last_seq", F.lag("last_sequence").over(order))
-        .withColumn("prev_last_offset", F.lag("last_offset").over(order))
+def sequence_findings(producer_events: DataFrame, batches: DataFrame) -> DataFrame:
+    """Each batch with a sequence continues its producer's previous one on the partition
+    (``reconstruct.producer_events`` carries that previous batch). ``batches`` (of the audited
+    replicas) gives the file of each batch found."""
+    prev = producer_events.where(F.col("prev_seq_epoch").isNotNull()).select(
+        "*",
+        F.col("epoch").alias("producer_epoch"),
+        F.col("offset").alias("base_offset"),
+        F.col("prev_seq_epoch").alias("prev_epoch"),
+        F.col("prev_seq_last_sequence").alias("prev_last_seq"),
+        F.col("prev_seq_last_offset").alias("prev_last_offset"),
     )
     expected = F.when(F.col("prev_last_seq") == F.lit(2**31 - 1), F.lit(0)).otherwise(F.col("prev_last_seq") + 1)
     same_epoch_gap = (F.col("producer_epoch") == F.col("prev_epoch")) & (F.col("base_sequence") != expected)
     new_epoch_bad = (F.col("producer_epoch") > F.col("prev_epoch")) & (F.col("base_sequence") != 0)
-    bad = prev.where(same_epoch_gap | new_epoch_bad)
+    where = ["topic", "partition", "segment_base_offset", "position"]
+    bad = (
+        batches.select(*where, "file")
+        .join(F.broadcast(prev.where(same_epoch_gap | new_epoch_bad)), where)  # few rows: broadcast them
+    )
     return finding(
         bad,
         "sequence_gap",
@@ -489,26 +494,16 @@ def sequence_findings(batches: DataFrame) -> DataFrame:
     )
 
 
-def epoch_findings(batches: DataFrame, markers: DataFrame) -> DataFrame:
+def epoch_findings(producer_events: DataFrame) -> DataFrame:
     """Epochs per (partition, producer) never go down; data below a marker's epoch is a zombie;
-    coordinator epochs of markers never go down (KAFKA-9144)."""
-    data = batches.where((F.col("producer_id") >= 0) & ~F.col("is_control")).select(
-        "topic", "partition", "broker_id", "producer_id", F.col("producer_epoch").alias("epoch"),
-        F.col("base_offset").alias("offset"), "last_offset", F.col("max_timestamp").alias("timestamp"),
-        F.lit(False).alias("is_marker"), F.lit(None).cast("int").alias("coordinator_epoch"),
-    )
-    mk = markers.select(
-        "topic", "partition", "broker_id", "producer_id", F.col("producer_epoch").alias("epoch"), "offset",
-        F.col("offset").alias("last_offset"), "timestamp", F.lit(True).alias("is_marker"), "coordinator_epoch",
-    )
-    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("offset").rowsBetween(
-        Window.unboundedPreceding, -1
-    )
-    ev = (
-        data.unionByName(mk)
-        .withColumn("max_data_epoch", F.max(F.when(~F.col("is_marker"), F.col("epoch"))).over(order))
-        .withColumn("max_marker_epoch", F.max(F.when(F.col("is_marker"), F.col("epoch"))).over(order))
-        .withColumn("max_coord_epoch", F.max("coordinator_epoch").over(order))
+    coordinator epochs of markers never go down (KAFKA-9144). ``producer_events`` carries the
+    highest epochs seen before each row."""
+    ev = producer_events.select(
+        "topic", "partition", "broker_id", "producer_id", "epoch", "offset", "last_offset",
+        F.col("max_timestamp").alias("timestamp"), "is_marker", "coordinator_epoch",
+        F.col("max_data_epoch_before").alias("max_data_epoch"),
+        F.col("max_marker_epoch_before").alias("max_marker_epoch"),
+        F.col("max_coordinator_epoch_before").alias("max_coord_epoch"),
     )
     zombie = ev.where(~F.col("is_marker") & (F.col("epoch") < F.col("max_marker_epoch")))
     regress = ev.where(

@@ -27,7 +27,8 @@ def partition_stability(
                     .otherwise("log_end"))
         .withColumn("hw", F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0)))
     )
-    txns = ptx.join(parts.select("topic", "partition", "hw"), ["topic", "partition"])
+    # per-partition frames are one row per partition: broadcast them rather than shuffle the big side
+    txns = ptx.join(F.broadcast(parts.select("topic", "partition", "hw")), ["topic", "partition"])
     unstable = txns.where(
         F.col("first_offset").isNotNull()
         & ((F.col("state") == "open") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("hw"))))
@@ -56,7 +57,7 @@ def partition_stability(
     )
     held = (
         batches.where(~F.col("is_control"))
-        .join(stab.select("topic", "partition", "last_stable_offset", "hw"), ["topic", "partition"])
+        .join(F.broadcast(stab.select("topic", "partition", "last_stable_offset", "hw")), ["topic", "partition"])
         .where(
             (F.col("last_stable_offset") < F.col("hw"))
             & (F.col("last_offset") >= F.col("last_stable_offset"))

@@ -29,13 +29,24 @@ def _partition_name(topic: Column, partition: Column) -> Column:
     return F.concat(topic, F.lit("-"), partition.cast("string"))
 
 
-def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
-    """Transactional data batches and markers of every producer, each tagged with ``txn_seq``
-    (the number of earlier markers of that producer on that partition) and with the previous
-    marker, from which lateness is judged: a data batch is *late* when its newest record was
-    created more than ``late_tolerance_ms`` before the previous marker of its producer, or
-    when it carries an epoch below that marker's (a TV2 marker bumps the epoch)."""
-    data = batches.where(F.col("is_transactional") & ~F.col("is_control") & (F.col("producer_id") >= 0)).select(
+#: compacted internal topics: their producers' sequences are not checked (compaction removes batches)
+COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def producer_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
+    """Every data batch written with a producer id (transactional or idempotent) and every
+    COMMIT/ABORT marker, per (topic, partition, producer id) in offset order, with what one
+    ordered pass over them gives each row (one shuffle and sort for all rules that need order):
+
+    * ``txn_seq`` (earlier markers) and the previous marker (``prev_marker_*``), from which
+      lateness is judged: a transactional data batch is *late* when its newest record was
+      created more than ``late_tolerance_ms`` before the previous marker of its producer, or
+      when it carries an epoch below that marker's (a TV2 marker bumps the epoch);
+    * ``prev_seq_*``: the previous batch with a sequence (not on compacted topics), for gaps;
+    * ``max_*_epoch_before``: the highest data, marker and coordinator epoch seen before;
+    * ``producer_last_timestamp``: the time of the producer's last transactional event there.
+    """
+    data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
         *KEY,
         "broker_id",
         F.col("producer_epoch").alias("epoch"),
@@ -46,8 +57,14 @@ def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int
         "first_timestamp",
         "max_timestamp",
         F.lit(False).alias("is_marker"),
+        F.coalesce("is_transactional", F.lit(False)).alias("is_transactional"),
+        "base_sequence",
+        "last_sequence",
         F.lit(None).cast("string").alias("marker_type"),
         F.lit(None).cast("int").alias("coordinator_epoch"),
+        # where the batch is (its file name would make every row of the shuffle much wider)
+        "segment_base_offset",
+        "position",
     )
     marks = markers.select(
         *KEY,
@@ -60,27 +77,50 @@ def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int
         F.col("timestamp").alias("first_timestamp"),
         F.col("timestamp").alias("max_timestamp"),
         F.lit(True).alias("is_marker"),
+        F.lit(True).alias("is_transactional"),
+        F.lit(None).cast("int").alias("base_sequence"),
+        F.lit(None).cast("int").alias("last_sequence"),
         "marker_type",
         "coordinator_epoch",
+        F.lit(None).cast("long").alias("segment_base_offset"),
+        F.lit(None).cast("long").alias("position"),
     )
-    events = data.unionByName(marks)
     by_offset = Window.partitionBy(*KEY).orderBy("offset")
     before = by_offset.rowsBetween(Window.unboundedPreceding, -1)
-    whole = Window.partitionBy(*KEY)
+    whole = by_offset.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    marker, data_row = F.col("is_marker"), ~F.col("is_marker")
+    with_sequence = data_row & (F.col("base_sequence") >= 0) & ~F.col("topic").isin(*COMPACTED_TOPICS)
 
-    def previous_marker(col: str) -> Column:
-        return F.last(F.when(F.col("is_marker"), F.col(col)), ignorenulls=True).over(before)
+    def last_before(condition: Column, **fields: str) -> Column:
+        picked = F.struct(*[F.col(column).alias(name) for name, column in fields.items()])
+        return F.last(F.when(condition, picked), ignorenulls=True).over(before)
 
-    events = (
-        events.withColumn("txn_seq", F.coalesce(F.sum(F.col("is_marker").cast("long")).over(before), F.lit(0)))
-        .withColumn("prev_marker_offset", previous_marker("offset"))
-        .withColumn("prev_marker_type", previous_marker("marker_type"))
-        .withColumn("prev_marker_timestamp", previous_marker("max_timestamp"))
-        .withColumn("prev_marker_epoch", previous_marker("epoch"))
-        .withColumn("producer_last_timestamp", F.max_by("max_timestamp", "offset").over(whole))
+    ordered = data.unionByName(marks).select(
+        "*",
+        F.count(F.when(marker, True)).over(before).alias("txn_seq"),
+        last_before(marker, offset="offset", type="marker_type", timestamp="max_timestamp", epoch="epoch")
+        .alias("_marker"),
+        last_before(with_sequence, epoch="epoch", last_seq="last_sequence", last_offset="last_offset").alias("_seq"),
+        F.max(F.when(data_row, F.col("epoch"))).over(before).alias("max_data_epoch_before"),
+        F.max(F.when(marker, F.col("epoch"))).over(before).alias("max_marker_epoch_before"),
+        F.max("coordinator_epoch").over(before).alias("max_coordinator_epoch_before"),
+        # the producer's last transactional write on the partition
+        F.last(F.when(F.col("is_transactional"), F.col("max_timestamp")), ignorenulls=True).over(whole)
+        .alias("producer_last_timestamp"),
+    )
+    events = ordered.select(
+        *[c for c in ordered.columns if not c.startswith("_")],
+        F.col("_marker.offset").alias("prev_marker_offset"),
+        F.col("_marker.type").alias("prev_marker_type"),
+        F.col("_marker.timestamp").alias("prev_marker_timestamp"),
+        F.col("_marker.epoch").alias("prev_marker_epoch"),
+        F.when(with_sequence, F.col("_seq.epoch")).alias("prev_seq_epoch"),
+        F.when(with_sequence, F.col("_seq.last_seq")).alias("prev_seq_last_sequence"),
+        F.when(with_sequence, F.col("_seq.last_offset")).alias("prev_seq_last_offset"),
     )
     late = (
-        ~F.col("is_marker")
+        data_row
+        & F.col("is_transactional")
         & F.col("prev_marker_offset").isNotNull()
         & (
             (F.col("prev_marker_timestamp") - F.col("max_timestamp") > F.lit(late_tolerance_ms))
@@ -88,6 +128,11 @@ def txn_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int
         )
     )
     return events.withColumn("is_late", late)
+
+
+def txn_events(producer_rows: DataFrame) -> DataFrame:
+    """The transactional ones of ``producer_events``: data batches with the flag, and markers."""
+    return producer_rows.where(F.col("is_transactional"))
 
 
 def _listed_partitions() -> Column:
@@ -181,6 +226,19 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
     )
 
 
+#: marker types as small numbers inside the aggregation: string aggregates would make Spark
+#: sort every event instead of hashing it (the markers table holds no other type)
+MARKER_TYPES = ("ABORT", "COMMIT", "UNKNOWN")
+
+
+def _marker_code(name: Column) -> Column:
+    return F.when(name.isNotNull(), F.array_position(F.array(*[F.lit(t) for t in MARKER_TYPES]), name))
+
+
+def _marker_name(code: Column) -> Column:
+    return F.when(code > 0, F.element_at(F.array(*[F.lit(t) for t in MARKER_TYPES]), code.cast("int")))
+
+
 def partition_transactions(
     events: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
 ) -> DataFrame:
@@ -196,7 +254,7 @@ def partition_transactions(
         F.min(F.when(is_data, F.col("offset"))).alias("first_offset"),
         F.max(F.when(is_data, F.col("last_offset"))).alias("last_data_offset"),
         F.max(F.when(F.col("is_marker"), F.col("offset"))).alias("marker_offset"),
-        F.max(F.when(F.col("is_marker"), F.col("marker_type"))).alias("marker_type"),
+        F.max(F.when(F.col("is_marker"), _marker_code(F.col("marker_type")))).alias("_marker_code"),
         F.max(F.when(F.col("is_marker"), F.col("epoch"))).alias("marker_epoch"),
         F.max(F.when(F.col("is_marker"), F.col("max_timestamp"))).alias("marker_timestamp"),
         F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
@@ -210,10 +268,14 @@ def partition_transactions(
         F.count(F.when(F.col("is_late"), True)).alias("late_batches"),
         F.min(F.when(F.col("is_late"), F.col("offset"))).alias("first_late_offset"),
         F.min_by("prev_marker_offset", "offset").alias("prev_marker_offset"),
-        F.min_by("prev_marker_type", "offset").alias("prev_marker_type"),
+        F.min_by(_marker_code(F.col("prev_marker_type")), "offset").alias("_prev_marker_code"),
         F.min_by("prev_marker_timestamp", "offset").alias("prev_marker_timestamp"),
-        F.first("producer_last_timestamp").alias("producer_last_timestamp"),
-    )
+        F.max("producer_last_timestamp").alias("producer_last_timestamp"),
+    ).select(
+        "*",
+        _marker_name(F.col("_marker_code")).alias("marker_type"),
+        _marker_name(F.col("_prev_marker_code")).alias("prev_marker_type"),
+    ).drop("_marker_code", "_prev_marker_code")
     state = (
         F.when(F.col("marker_type") == "COMMIT", "committed")
         .when(F.col("marker_type") == "ABORT", "aborted")
@@ -244,13 +306,17 @@ def _open_before_log_start(events: DataFrame, snapshots: DataFrame, offsets: Dat
             F.col("timestamp").alias("producer_last_timestamp"),
         )
     )
-    closing = events.where(F.col("is_marker")).select(*KEY, F.col("offset").alias("_marker_offset"))
-    still_open = open_then.join(
-        closing,
-        [open_then.topic == closing.topic, open_then.partition == closing.partition,
-         open_then.producer_id == closing.producer_id, closing._marker_offset >= open_then.snapshot_offset],
-        "left_anti",
+    # markers of those producers at or after the snapshot: the snapshot side is a few rows, so
+    # it is broadcast and the markers are not shuffled
+    closed = (
+        events.where(F.col("is_marker"))
+        .select(*KEY, F.col("offset").alias("_marker_offset"))
+        .join(F.broadcast(open_then.select(*KEY, F.col("snapshot_offset").alias("_from"))), list(KEY))
+        .where(F.col("_marker_offset") >= F.col("_from"))
+        .select(*KEY)
+        .distinct()
     )
+    still_open = open_then.join(closed, list(KEY), "left_anti")
     return still_open.select(
         *KEY,
         "broker_id",
@@ -312,6 +378,7 @@ class Reconstruction:
     transactions: DataFrame
     partition_stability: DataFrame
     events: DataFrame
+    producer_events: DataFrame
     coordinator: DataFrame
     producer_ids: DataFrame
     replicas: DataFrame
@@ -339,7 +406,8 @@ def reconstruct(
     markers = on_replicas(raw["control_markers"], replicas)
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
-    events = keep("events", txn_events(batches, markers, late_tolerance_ms=late_tolerance_ms))
+    ordered = keep("producer_events", producer_events(batches, markers, late_tolerance_ms=late_tolerance_ms))
+    events = txn_events(ordered)
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
     logged_ids = producer_transactional_ids(txn_log)
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
@@ -353,6 +421,7 @@ def reconstruct(
             "partition_stability", partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms)
         ),
         events=events,
+        producer_events=ordered,
         coordinator=current,
         producer_ids=ids,
         replicas=replicas,
