@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from txn_audit.spark import local_driver_memory
+
 GIB = 1 << 30
 
 
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--segment-mb", type=int, default=128)
     parser.add_argument("--kafka-python-gib", type=float, default=1.0)
     parser.add_argument("--driver-memory", default=None,
-                        help="Spark driver memory for the scan, e.g. 4g (default: Spark's, 1g)")
+                        help="Spark driver memory for the scan, e.g. 4g (default: txn-audit's, a quarter of RAM)")
     parser.add_argument("--scan-flags", default="", help="extra flags for txn-audit scan, e.g. '--no-quality'")
     args = parser.parse_args(argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     print(f"scan flags: {' '.join(flags) or '(none: full audit with quality suites and report)'}; "
-          f"driver memory {args.driver_memory or 'default'}; {args.partitions} partitions, "
+          f"driver memory {args.driver_memory or local_driver_memory() + ' (default)'}; {args.partitions} partitions, "
           f"{args.segment_mb} MiB segments")
     print(f"kafka-python: {kp_batches:,} batches, {kp_bytes / GIB:.2f} GiB in {kp_s:.1f} s on one core "
           f"= {kp_per_gib:.1f} s/GiB")
