@@ -256,13 +256,11 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
     """The newest timestamp anywhere in the dump: the default audit time."""
     from pyspark.sql import functions as F
 
-    candidates = [
-        raw["batches"].agg(F.max("max_timestamp")).first()[0],
-        raw["control_markers"].agg(F.max("timestamp")).first()[0],
-        raw["txn_log"].agg(F.max("record_timestamp")).first()[0],
-    ]
-    found = [int(c) for c in candidates if c is not None]
-    return max(found) if found else None
+    newest = [raw["batches"].select(F.col("max_timestamp").alias("ts")),
+              raw["control_markers"].select(F.col("timestamp").alias("ts")),
+              raw["txn_log"].select(F.col("record_timestamp").alias("ts"))]
+    found = newest[0].unionByName(newest[1]).unionByName(newest[2]).agg(F.max("ts")).first()[0]  # one job
+    return None if found is None else int(found)
 
 
 def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:

@@ -21,7 +21,6 @@ CORRUPTION_ISSUES = (
     "unexpected_control",
 )
 TRUNCATION_ISSUES = ("truncated_tail", "zero_filled_tail")
-COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 #: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
 KNOWN_MARKERS = ("COMMIT", "ABORT")
 

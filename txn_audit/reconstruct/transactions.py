@@ -227,12 +227,14 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
 
 
 #: marker types as small numbers inside the aggregation: string aggregates would make Spark
-#: sort every event instead of hashing it (the markers table holds no other type)
+#: sort every event instead of hashing it. Any other type counts as UNKNOWN (a marker whose
+#: outcome is not known: it ends the transaction, and no rule guesses the outcome)
 MARKER_TYPES = ("ABORT", "COMMIT", "UNKNOWN")
 
 
 def _marker_code(name: Column) -> Column:
-    return F.when(name.isNotNull(), F.array_position(F.array(*[F.lit(t) for t in MARKER_TYPES]), name))
+    known = F.array_position(F.array(*[F.lit(t) for t in MARKER_TYPES]), name)
+    return F.when(name.isNotNull(), F.when(known > 0, known).otherwise(MARKER_TYPES.index("UNKNOWN") + 1))
 
 
 def _marker_name(code: Column) -> Column:
