@@ -226,9 +226,8 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             result_format={"result_format": "SUMMARY"},
         ))
         by_name = {c.name: c for c in checks}
-        frame = tables[table]
         try:
-            run = checkpoint.run(batch_parameters={"dataframe": frame})
+            run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
             suite_results = [r for v in run.run_results.values() for r in v.results]
         except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
             results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
@@ -246,7 +245,7 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             count, examples = _examples(dict(r.result or {}))
             query = (config.kwargs or {}).get("unexpected_rows_query")
             if not r.success and not examples and query and error is None:
-                examples = _offending_rows(frame, query)
+                examples = _offending_rows(tables[table], query)
             results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
                                        examples, check.data_health, check.severity, error))
     context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite
