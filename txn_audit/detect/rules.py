@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.schemas import FINDINGS, conform
+from txn_audit.schemas import FINDINGS, spark_schema
 
 CORRUPTION_ISSUES = (
     "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
@@ -75,19 +75,19 @@ def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: 
 
 
 def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, **columns: Column) -> DataFrame:
-    """Shape ``df`` into findings rows; columns not given are null."""
+    """Shape ``df`` into findings rows; columns not given are taken from ``df`` by name, or null."""
     sev = F.lit(severity) if isinstance(severity, str) else severity
-    selected = [F.lit(kind).alias("kind"), sev.alias("severity"), evidence.alias("evidence")]
-    for field in FINDINGS:
-        if field.name in ("kind", "severity", "evidence"):
-            continue
-        if field.name in columns:
-            selected.append(columns[field.name].alias(field.name))
-        elif field.name in df.columns:
-            selected.append(F.col(field.name))
-        else:
-            selected.append(F.lit(None).alias(field.name))
-    return conform(df.select(*selected), FINDINGS)
+    given = {"kind": F.lit(kind), "severity": sev, "evidence": evidence, **columns}
+    computed = df.select("*", *[column.alias(f"_finding_{name}") for name, column in given.items()])
+    present = set(df.columns)
+    # the rest as one SQL select list: building Column objects field by field costs many more calls
+    # to the JVM, and detection shapes some twenty frames
+    select = []
+    for field in spark_schema(FINDINGS).fields:
+        source = (f"`_finding_{field.name}`" if field.name in given
+                  else f"`{field.name}`" if field.name in present else "NULL")
+        select.append(f"CAST({source} AS {field.dataType.simpleString()}) AS `{field.name}`")
+    return computed.selectExpr(*select)
 
 
 # -- open transactions: hanging, long-running, epoch mismatch ------------------------------
