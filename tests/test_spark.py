@@ -17,6 +17,7 @@ def _mib(setting: str) -> int:
 
 def test_local_memory_is_a_share_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TXN_AUDIT_DRIVER_MEMORY", raising=False)
+    monkeypatch.setattr(spark_module, "container_memory_limits", list)
     low, high = spark_module.LOCAL_MEMORY_MIB
     pages = {"SC_PAGE_SIZE": 4096}
     for total_gib, expected in ((2, low), (24, 24 * 1024 // spark_module.LOCAL_MEMORY_SHARE), (512, high)):
@@ -33,3 +34,17 @@ def test_the_local_jvm_gets_that_memory(spark: Any) -> None:
     heap_mib = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() // (1 << 20)
     assert granted == _mib(spark_module.local_driver_memory())
     assert heap_mib >= 0.9 * granted
+
+
+def test_a_container_limit_caps_the_share(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.delenv("TXN_AUDIT_DRIVER_MEMORY", raising=False)
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    v1.write_text(f"{8 << 30}\n")
+    monkeypatch.setattr(spark_module, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1), str(tmp_path / "absent")))
+    assert spark_module.container_memory_limits() == [8 << 30]
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": (64 << 30) // 4096}
+    monkeypatch.setattr(spark_module.os, "sysconf", pages.__getitem__)
+    assert _mib(spark_module.local_driver_memory()) == 8 * 1024 // spark_module.LOCAL_MEMORY_SHARE
+    v1.write_text("9223372036854771712\n")  # cgroup v1's "no limit"
+    assert _mib(spark_module.local_driver_memory()) == 64 * 1024 // spark_module.LOCAL_MEMORY_SHARE

@@ -57,18 +57,38 @@ def check_java() -> None:
 
 
 def local_driver_memory() -> str:
-    """``spark.driver.memory`` for a local session: a quarter of the machine's memory within
-    ``LOCAL_MEMORY_MIB``, or ``TXN_AUDIT_DRIVER_MEMORY``. Spark's default (1g) is too little for
+    """``spark.driver.memory`` for a local session: a quarter of the machine's memory (or of the
+    container's limit) within ``LOCAL_MEMORY_MIB``, or ``TXN_AUDIT_DRIVER_MEMORY``. Spark's default (1g) is too little for
     the per-producer windows of a multi-GiB dump, and in local mode the driver is the executor."""
     given = os.environ.get("TXN_AUDIT_DRIVER_MEMORY")
     if given:
         return given
     try:
-        total_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return f"{LOCAL_MEMORY_MIB[0]}m"
+    total = min([total, *container_memory_limits()])
     low, high = LOCAL_MEMORY_MIB
-    return f"{max(low, min(high, total_mib // LOCAL_MEMORY_SHARE))}m"
+    return f"{max(low, min(high, total // (1 << 20) // LOCAL_MEMORY_SHARE))}m"
+
+
+#: where a container's memory limit is (cgroup v2, then v1); "max" or a huge number means none
+CGROUP_MEMORY_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def container_memory_limits() -> list[int]:
+    """Memory limits (bytes) the cgroup of this process sets, so that a container's limit, not
+    the host's memory, decides the JVM's share."""
+    limits = []
+    for path in CGROUP_MEMORY_LIMITS:
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except (OSError, ValueError):
+            continue
+        if text.isdigit() and int(text) < 1 << 60:
+            limits.append(int(text))
+    return limits
 
 
 def build_session(
