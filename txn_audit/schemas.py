@@ -374,10 +374,15 @@ def conform(df: "DataFrame", schema: pa.Schema) -> "DataFrame":
     missing = [f.name for f in schema if f.name not in have]
     if missing:
         raise ValueError(f"missing columns {missing}; have {sorted(have)}")
-    target = spark_schema(schema)
-    # one SQL select list: Column objects cost several calls to the JVM per column, and detection
-    # conforms dozens of frames of ~16 columns
-    return df.selectExpr(*[f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in target.fields])
+    return df.selectExpr(*cast_select_list(schema, {name: f"`{name}`" for name in schema.names}))
+
+
+def cast_select_list(schema: pa.Schema, sources: dict[str, str]) -> list[str]:
+    """SQL select items giving ``schema``'s columns in order, each cast to its type, from the SQL
+    expression ``sources`` names for it (NULL when it names none). One SQL select list, because
+    Column objects cost several calls to the JVM per column, and detection shapes dozens of frames."""
+    return [f"CAST({sources.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) AS `{f.name}`"
+            for f in spark_schema(schema).fields]
 
 
 #: Internal worker output, never written as a table: one row per slice task of a large

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.schemas import FINDINGS, spark_schema
+from txn_audit.schemas import FINDINGS, cast_select_list
 
 CORRUPTION_ISSUES = (
     "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
@@ -79,15 +79,9 @@ def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, 
     sev = F.lit(severity) if isinstance(severity, str) else severity
     given = {"kind": F.lit(kind), "severity": sev, "evidence": evidence, **columns}
     computed = df.select("*", *[column.alias(f"_finding_{name}") for name, column in given.items()])
-    present = set(df.columns)
-    # the rest as one SQL select list: building Column objects field by field costs many more calls
-    # to the JVM, and detection shapes some twenty frames
-    select = []
-    for field in spark_schema(FINDINGS).fields:
-        source = (f"`_finding_{field.name}`" if field.name in given
-                  else f"`{field.name}`" if field.name in present else "NULL")
-        select.append(f"CAST({source} AS {field.dataType.simpleString()}) AS `{field.name}`")
-    return computed.selectExpr(*select)
+    present = {name: f"`{name}`" for name in df.columns}
+    sources = present | {name: f"`_finding_{name}`" for name in given}
+    return computed.selectExpr(*cast_select_list(FINDINGS, sources))
 
 
 # -- open transactions: hanging, long-running, epoch mismatch ------------------------------
