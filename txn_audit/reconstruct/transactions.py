@@ -9,13 +9,16 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
+from txn_audit.reconstruct.ordered_pass import MARKER_FIELDS, MAXIMA, SEQUENCE_FIELDS, ordered_pass
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform
@@ -36,15 +39,15 @@ COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 def producer_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
     """Every data batch written with a producer id (transactional or idempotent) and every
     COMMIT/ABORT marker, per (topic, partition, producer id) in offset order, with what one
-    ordered pass over them gives each row (one shuffle and sort for all rules that need order):
+    ordered pass over them gives each row (one shuffle and sort for all rules that need order;
+    the pass itself is ``ordered_pass.ordered_pass``):
 
     * ``txn_seq`` (earlier markers) and the previous marker (``prev_marker_*``), from which
       lateness is judged: a transactional data batch is *late* when its newest record was
       created more than ``late_tolerance_ms`` before the previous marker of its producer, or
       when it carries an epoch below that marker's (a TV2 marker bumps the epoch);
     * ``prev_seq_*``: the previous batch with a sequence (not on compacted topics), for gaps;
-    * ``max_*_epoch_before``: the highest data, marker and coordinator epoch seen before;
-    * ``producer_last_timestamp``: the time of the producer's last transactional event there.
+    * ``max_*_epoch_before``: the highest data, marker and coordinator epoch seen before.
     """
     data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
         *KEY,
@@ -85,49 +88,27 @@ def producer_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms
         F.lit(None).cast("long").alias("segment_base_offset"),
         F.lit(None).cast("long").alias("position"),
     )
-    by_offset = Window.partitionBy(*KEY).orderBy("offset")
-    before = by_offset.rowsBetween(Window.unboundedPreceding, -1)
-    whole = by_offset.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    marker, data_row = F.col("is_marker"), ~F.col("is_marker")
-    with_sequence = data_row & (F.col("base_sequence") >= 0) & ~F.col("topic").isin(*COMPACTED_TOPICS)
+    rows = data.unionByName(marks)
+    added = StructType([
+        StructField("txn_seq", LongType()),
+        *[StructField(name, rows.schema[column].dataType) for name, column in MARKER_FIELDS.items()],
+        *[StructField(name, rows.schema[column].dataType) for name, column in SEQUENCE_FIELDS.items()],
+        *[StructField(name, IntegerType()) for name in MAXIMA],
+        StructField("is_late", BooleanType()),
+    ])
 
-    def last_before(condition: Column, **fields: str) -> Column:
-        picked = F.struct(*[F.col(column).alias(name) for name, column in fields.items()])
-        return F.last(F.when(condition, picked), ignorenulls=True).over(before)
+    def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return ordered_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
 
-    ordered = data.unionByName(marks).select(
-        "*",
-        F.count(F.when(marker, True)).over(before).alias("txn_seq"),
-        last_before(marker, offset="offset", type="marker_type", timestamp="max_timestamp", epoch="epoch")
-        .alias("_marker"),
-        last_before(with_sequence, epoch="epoch", last_seq="last_sequence", last_offset="last_offset").alias("_seq"),
-        F.max(F.when(data_row, F.col("epoch"))).over(before).alias("max_data_epoch_before"),
-        F.max(F.when(marker, F.col("epoch"))).over(before).alias("max_marker_epoch_before"),
-        F.max("coordinator_epoch").over(before).alias("max_coordinator_epoch_before"),
-        # the producer's last transactional write on the partition
-        F.last(F.when(F.col("is_transactional"), F.col("max_timestamp")), ignorenulls=True).over(whole)
-        .alias("producer_last_timestamp"),
-    )
-    events = ordered.select(
-        *[c for c in ordered.columns if not c.startswith("_")],
-        F.col("_marker.offset").alias("prev_marker_offset"),
-        F.col("_marker.type").alias("prev_marker_type"),
-        F.col("_marker.timestamp").alias("prev_marker_timestamp"),
-        F.col("_marker.epoch").alias("prev_marker_epoch"),
-        F.when(with_sequence, F.col("_seq.epoch")).alias("prev_seq_epoch"),
-        F.when(with_sequence, F.col("_seq.last_seq")).alias("prev_seq_last_sequence"),
-        F.when(with_sequence, F.col("_seq.last_offset")).alias("prev_seq_last_offset"),
-    )
-    late = (
-        data_row
-        & F.col("is_transactional")
-        & F.col("prev_marker_offset").isNotNull()
-        & (
-            (F.col("prev_marker_timestamp") - F.col("max_timestamp") > F.lit(late_tolerance_ms))
-            | (F.col("epoch") < F.col("prev_marker_epoch"))
-        )
-    )
-    return events.withColumn("is_late", late)
+    # each producer's rows on a partition end up together in one task, in offset order
+    ordered = rows.repartition(*KEY).sortWithinPartitions(*KEY, "offset")
+    return ordered.mapInArrow(walk, StructType(rows.schema.fields + added.fields))
+
+
+def producer_last_writes(events: DataFrame) -> DataFrame:
+    """Per (topic, partition, producer id) of ``events`` (transactional ones): the time of the
+    producer's last transactional write there, the newest record of its last event by offset."""
+    return events.groupBy(*KEY).agg(F.max_by("max_timestamp", "offset").alias("producer_last_timestamp"))
 
 
 def txn_events(producer_rows: DataFrame) -> DataFrame:
@@ -272,8 +253,7 @@ def partition_transactions(
         F.min_by("prev_marker_offset", "offset").alias("prev_marker_offset"),
         F.min_by(_marker_code(F.col("prev_marker_type")), "offset").alias("_prev_marker_code"),
         F.min_by("prev_marker_timestamp", "offset").alias("prev_marker_timestamp"),
-        F.max("producer_last_timestamp").alias("producer_last_timestamp"),
-    ).select(
+    ).join(producer_last_writes(events), list(KEY), "left").select(
         "*",
         _marker_name(F.col("_marker_code")).alias("marker_type"),
         _marker_name(F.col("_prev_marker_code")).alias("prev_marker_type"),
