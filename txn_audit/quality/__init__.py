@@ -141,6 +141,27 @@ def _offending_rows(frame: DataFrame, query: str) -> list[dict[str, Any]]:
         frame.sparkSession.catalog.dropTempView(view)
 
 
+#: the view GX's query metrics put the batch under before running a row check's query
+GX_BATCH_VIEW = "tmp_view"
+
+
+def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
+    """Cached (lazily) results of the row checks' queries over ``frame``.
+
+    GX runs each row check's query twice, once for a few rows and once for their count. Spark
+    uses a cached result for any later query whose plan is the same, so with these the costly
+    part of each check (a scan, a grouping or a window over every row) runs once; what is cached
+    is only the unexpected rows, usually none.
+    """
+    frame.createOrReplaceTempView(GX_BATCH_VIEW)
+    cached = []
+    for check in checks:
+        query = getattr(check.build({}), "unexpected_rows_query", None)
+        if query:
+            cached.append(frame.sparkSession.sql(query.format(batch=GX_BATCH_VIEW)).cache())
+    return cached
+
+
 def _site_config(docs_dir: Path) -> dict[str, Any]:
     return {
         "class_name": "SiteBuilder",
@@ -226,13 +247,18 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             result_format={"result_format": "SUMMARY"},
         ))
         by_name = {c.name: c for c in checks}
+        cached: list[DataFrame] = []
         try:
+            cached = _computed_once(tables[table], checks)
             run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
             suite_results = [r for v in run.run_results.values() for r in v.results]
         except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
             results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
                                        error=f"{type(err).__name__}: {err}") for c in checks)
             continue
+        finally:
+            for frame in cached:
+                frame.unpersist()
         for r in suite_results:
             config = r.expectation_config
             check = by_name.get((config.meta or {}).get("check", ""))
