@@ -9,16 +9,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS, walk
-from txn_audit.reconstruct.ordered_pass import ordered_pass
+from tests.audit.producer_walk import COMPACTED, KEY_FIELDS, TOLERANCE_MS, flagged, transactions, walk
+from txn_audit.reconstruct.ordered_pass import ordered_pass, transaction_pass
 
 SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("producer_id", pa.int64()), ("epoch", pa.int32()),
+    ("topic", pa.string()), ("partition", pa.int32()), ("producer_id", pa.int64()), ("broker_id", pa.int32()),
+    ("epoch", pa.int32()), ("record_count", pa.int32()), ("size_bytes", pa.int32()), ("first_timestamp", pa.int64()),
     ("offset", pa.int64()), ("last_offset", pa.int64()), ("max_timestamp", pa.int64()),
     ("is_marker", pa.bool_()), ("is_transactional", pa.bool_()), ("base_sequence", pa.int32()),
     ("last_sequence", pa.int32()), ("marker_type", pa.string()), ("coordinator_epoch", pa.int32()),
 ])
-KEY_FIELDS = ("topic", "partition", "producer_id", "offset", "is_marker")
 
 
 def _rows(seed: int) -> list[dict[str, Any]]:
@@ -36,7 +36,8 @@ def _rows(seed: int) -> list[dict[str, Any]]:
                     clock += rng.randrange(0, 2_000)
                     epoch = max(0, epoch + rng.choice((0, 0, 0, 1, -1)))
                     if transactional and rng.random() < 0.25:
-                        rows.append(dict(topic=topic, partition=partition, producer_id=producer_id, epoch=epoch,
+                        rows.append(dict(topic=topic, partition=partition, producer_id=producer_id, broker_id=1,
+                                         epoch=epoch, record_count=1, size_bytes=78, first_timestamp=clock,
                                          offset=offset, last_offset=offset, max_timestamp=clock, is_marker=True,
                                          is_transactional=True, base_sequence=None, last_sequence=None,
                                          marker_type=rng.choice(("COMMIT", "ABORT", "UNKNOWN", "OTHER")),
@@ -45,7 +46,9 @@ def _rows(seed: int) -> list[dict[str, Any]]:
                         continue
                     count = rng.randrange(1, 5)
                     base = -1 if rng.random() < 0.2 else sequence
-                    rows.append(dict(topic=topic, partition=partition, producer_id=producer_id, epoch=epoch,
+                    rows.append(dict(topic=topic, partition=partition, producer_id=producer_id, broker_id=1,
+                                     epoch=epoch, record_count=count, size_bytes=rng.randrange(70, 400),
+                                     first_timestamp=clock - rng.randrange(0, 100),
                                      offset=offset, last_offset=offset + count - 1,
                                      max_timestamp=clock - rng.choice((0, 0, 5 * TOLERANCE_MS)), is_marker=False,
                                      is_transactional=transactional, base_sequence=base,
@@ -79,3 +82,24 @@ def test_pass_equals_the_walk_whatever_the_batch_boundaries(seed: int) -> None:
     assert any(v["is_late"] for v in values) and any(v["prev_seq_epoch"] is not None for v in values)
     assert any(v["prev_marker_type"] == "OTHER" for v in values)
     assert any(v["max_coordinator_epoch_before"] for v in values)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_transactions_and_flagged_rows_whatever_the_batch_boundaries(seed: int) -> None:
+    rows = _rows(seed)
+    walked, _ = walk(rows)
+    expected_txns = sorted(transactions(rows, walked), key=lambda t: (t["topic"], t["partition"], t["producer_id"],
+                                                                       t["txn_seq"]))
+    inputs = {tuple(r[k] for k in KEY_FIELDS): r for r in rows}
+    expected_events = sorted(key for key, row in walked.items() if flagged(inputs[key] | row))
+    assert expected_events and any(t["marker_type"] is None for t in expected_txns)  # flagged rows, open ones
+    for batch_rows in (len(rows), 1, 3, 50):
+        table = pa.Table.from_pylist(rows, schema=SCHEMA)
+        out = pa.Table.from_batches(list(transaction_pass(
+            table.to_batches(max_chunksize=batch_rows), late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED)))
+        events = [r["event"] for r in out.to_pylist() if r["event"] is not None]
+        txns = [r["txn"] for r in out.to_pylist() if r["txn"] is not None]
+        assert all((r["event"] is None) != (r["txn"] is None) for r in out.to_pylist())
+        assert sorted(tuple(e[k] for k in KEY_FIELDS) for e in events) == expected_events, batch_rows
+        assert sorted(txns, key=lambda t: (t["topic"], t["partition"], t["producer_id"], t["txn_seq"])) \
+            == expected_txns, batch_rows

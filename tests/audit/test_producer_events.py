@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.audit.producer_walk import TOLERANCE_MS, walk
+from tests.audit.producer_walk import KEY_FIELDS, TOLERANCE_MS, flagged, transactions, walk
 from tests.conftest import SampleScan
 
 pytestmark = pytest.mark.spark
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleScan) -> None:
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct import chosen_replicas, on_replicas, producer_events, txn_events
+    from txn_audit.reconstruct import chosen_replicas, on_replicas, producer_events, producer_pass, transaction_rows
     from txn_audit.reconstruct.transactions import producer_last_writes
     from txn_audit.schemas import RAW_TABLES
     from txn_audit.tables import load_tables
@@ -24,22 +24,40 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
     raw = load_tables(spark, sample_scan.out / "tables", RAW_TABLES)
     replicas = chosen_replicas(raw["partition_offsets"])
     batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
-    computed = producer_events(batches, markers, late_tolerance_ms=TOLERANCE_MS)
-    inputs = computed.select(
-        "topic", "partition", "producer_id", "offset", "is_marker", "is_transactional", "epoch", "max_timestamp",
-        "marker_type", "coordinator_epoch", "base_sequence", "last_sequence", "last_offset",
+    passed = producer_pass(batches, markers, late_tolerance_ms=TOLERANCE_MS)
+    # the walk's input, read from the tables directly: data batches with a producer id, and markers
+    data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
+        "topic", "partition", "producer_id", "broker_id", F.col("producer_epoch").alias("epoch"),
+        F.col("base_offset").alias("offset"), "last_offset", "record_count", "size_bytes", "first_timestamp",
+        "max_timestamp", F.lit(False).alias("is_marker"), "is_transactional", "base_sequence", "last_sequence",
+        F.lit(None).cast("string").alias("marker_type"), F.lit(None).cast("int").alias("coordinator_epoch"),
     )
-    expected, last_writes = walk([r.asDict() for r in inputs.collect()])
-    fields = list(next(iter(expected.values())))
-    got = {(r["topic"], r["partition"], r["producer_id"], r["offset"], r["is_marker"]): {f: r[f] for f in fields}
-           for r in computed.collect()}
-    assert got == expected
-    writes = producer_last_writes(txn_events(computed)).collect()
+    marks = markers.select(
+        "topic", "partition", "producer_id", "broker_id", F.col("producer_epoch").alias("epoch"), "offset",
+        F.col("offset").alias("last_offset"), F.lit(1).alias("record_count"), F.lit(78).alias("size_bytes"),
+        F.col("timestamp").alias("first_timestamp"), F.col("timestamp").alias("max_timestamp"),
+        F.lit(True).alias("is_marker"), F.lit(True).alias("is_transactional"),
+        F.lit(None).cast("int").alias("base_sequence"), F.lit(None).cast("int").alias("last_sequence"),
+        "marker_type", "coordinator_epoch",
+    )
+    rows = [r.asDict() for r in data.unionByName(marks).collect()]
+    walked, last_writes = walk(rows)
+    inputs = {tuple(r[k] for k in KEY_FIELDS): r for r in rows}
+    fields = list(next(iter(walked.values())))
+
+    # the rows a rule may flag, each with what the walk saw before it
+    expected_events = {key: row for key, row in walked.items() if flagged(inputs[key] | row)}
+    got_events = {tuple(r[k] for k in KEY_FIELDS): {f: r[f] for f in fields}
+                  for r in producer_events(passed).collect()}
+    assert got_events == expected_events
+    # one row per transaction, aggregated as the walk groups them
+    txns = transaction_rows(passed)
+    order = ("topic", "partition", "producer_id", "txn_seq")
+    expected_txns = sorted(transactions(rows, walked), key=lambda t: tuple(t[k] for k in order))
+    assert [r.asDict() for r in txns.orderBy(*order).collect()] == expected_txns
+    writes = producer_last_writes(txns).collect()
     assert {(r["topic"], r["partition"], r["producer_id"]): r["producer_last_timestamp"] for r in writes} == last_writes
-    # the walk saw every producer row: data batches with a producer id, and every marker
-    data_rows = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).count()
-    assert len(expected) == data_rows + markers.count()
-    # and the sample has what the rules look for: several transactions, late rows, sequences
-    assert max(v["txn_seq"] for v in expected.values()) > 1
-    assert any(v["is_late"] for v in expected.values())
-    assert any(v["prev_seq_epoch"] is not None for v in expected.values())
+    # and the sample has what the rules look for: several transactions, late rows, sequence gaps
+    assert max(t["txn_seq"] for t in expected_txns) > 1 and any(t["marker_type"] is None for t in expected_txns)
+    assert any(v["is_late"] for v in expected_events.values())
+    assert any(v["prev_seq_epoch"] is not None for v in expected_events.values())

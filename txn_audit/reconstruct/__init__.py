@@ -13,8 +13,10 @@ from txn_audit.reconstruct.transactions import (
     coordinator_current,
     partition_transactions,
     producer_events,
+    producer_pass,
     producer_transactional_ids,
     reconstruct,
+    transaction_rows,
     transactions,
     txn_events,
 )
@@ -27,8 +29,10 @@ __all__ = [
     "partition_stability",
     "partition_transactions",
     "producer_events",
+    "producer_pass",
     "producer_transactional_ids",
     "reconstruct",
+    "transaction_rows",
     "transactions",
     "txn_events",
 ]

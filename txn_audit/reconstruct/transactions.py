@@ -14,11 +14,18 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
-from txn_audit.reconstruct.ordered_pass import MARKER_FIELDS, MAXIMA, SEQUENCE_FIELDS, ordered_pass
+from txn_audit.reconstruct.ordered_pass import (
+    KEY_COLUMNS,
+    MARKER_FIELDS,
+    MAXIMA,
+    SEQUENCE_FIELDS,
+    transaction_pass,
+    txn_fields,
+)
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform
@@ -36,18 +43,23 @@ def _partition_name(topic: Column, partition: Column) -> Column:
 COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
-def producer_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
-    """Every data batch written with a producer id (transactional or idempotent) and every
-    COMMIT/ABORT marker, per (topic, partition, producer id) in offset order, with what one
-    ordered pass over them gives each row (one shuffle and sort for all rules that need order;
-    the pass itself is ``ordered_pass.ordered_pass``):
+def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
+    """One ordered pass over every data batch written with a producer id (transactional or
+    idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
+    order: one shuffle and sort for everything that needs order. Its rows have two struct
+    columns, one of them null (``ordered_pass.transaction_pass``):
 
-    * ``txn_seq`` (earlier markers) and the previous marker (``prev_marker_*``), from which
-      lateness is judged: a transactional data batch is *late* when its newest record was
-      created more than ``late_tolerance_ms`` before the previous marker of its producer, or
-      when it carries an epoch below that marker's (a TV2 marker bumps the epoch);
-    * ``prev_seq_*``: the previous batch with a sequence (not on compacted topics), for gaps;
-    * ``max_*_epoch_before``: the highest data, marker and coordinator epoch seen before.
+    * ``event``: the rows a rule may flag, with what the rows before them say: ``txn_seq``
+      (earlier markers) and the previous marker (``prev_marker_*``), from which lateness is
+      judged (a transactional data batch is *late* when its newest record was created more than
+      ``late_tolerance_ms`` before the previous marker of its producer, or when it carries an
+      epoch below that marker's: a TV2 marker bumps the epoch); ``prev_seq_*``, the previous
+      batch with a sequence (not on compacted topics), for gaps; ``max_*_epoch_before``, the
+      highest data, marker and coordinator epoch seen before;
+    * ``txn``: one per transaction (``ordered_pass.TXN_FIELDS``): every marker closes the
+      producer's open transaction on that partition, data after the last marker is open.
+
+    Use ``producer_events`` and ``transaction_rows`` to read them.
     """
     data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
         *KEY,
@@ -96,19 +108,33 @@ def producer_events(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms
         *[StructField(name, IntegerType()) for name in MAXIMA],
         StructField("is_late", BooleanType()),
     ])
+    spark_types = {pa.int32(): IntegerType(), pa.int64(): LongType(), pa.string(): StringType()}
+    txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS],
+                      *[StructField(f.name, spark_types[f.type]) for f in txn_fields()]])
 
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return ordered_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
+        return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
 
     # each producer's rows on a partition end up together in one task, in offset order
     ordered = rows.repartition(*KEY).sortWithinPartitions(*KEY, "offset")
-    return ordered.mapInArrow(walk, StructType(rows.schema.fields + added.fields))
+    return ordered.mapInArrow(walk, StructType([StructField("event", StructType(rows.schema.fields + added.fields)),
+                                                StructField("txn", txn)]))
 
 
-def producer_last_writes(events: DataFrame) -> DataFrame:
-    """Per (topic, partition, producer id) of ``events`` (transactional ones): the time of the
-    producer's last transactional write there, the newest record of its last event by offset."""
-    return events.groupBy(*KEY).agg(F.max_by("max_timestamp", "offset").alias("producer_last_timestamp"))
+def producer_events(passed: DataFrame) -> DataFrame:
+    """The ``event`` rows of ``producer_pass``: the producer rows a rule may flag."""
+    return passed.where(F.col("event").isNotNull()).select("event.*")
+
+
+def transaction_rows(passed: DataFrame) -> DataFrame:
+    """The ``txn`` rows of ``producer_pass``: one per transaction of a producer on a partition."""
+    return passed.where(F.col("txn").isNotNull()).select("txn.*")
+
+
+def producer_last_writes(txns: DataFrame) -> DataFrame:
+    """Per (topic, partition, producer id): the time of the producer's last transactional write
+    there, the newest record of the last event of its last transaction."""
+    return txns.groupBy(*KEY).agg(F.max_by("last_event_timestamp", "txn_seq").alias("producer_last_timestamp"))
 
 
 def txn_events(producer_rows: DataFrame) -> DataFrame:
@@ -207,71 +233,35 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
     )
 
 
-#: marker types as small numbers inside the aggregation: string aggregates would make Spark
-#: sort every event instead of hashing it. Any other type counts as UNKNOWN (a marker whose
-#: outcome is not known: it ends the transaction, and no rule guesses the outcome)
-MARKER_TYPES = ("ABORT", "COMMIT", "UNKNOWN")
-
-
-def _marker_code(name: Column) -> Column:
-    known = F.array_position(F.array(*[F.lit(t) for t in MARKER_TYPES]), name)
-    return F.when(name.isNotNull(), F.when(known > 0, known).otherwise(MARKER_TYPES.index("UNKNOWN") + 1))
-
-
-def _marker_name(code: Column) -> Column:
-    return F.when(code > 0, F.element_at(F.array(*[F.lit(t) for t in MARKER_TYPES]), code.cast("int")))
-
-
 def partition_transactions(
-    events: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
+    txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
 ) -> DataFrame:
-    """One row per transaction per partition (``PARTITION_TRANSACTIONS``).
+    """One row per transaction per partition (``PARTITION_TRANSACTIONS``) from the pass's
+    ``transaction_rows``.
 
     Transactions a producer-state snapshot shows open from before the log's first retained
     batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
-    later marker of that producer closed them.
+    later marker of that producer (``markers``) closed them.
     """
-    is_data = ~F.col("is_marker")
-    agg = events.groupBy(*KEY, "txn_seq").agg(
-        F.first("broker_id").alias("broker_id"),
-        F.min(F.when(is_data, F.col("offset"))).alias("first_offset"),
-        F.max(F.when(is_data, F.col("last_offset"))).alias("last_data_offset"),
-        F.max(F.when(F.col("is_marker"), F.col("offset"))).alias("marker_offset"),
-        F.max(F.when(F.col("is_marker"), _marker_code(F.col("marker_type")))).alias("_marker_code"),
-        F.max(F.when(F.col("is_marker"), F.col("epoch"))).alias("marker_epoch"),
-        F.max(F.when(F.col("is_marker"), F.col("max_timestamp"))).alias("marker_timestamp"),
-        F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
-        F.min(F.when(is_data, F.col("epoch"))).alias("min_epoch"),
-        F.max(F.when(is_data, F.col("epoch"))).alias("max_epoch"),
-        F.count(F.when(is_data, True)).alias("batches"),
-        F.coalesce(F.sum(F.when(is_data, F.col("record_count"))), F.lit(0)).alias("records"),
-        F.coalesce(F.sum(F.when(is_data, F.col("size_bytes"))), F.lit(0)).alias("bytes"),
-        F.min(F.when(is_data, F.col("first_timestamp"))).alias("first_timestamp"),
-        F.max(F.when(is_data, F.col("max_timestamp"))).alias("last_timestamp"),
-        F.count(F.when(F.col("is_late"), True)).alias("late_batches"),
-        F.min(F.when(F.col("is_late"), F.col("offset"))).alias("first_late_offset"),
-        F.min_by("prev_marker_offset", "offset").alias("prev_marker_offset"),
-        F.min_by(_marker_code(F.col("prev_marker_type")), "offset").alias("_prev_marker_code"),
-        F.min_by("prev_marker_timestamp", "offset").alias("prev_marker_timestamp"),
-    ).join(producer_last_writes(events), list(KEY), "left").select(
-        "*",
-        _marker_name(F.col("_marker_code")).alias("marker_type"),
-        _marker_name(F.col("_prev_marker_code")).alias("prev_marker_type"),
-    ).drop("_marker_code", "_prev_marker_code")
     state = (
         F.when(F.col("marker_type") == "COMMIT", "committed")
         .when(F.col("marker_type") == "ABORT", "aborted")
         .when(F.col("marker_type").isNotNull(), "ended")  # a marker whose type the dump does not show
         .otherwise("open")
     )
-    from_log = agg.withColumn("state", state).withColumn("source", F.lit("log"))
-    from_snapshots = _open_before_log_start(events, snapshots, offsets)
+    from_log = (
+        txns.drop("last_event_timestamp")
+        .join(producer_last_writes(txns), list(KEY), "left")
+        .withColumn("state", state)
+        .withColumn("source", F.lit("log"))
+    )
+    from_snapshots = _open_before_log_start(markers, snapshots, offsets)
     combined = from_log.unionByName(from_snapshots, allowMissingColumns=True)
     with_ids = combined.join(producer_ids.drop("transaction_version"), "producer_id", "left")
     return conform(with_ids, PARTITION_TRANSACTIONS)
 
 
-def _open_before_log_start(events: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame:
+def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame:
     """Open transactions that only a snapshot knows of: first offset below the log start."""
     starts = offsets.select("topic", "partition", "broker_id", "log_start_offset")
     snaps = snapshots.join(starts, ["topic", "partition", "broker_id"])
@@ -291,8 +281,7 @@ def _open_before_log_start(events: DataFrame, snapshots: DataFrame, offsets: Dat
     # markers of those producers at or after the snapshot: the snapshot side is a few rows, so
     # it is broadcast and the markers are not shuffled
     closed = (
-        events.where(F.col("is_marker"))
-        .select(*KEY, F.col("offset").alias("_marker_offset"))
+        markers.select(*KEY, F.col("offset").alias("_marker_offset"))
         .join(F.broadcast(open_then.select(*KEY, F.col("snapshot_offset").alias("_from"))), list(KEY))
         .where(F.col("_marker_offset") >= F.col("_from"))
         .select(*KEY)
@@ -359,8 +348,8 @@ class Reconstruction:
     partition_transactions: DataFrame
     transactions: DataFrame
     partition_stability: DataFrame
-    events: DataFrame
-    producer_events: DataFrame
+    events: DataFrame  # the transactional ones of producer_events
+    producer_events: DataFrame  # the producer rows a rule may flag (``producer_pass``)
     coordinator: DataFrame
     producer_ids: DataFrame
     replicas: DataFrame
@@ -388,12 +377,13 @@ def reconstruct(
     markers = on_replicas(raw["control_markers"], replicas)
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
-    ordered = keep("producer_events", producer_events(batches, markers, late_tolerance_ms=late_tolerance_ms))
-    events = txn_events(ordered)
+    passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
+    ordered = producer_events(passed)
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
     logged_ids = producer_transactional_ids(txn_log)
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
-    ptx = keep("partition_transactions", partition_transactions(events, snapshots, replicas, ids))
+    ptx = keep("partition_transactions",
+               partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
     logged = coordinator_current(txn_log)
     current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
     return Reconstruction(
@@ -402,7 +392,7 @@ def reconstruct(
         partition_stability=keep(
             "partition_stability", partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms)
         ),
-        events=events,
+        events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,
         producer_ids=ids,
