@@ -334,9 +334,18 @@ def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Dat
         .drop("tp")
         .withColumn("is_prepare", F.lit(True))
     )
-    mk = markers.select(
-        "topic", "partition", "producer_id", F.col("producer_epoch").alias("epoch"), F.col("timestamp").alias("ts"),
-        F.col("offset").alias("marker_offset"), "marker_type", F.lit(False).alias("is_prepare"),
+    # a marker can only follow a Prepare* of its producer on that partition written no later than
+    # itself: the others are left out before the ordering (a decided transaction's Prepare* is
+    # usually compacted away, so most markers are)
+    since = F.broadcast(prep.groupBy("topic", "partition", "producer_id").agg(F.min("ts").alias("_since")))
+    mk = (
+        markers.join(since, ["topic", "partition", "producer_id"])
+        .where(F.col("timestamp") >= F.col("_since"))
+        .select(
+            "topic", "partition", "producer_id", F.col("producer_epoch").alias("epoch"),
+            F.col("timestamp").alias("ts"), F.col("offset").alias("marker_offset"), "marker_type",
+            F.lit(False).alias("is_prepare"),
+        )
     )
     # a marker is written after its Prepare* was appended, so on one clock it never precedes it
     order = Window.partitionBy("topic", "partition", "producer_id").orderBy("ts", F.col("is_prepare").desc())
@@ -603,11 +612,14 @@ def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
 
 
 def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
-    at = batches.select(
+    # only the batches of files with an issue: the issues are few, so they are broadcast and
+    # the batches are neither shuffled nor grouped as a whole
+    files = batches.join(F.broadcast(issues.select("file").distinct()), "file", "left_semi")
+    at = files.select(
         "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
         F.col("max_timestamp").alias("_t"),
-    )
-    before = batches.groupBy("file").agg(F.max("last_offset").alias("_end"))
+    ).join(F.broadcast(issues.select("file", "position").distinct()), ["file", "position"], "left_semi")
+    before = files.groupBy("file").agg(F.max("last_offset").alias("_end"))
     enriched = issues.join(at, ["file", "position"], "left").join(before, "file", "left")
     corrupt = enriched.where(F.col("kind").isin(*CORRUPTION_ISSUES))
     torn = enriched.where(F.col("kind").isin(*TRUNCATION_ISSUES))
