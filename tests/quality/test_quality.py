@@ -82,3 +82,34 @@ def test_corrupted_tables_fail_the_matching_checks(spark: Any, sample_scan: Samp
     assert all(f["severity"] == "critical" for f in findings if "stable offset" in f["evidence"])
     saved = json.loads((tmp_path / "quality" / "results.json").read_text())
     assert saved["success"] is False and saved["statistics"]["failed"] == len(failed)
+
+
+def test_each_row_check_query_is_answered_from_its_cached_result(
+    spark: Any, sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GX runs a row check's query twice (rows, then count); both must read the cached result."""
+    from pyspark.sql import SparkSession
+
+    from txn_audit.quality import CHECKS, validate_tables
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    tables = load_tables(spark, sample_scan.out / "tables", {"batches": ALL_TABLES["batches"]})
+    queries = {getattr(c.build({}), "unexpected_rows_query", None) for c in CHECKS if c.table == "batches"} - {None}
+    seen: list[tuple[str, bool]] = []
+    real_sql = type(spark).sql
+
+    def spying_sql(session: SparkSession, query: str, *args: Any, **kwargs: Any) -> Any:
+        frame = real_sql(session, query, *args, **kwargs)
+        plan = frame._jdf.queryExecution().withCachedData().toString()
+        seen.append((query, "InMemoryRelation" in plan))
+        return frame
+
+    monkeypatch.setattr(type(spark), "sql", spying_sql)
+    outcome = validate_tables(spark, tables, tmp_path / "quality")
+    assert {r.check for r in outcome.results} >= {"one_batch_per_offset", "no_overlap"}
+    # per row check: the suite's own definition of the cached result, then GX's two runs
+    for template in queries:
+        runs = [cached for q, cached in seen if q == template.format(batch="tmp_view")]
+        assert len(runs) >= 3, template
+        assert all(runs[1:]), f"GX ran {template!r} without the cached result"

@@ -151,7 +151,8 @@ def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
     GX runs each row check's query twice, once for a few rows and once for their count. Spark
     uses a cached result for any later query whose plan is the same, so with these the costly
     part of each check (a scan, a grouping or a window over every row) runs once; what is cached
-    is only the unexpected rows, usually none.
+    is only the unexpected rows, usually none. Should GX name its view differently, the plans
+    differ and the caches go unused: slower, never different results.
     """
     frame.createOrReplaceTempView(GX_BATCH_VIEW)
     cached = []
