@@ -58,8 +58,9 @@ def check_java() -> None:
 
 def local_driver_memory() -> str:
     """``spark.driver.memory`` for a local session: a quarter of the machine's memory (or of the
-    container's limit) within ``LOCAL_MEMORY_MIB``, or ``TXN_AUDIT_DRIVER_MEMORY``. Spark's default (1g) is too little for
-    the per-producer windows of a multi-GiB dump, and in local mode the driver is the executor."""
+    container's limit) within ``LOCAL_MEMORY_MIB``, or ``TXN_AUDIT_DRIVER_MEMORY``. Spark's
+    default (1g) is too little for the per-producer sort of a multi-GiB dump, and in local mode
+    the driver is the executor."""
     given = os.environ.get("TXN_AUDIT_DRIVER_MEMORY")
     if given:
         return given

@@ -140,6 +140,14 @@ def ordered_pass(
     data batch is *late* when its newest record was created more than ``late_tolerance_ms``
     before the previous marker, or when its epoch is below that marker's.
     """
+    for batch, _ in _walked(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics):
+        yield batch
+
+
+def _walked(
+    batches: Iterable[pa.RecordBatch], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...]
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """``ordered_pass``'s batches, each with where a new (topic, partition, producer) begins."""
     carried = _Carried()
     for batch in batches:
         if batch.num_rows == 0:
@@ -178,7 +186,7 @@ def ordered_pass(
         columns["is_late"] = is_late
         yield pa.RecordBatch.from_arrays(
             list(batch.columns) + list(columns.values()), names=batch.schema.names + list(columns)
-        )
+        ), new_key
 
 
 # -- transactions and the rows the rules look at, from the same pass ---------------------------
@@ -305,14 +313,13 @@ def transaction_pass(
     acc = np.full(len(TXN_FIELDS) + 2, NONE, np.int64)
     acc[_OPEN] = 0
     last_key: pa.RecordBatch | None = None  # the previous batch's last row (its key columns)
-    previous: tuple[object, ...] | None = None
     types: tuple[pa.StructType, pa.StructType] | None = None  # of the event and txn columns
-    for batch in ordered_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics):
+    walked = _walked(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
+    for batch, new_key in walked:
         keys = batch.select(list(KEY_COLUMNS))
         if types is None:
             types = (pa.struct(list(batch.schema)),
                      pa.struct(list(keys.schema) + txn_fields(batch.schema.field("marker_type").type)))
-        new_key, previous = _new_keys(batch, previous)
         ended = _aggregate(
             new_key, _bools(batch.column("is_transactional")), _bools(batch.column("is_marker")),
             _int64s(batch.column("txn_seq")), _int64s(batch.column("offset")), _int64s(batch.column("last_offset")),

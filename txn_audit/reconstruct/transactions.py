@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
@@ -28,7 +28,7 @@ from txn_audit.reconstruct.ordered_pass import (
 )
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
 from txn_audit.reconstruct.stability import partition_stability
-from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform
+from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform, spark_schema
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -108,9 +108,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
         *[StructField(name, IntegerType()) for name in MAXIMA],
         StructField("is_late", BooleanType()),
     ])
-    spark_types = {pa.int32(): IntegerType(), pa.int64(): LongType(), pa.string(): StringType()}
-    txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS],
-                      *[StructField(f.name, spark_types[f.type]) for f in txn_fields()]])
+    txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS], *spark_schema(pa.schema(txn_fields())).fields])
 
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
