@@ -347,8 +347,10 @@ def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Dat
             F.lit(False).alias("is_prepare"),
         )
     )
-    # a marker is written after its Prepare* was appended, so on one clock it never precedes it
-    order = Window.partitionBy("topic", "partition", "producer_id").orderBy("ts", F.col("is_prepare").desc())
+    # a marker is written after its Prepare* was appended, so on one clock it never precedes it;
+    # Prepare* records of one time in log order, markers of one time in offset order
+    order = Window.partitionBy("topic", "partition", "producer_id").orderBy(
+        "ts", F.col("is_prepare").desc(), "txn_log_partition", "txn_log_offset", "marker_offset")
     u = prep.unionByName(mk, allowMissingColumns=True)
     nxt = (
         u.withColumn("next_is_marker", F.lead(~F.col("is_prepare")).over(order))
