@@ -113,3 +113,49 @@ def test_each_row_check_query_is_answered_from_its_cached_result(
         runs = [cached for q, cached in seen if q == template.format(batch="tmp_view")]
         assert len(runs) >= 3, template
         assert all(runs[1:]), f"GX ran {template!r} without the cached result"
+    # checks that share a subquery are planned over its cached result from their first run on
+    sharing = [c for c in CHECKS if c.table == "batches" and c.shared]
+    assert {c.name for c in sharing} == {"one_batch_per_offset", "no_overlap"}
+    for check in sharing:
+        first = next(cached for q, cached in seen if q == check.build({}).unexpected_rows_query.format(batch="tmp_view"))
+        assert first, f"{check.name} does not read the cached result of the subquery it shares"
+
+
+def test_replica_order_checks_find_every_copy_and_overlap(spark: Any) -> None:
+    """one_batch_per_offset and no_overlap read one sorted subquery; against a plain count and walk."""
+    import random
+    from collections import Counter
+
+    from txn_audit.quality import CHECKS
+
+    rng = random.Random(7)
+    rows = []
+    for broker in (1, 2):
+        for partition in (0, 1):
+            offset, position = 0, 0
+            for _ in range(40):
+                length = rng.randint(1, 5)
+                base = offset - rng.choice([0, 0, 0, 0, 1, 2]) if offset else 0  # some overlap the last
+                for _copy in range(rng.choice([1, 1, 1, 1, 2, 3])):
+                    rows.append((broker, "ld", "t", partition, base, base + length - 1, position))
+                    position += 100
+                offset = base + length
+    rng.shuffle(rows)
+    columns = ["broker_id", "log_dir", "topic", "partition", "base_offset", "last_offset", "position"]
+    spark.createDataFrame(rows, columns).createOrReplaceTempView("replica_order_rows")
+
+    def run(name: str) -> set[tuple[Any, ...]]:
+        check = next(c for c in CHECKS if c.table == "batches" and c.name == name)
+        query = check.build({}).unexpected_rows_query.format(batch="replica_order_rows")
+        return {tuple(r) for r in spark.sql(query).collect()}
+
+    copies = Counter(r[:5] for r in rows)
+    assert run("one_batch_per_offset") == {(*key, n) for key, n in copies.items() if n > 1}
+    assert any(n == 3 for n in copies.values())
+    overlaps = set()
+    for replica in {r[:4] for r in rows}:
+        ordered = sorted((r for r in rows if r[:4] == replica), key=lambda r: (r[4], r[6]))
+        for previous, row in zip(ordered, ordered[1:]):
+            if row[4] <= previous[5]:
+                overlaps.add((row[2], row[3], row[0], row[4], row[5], previous[5]))
+    assert overlaps and run("no_overlap") == overlaps

@@ -149,18 +149,18 @@ def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
     """Cached (lazily) results of the row checks' queries over ``frame``.
 
     GX runs each row check's query twice, once for a few rows and once for their count. Spark
-    uses a cached result for any later query whose plan is the same, so with these the costly
-    part of each check (a scan, a grouping or a window over every row) runs once; what is cached
-    is only the unexpected rows, usually none. Should GX name its view differently, the plans
-    differ and the caches go unused: slower, never different results.
+    uses a cached result for any later query whose plan is the same or holds it, so with these
+    the costly part of each check (a scan, a grouping or a window over every row) runs once, and
+    a subquery several checks share (``Check.shared``) once for all of them; what is cached is
+    only the unexpected rows, usually none. Should GX name its view differently, the plans differ
+    and the caches go unused: slower, never different results.
     """
     frame.createOrReplaceTempView(GX_BATCH_VIEW)
-    cached = []
-    for check in checks:
-        query = getattr(check.build({}), "unexpected_rows_query", None)
-        if query:
-            cached.append(frame.sparkSession.sql(query.format(batch=GX_BATCH_VIEW)).cache())
-    return cached
+    # subqueries several checks read first, so that the checks' own queries are planned over them
+    shared = dict.fromkeys(query for check in checks for query in check.shared)
+    queries = [getattr(check.build({}), "unexpected_rows_query", None) for check in checks]
+    return [frame.sparkSession.sql(query.format(batch=GX_BATCH_VIEW)).cache()
+            for query in [*shared, *queries] if query]
 
 
 def _site_config(docs_dir: Path) -> dict[str, Any]:

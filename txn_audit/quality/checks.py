@@ -30,6 +30,9 @@ class Check:
     build: Callable[[dict[str, Any]], Any]  # meta -> expectation
     severity: str = "warning"
     data_health: bool = False
+    #: subqueries of the check's query (templates over ``{batch}``) that other checks read too:
+    #: the suite computes each once (``quality._computed_once``)
+    shared: tuple[str, ...] = ()
 
 
 def _rows(sql: str) -> Callable[[dict[str, Any]], Any]:
@@ -65,7 +68,15 @@ def _never_down(epoch: str, offset: str, rows: str) -> str:
             f"FROM {rows} GROUP BY {producer}, {epoch})) WHERE lower_epoch_last_offset > first_offset")
 
 
-REPLICA = "broker_id <=> {o}.broker_id AND log_dir = {o}.log_dir AND topic = {o}.topic AND partition = {o}.partition"
+#: batches in replica order with the previous batch's offsets, where a batch repeats the
+#: previous one's base offset or starts at or before its last offset: duplicates are neighbours
+#: in this order, so one sort serves both checks that read it
+_REPLICA_NEIGHBOURS = (
+    "SELECT * FROM (SELECT broker_id, log_dir, topic, partition, base_offset, last_offset, "
+    "lag(base_offset) OVER w AS previous_base, lag(last_offset) OVER w AS previous_last FROM {batch} "
+    "WINDOW w AS (PARTITION BY broker_id, log_dir, topic, partition ORDER BY base_offset, position)) "
+    "WHERE base_offset = previous_base OR base_offset <= previous_last"
+)
 
 CHECKS: tuple[Check, ...] = (
     *(_schema(t) for t in ALL_TABLES),
@@ -76,15 +87,15 @@ CHECKS: tuple[Check, ...] = (
           _rows("SELECT * FROM {batch} WHERE last_offset < base_offset OR base_offset < 0"), severity="critical"),
     Check("batches", "one_batch_per_offset",
           "one batch per (broker, log dir, topic, partition, base offset)",
-          _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) AS copies FROM {batch} "
-                "GROUP BY broker_id, log_dir, topic, partition, base_offset HAVING count(*) > 1"),
-          severity="critical"),
+          _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) + 1 AS copies FROM ("
+                + _REPLICA_NEIGHBOURS + ") WHERE base_offset = previous_base "
+                "GROUP BY broker_id, log_dir, topic, partition, base_offset"),
+          severity="critical", shared=(_REPLICA_NEIGHBOURS,)),
     Check("batches", "no_overlap",
           "batches of a replica do not overlap: each starts after the previous one's last offset",
-          _rows("SELECT * FROM (SELECT topic, partition, broker_id, base_offset, last_offset, "
-                "lag(last_offset) OVER (PARTITION BY broker_id, log_dir, topic, partition "
-                "ORDER BY base_offset, position) AS previous_last FROM {batch}) WHERE base_offset <= previous_last"),
-          severity="critical"),
+          _rows("SELECT topic, partition, broker_id, base_offset, last_offset, previous_last FROM ("
+                + _REPLICA_NEIGHBOURS + ") WHERE base_offset <= previous_last"),
+          severity="critical", shared=(_REPLICA_NEIGHBOURS,)),
     Check("batches", "epochs_non_decreasing",
           "a producer's epoch never goes down in offset order on a partition",
           _rows(_never_down("producer_epoch", "base_offset",
