@@ -54,18 +54,21 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
     markers = on_replicas(raw["control_markers"], recon.replicas)
     txn_log = on_replicas(raw["txn_log"], recon.replicas)
     commits = on_replicas(raw["offset_commits"], recon.replicas)
-    last_coord = markers.groupBy("topic", "partition", "producer_id").agg(
-        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch")
+    # per producer on a partition: its last marker's coordinator epoch and its newest marker's
+    # time, from one aggregation that two rules read
+    last_markers = markers.groupBy("topic", "partition", "producer_id").agg(
+        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
+        F.max("timestamp").alias("last_marker_timestamp"),
     )
     present = batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
-    open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_coord, opts)
+    open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_markers, opts)
     hanging = open_findings.where(F.col("kind") == "hanging_transaction")
     parts = [
         open_findings,
         stuck_lso_findings(recon.partition_stability),
         late_arrival_findings(recon.events, opts),
         absorbed_findings(recon.partition_transactions),
-        coordinator_findings(txn_log, markers, present, recon.partition_transactions, opts),
+        coordinator_findings(txn_log, markers, last_markers, present, recon.partition_transactions, opts),
         sequence_findings(recon.producer_events, batches),
         epoch_findings(recon.producer_events),
         pending_offset_commit_findings(commits, recon.partition_transactions),

@@ -88,7 +88,7 @@ def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, 
 
 
 def open_transaction_findings(
-    ptx: DataFrame, coordinator: DataFrame, last_coordinator_epochs: DataFrame, opts: DetectOptions
+    ptx: DataFrame, coordinator: DataFrame, last_markers: DataFrame, opts: DetectOptions
 ) -> DataFrame:
     """Classify every open partition transaction as find-hanging does.
 
@@ -97,6 +97,7 @@ def open_transaction_findings(
     whose id's current state does not list this partition (Ongoing and Prepare* list the
     partitions awaiting markers; Empty and Complete* list none). Epochs are not compared by
     Kafka; an open transaction at an older epoch than the listing one is reported apart.
+    ``last_markers`` gives each producer's ``last_coordinator_epoch`` on a partition.
     """
     cur = coordinator.where(~F.col("tombstone")).select(
         F.col("producer_id").alias("cur_pid"),
@@ -110,7 +111,8 @@ def open_transaction_findings(
     open_ = (
         ptx.where(F.col("state") == "open")
         .join(cur, F.col("producer_id") == F.col("cur_pid"), "left")
-        .join(last_coordinator_epochs, ["topic", "partition", "producer_id"], "left")
+        .join(last_markers.select("topic", "partition", "producer_id", "last_coordinator_epoch"),
+              ["topic", "partition", "producer_id"], "left")
     )
     here = pname()
     listed = F.coalesce(F.array_contains("cur_listed", here), F.lit(False))
@@ -368,9 +370,11 @@ def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Dat
 
 
 def coordinator_findings(
-    txn_log: DataFrame, markers: DataFrame, present: DataFrame, ptx: DataFrame, opts: DetectOptions
+    txn_log: DataFrame, markers: DataFrame, last_markers: DataFrame, present: DataFrame, ptx: DataFrame,
+    opts: DetectOptions,
 ) -> DataFrame:
     """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records.
+    ``last_markers`` gives each producer's ``last_marker_timestamp`` on a partition.
 
     A missing marker is reported only where it matters and is certain: the partition is in
     the dump and still holds that producer's transaction open from before the decision.
@@ -419,12 +423,12 @@ def coordinator_findings(
     )
     # stuck: the id's latest record is a Prepare*; report each partition still waiting for its marker.
     # Markers of other brokers may carry a clock a little behind the coordinator's.
-    newest_marker = markers.groupBy("topic", "partition", "producer_id").agg(F.max("timestamp").alias("_last_mark"))
+    newest_marker = last_markers.select("topic", "partition", "producer_id", "last_marker_timestamp")
     stuck = (
         matches.where(F.col("next_state").isNull())
         .join(newest_marker, ["topic", "partition", "producer_id"], "left")
         .withColumn("has_marker", F.col("has_marker") | F.coalesce(
-            F.col("_last_mark") >= F.col("ts") - opts.clock_skew_ms, F.lit(False)))
+            F.col("last_marker_timestamp") >= F.col("ts") - opts.clock_skew_ms, F.lit(False)))
     )
     done_on = stuck.groupBy("transactional_id").agg(
         F.array_sort(F.collect_list(F.when(F.col("has_marker"), here))).alias("done_on")
