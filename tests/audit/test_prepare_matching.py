@@ -26,12 +26,13 @@ def _random_log(seed: int) -> RawBuilder:
     for pid in range(1, 5):
         for _ in range(rng.randint(0, 4)):
             listed = rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS)))
-            b.coordinator(f"t{pid}", pid=pid, epoch=rng.randint(0, 2), state=rng.choice(["PrepareCommit", "PrepareAbort"]),
-                          partitions=listed, ts=T0 + rng.randint(0, 20), start=T0)
+            state = rng.choice(["PrepareCommit", "PrepareAbort"])
+            b.coordinator(f"t{pid}", pid=pid, epoch=rng.randint(0, 2), state=state, partitions=listed,
+                          ts=T0 + rng.randint(0, 20), start=T0)
         for _ in range(rng.randint(0, 8)):
             topic, partition = rng.choice(PARTITIONS)
-            b.marker(topic, partition, pid=pid, epoch=rng.randint(0, 2), kind=rng.choice(["COMMIT", "ABORT", "UNKNOWN"]),
-                     ts=T0 + rng.randint(0, 20))
+            kind = rng.choice(["COMMIT", "ABORT", "UNKNOWN"])
+            b.marker(topic, partition, pid=pid, epoch=rng.randint(0, 2), kind=kind, ts=T0 + rng.randint(0, 20))
     return b
 
 

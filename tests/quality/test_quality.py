@@ -117,7 +117,8 @@ def test_each_row_check_query_is_answered_from_its_cached_result(
     sharing = [c for c in CHECKS if c.table == "batches" and c.shared]
     assert {c.name for c in sharing} == {"one_batch_per_offset", "no_overlap"}
     for check in sharing:
-        first = next(cached for q, cached in seen if q == check.build({}).unexpected_rows_query.format(batch="tmp_view"))
+        query = check.build({}).unexpected_rows_query.format(batch="tmp_view")
+        first = next(cached for q, cached in seen if q == query)
         assert first, f"{check.name} does not read the cached result of the subquery it shares"
 
 
