@@ -17,6 +17,7 @@ class RawBuilder:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in RAW_TABLES})
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     hw: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_start: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def _replica(self, topic: str, partition: int) -> dict[str, Any]:
         return {"broker_id": 1, "log_dir": "ld", "topic": topic, "partition": partition}
@@ -78,6 +79,17 @@ class RawBuilder:
             "segment_base_offset": 0, "file": "ld/__transaction_state-0/00000000000000000000.log",
         })
 
+    def snapshot(self, topic: str, partition: int, *, at: int, pid: int, epoch: int, open_from: int = -1,
+                 ts: int) -> None:
+        """A producer-state snapshot taken at offset ``at``: the producer's transaction is open
+        from ``open_from`` (-1: none open)."""
+        self.rows["producer_snapshots"].append({
+            **self._replica(topic, partition), "snapshot_offset": at, "producer_id": pid, "producer_epoch": epoch,
+            "last_sequence": 0, "last_offset": max(at - 1, 0), "offset_delta": 0, "timestamp": ts,
+            "coordinator_epoch": 0, "current_txn_first_offset": open_from, "crc_ok": True,
+            "file": f"ld/{topic}-{partition}/{at:020d}.snapshot",
+        })
+
     def find_hanging(self, file: str, *, run_at: int | None, timeout_min: int | None,
                      rows: list[tuple[str, int, int, int, int, int]] = ()) -> None:  # type: ignore[assignment]
         """A find-hanging output: rows of (topic, partition, pid, epoch, start offset, last timestamp)."""
@@ -99,7 +111,8 @@ class RawBuilder:
                 **self._replica(topic, partition), "replica_status": "live", "topic_id": None,
                 "high_watermark": self.hw.get((topic, partition), end), "recovery_point": end,
                 "log_start_offset_checkpoint": None, "cleaner_offset": None, "first_segment_base_offset": 0,
-                "log_start_offset": 0, "live_segments": 1, "clean_shutdown": True,
+                "log_start_offset": self.log_start.get((topic, partition), 0), "live_segments": 1,
+                "clean_shutdown": True,
             })
         self.rows["partition_offsets"] = offsets
         return {

@@ -199,3 +199,29 @@ def test_stuck_lso_without_a_known_high_watermark_says_so(spark: Any) -> None:
     b.hw[("t", 0)] = 5
     (stuck,) = [f for f in run_rules(spark, b, as_of_ms=T0 + 5 * MIN) if f["kind"] == "stuck_lso"]
     assert stuck["severity"] == "warning" and "replication-offset-checkpoint" in stuck["evidence"]
+
+
+def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any) -> None:
+    b = RawBuilder()
+    # t-0: the snapshot at the log start (offset 10) holds pid 4's transaction open from offset 3,
+    # whose batches retention deleted; nothing of pid 4 follows, so it is still open
+    b.snapshot("t", 0, at=10, pid=4, epoch=1, open_from=3, ts=T0)
+    b.log_start[("t", 0)] = 10
+    b.next_offset[("t", 0)] = 10
+    b.batch("t", 0, count=2, ts=T0 + 10)
+    # t-1: the same, but pid 4's marker after the snapshot closed the transaction
+    b.snapshot("t", 1, at=10, pid=4, epoch=1, open_from=3, ts=T0)
+    b.log_start[("t", 1)] = 10
+    b.next_offset[("t", 1)] = 10
+    b.marker("t", 1, pid=4, epoch=1, kind="ABORT", ts=T0 + 10)
+    # t-2: a snapshot taken after the log start, or one with nothing open, says nothing
+    b.snapshot("t", 2, at=12, pid=4, epoch=1, open_from=3, ts=T0)
+    b.snapshot("t", 3, at=10, pid=4, epoch=1, ts=T0)
+    for partition in (2, 3):
+        b.log_start[("t", partition)] = 10
+        b.next_offset[("t", partition)] = 10
+        b.batch("t", partition, count=2, ts=T0 + 10)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN)
+    lost = [f for f in found if f["kind"] == "retention_lost_open_txn"]
+    assert [(f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in lost] == [("t", 0, 4, 3)]
+    assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")

@@ -248,19 +248,22 @@ def partition_transactions(
         .otherwise("open")
     )
     from_log = (
+        # one row per producer and partition, far fewer than transactions: broadcast, so that the
+        # transactions are not shuffled for the join
         txns.drop("last_event_timestamp")
-        .join(producer_last_writes(txns), list(KEY), "left")
+        .join(F.broadcast(producer_last_writes(txns)), list(KEY), "left")
         .withColumn("state", state)
         .withColumn("source", F.lit("log"))
     )
     from_snapshots = _open_before_log_start(markers, snapshots, offsets)
-    combined = from_log.unionByName(from_snapshots, allowMissingColumns=True)
+    combined = from_log if from_snapshots is None else from_log.unionByName(from_snapshots, allowMissingColumns=True)
     with_ids = combined.join(producer_ids.drop("transaction_version"), "producer_id", "left")
     return conform(with_ids, PARTITION_TRANSACTIONS)
 
 
-def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame:
-    """Open transactions that only a snapshot knows of: first offset below the log start."""
+def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame | None:
+    """Open transactions that only a snapshot knows of: first offset below the log start; None
+    when no snapshot shows one (the usual case), so that the markers are not read for nothing."""
     starts = offsets.select("topic", "partition", "broker_id", "log_start_offset")
     snaps = snapshots.join(starts, ["topic", "partition", "broker_id"])
     # the newest snapshot taken at or before the log start: replay from there covers the rest
@@ -276,6 +279,8 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
             F.col("timestamp").alias("producer_last_timestamp"),
         )
     )
+    if open_then.isEmpty():  # a small job over the snapshots
+        return None
     # markers of those producers at or after the snapshot: the snapshot side is a few rows, so
     # it is broadcast and the markers are not shuffled
     closed = (
