@@ -65,6 +65,11 @@ def test_quiet_scenarios_have_nothing_at_warning(scans: dict[str, Any], scenario
     if scenario not in scans:
         pytest.skip(f"{scenario} not in the corpus")
     assert _at_least_warning(scans[scenario]) == []
+    # every partition is stable: its LSO is its HW (where the broker checkpointed one), and
+    # nothing is held behind it
+    for p in scans[scenario].partitions:
+        assert p["high_watermark"] is None or p["last_stable_offset"] == p["high_watermark"], p
+        assert (p["held_records"], p["held_bytes"], p["held_since_timestamp"]) == (0, 0, None), p
 
 
 def test_crashed_producer_is_open_and_stuck_not_hanging(scans: dict[str, Any]) -> None:

@@ -54,15 +54,16 @@ def partition_stability(
             F.when(F.col("first_unstable_offset").isNotNull() & (fu < F.col("hw")), fu).otherwise(F.col("hw")),
         )
         .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
+        .localCheckpoint()  # one row per partition, read twice below
     )
+    held_partitions = stab.where(F.col("last_stable_offset") < F.col("hw"))
+    if held_partitions.isEmpty():  # the usual case: no partition holds records, no batch need be read
+        return conform(_with_held(stab, None, as_of_ms), PARTITION_STABILITY)
     held = (
         batches.where(~F.col("is_control"))
-        .join(F.broadcast(stab.select("topic", "partition", "last_stable_offset", "hw")), ["topic", "partition"])
-        .where(
-            (F.col("last_stable_offset") < F.col("hw"))
-            & (F.col("last_offset") >= F.col("last_stable_offset"))
-            & (F.col("base_offset") < F.col("hw"))
-        )
+        .join(F.broadcast(held_partitions.select("topic", "partition", "last_stable_offset", "hw")),
+              ["topic", "partition"])
+        .where((F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw")))
         .groupBy("topic", "partition")
         .agg(
             # records of batches straddling the LSO or HW are counted by their offsets inside the range
@@ -74,12 +75,22 @@ def partition_stability(
             F.sum("size_bytes").alias("held_bytes"),
         )
     )
+    return conform(_with_held(stab, held, as_of_ms), PARTITION_STABILITY)
+
+
+def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int) -> DataFrame:
+    """``stab`` with what ``held`` (records and bytes per partition, None: nothing held) says."""
     held_since = F.when(
         F.col("last_stable_offset") < F.col("hw"),
         F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"),
     )
-    result = (
-        stab.join(held, ["topic", "partition"], "left")
+    if held is None:
+        nothing = F.lit(None).cast("long")
+        joined = stab.withColumn("held_records", nothing).withColumn("held_bytes", nothing)
+    else:
+        joined = stab.join(held, ["topic", "partition"], "left")
+    return (
+        joined
         .withColumn("held_records", F.coalesce("held_records", F.lit(0)))
         .withColumn("held_bytes", F.coalesce("held_bytes", F.lit(0)))
         .withColumn("held_since_timestamp", held_since)
@@ -88,4 +99,3 @@ def partition_stability(
         .withColumn("culprit_producer_epoch", F.when(held_since.isNotNull(), F.col("culprit_producer_epoch")))
         .withColumn("culprit_transactional_id", F.when(held_since.isNotNull(), F.col("culprit_transactional_id")))
     )
-    return conform(result, PARTITION_STABILITY)
