@@ -125,12 +125,17 @@ def _examples(result: dict[str, Any]) -> tuple[int | None, list[dict[str, Any]]]
     return (None if count is None else int(count)), [{"value": _json_safe(v)} for v in values[:SAMPLE_ROWS]]
 
 
+def _over(query: str, view: str) -> str:
+    """A row check's query over the table registered as ``view``, substituted as GX does."""
+    return query.format(batch=view)
+
+
 def _offending_rows(frame: DataFrame, query: str) -> list[dict[str, Any]]:
     """A few rows a failed row check found: GX's SUMMARY results carry only their count."""
     view = f"txn_audit_quality_{uuid.uuid4().hex}"
     frame.createOrReplaceTempView(view)
     try:
-        found = frame.sparkSession.sql(query.replace("{batch}", view))
+        found = frame.sparkSession.sql(_over(query, view))
         # ordered so the examples, and the findings quoting them, are the same on every run
         keys = [f.name for f in found.schema.fields if f.dataType.typeName() != "map"]
         rows = found.orderBy(*keys).limit(SAMPLE_ROWS).collect()
@@ -159,7 +164,7 @@ def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
     # subqueries several checks read first, so that the checks' own queries are planned over them
     shared = dict.fromkeys(query for check in checks for query in check.shared)
     queries = [getattr(check.build({}), "unexpected_rows_query", None) for check in checks]
-    return [frame.sparkSession.sql(query.format(batch=GX_BATCH_VIEW)).cache()
+    return [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache()
             for query in [*shared, *queries] if query]
 
 
