@@ -10,10 +10,15 @@ beside it reports; without either the log end is used and ``hw_source`` says so
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.schemas import PARTITION_STABILITY, conform
+
+
+def _held() -> Column:
+    """The partition's last stable offset is below its high watermark: records are held."""
+    return F.col("last_stable_offset") < F.col("hw")
 
 
 def partition_stability(
@@ -56,7 +61,7 @@ def partition_stability(
         .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
         .localCheckpoint()  # one row per partition, read twice below
     )
-    held_partitions = stab.where(F.col("last_stable_offset") < F.col("hw"))
+    held_partitions = stab.where(_held())
     if held_partitions.isEmpty():  # the usual case: no partition holds records, no batch need be read
         return conform(_with_held(stab, None, as_of_ms), PARTITION_STABILITY)
     held = (
@@ -80,10 +85,7 @@ def partition_stability(
 
 def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int) -> DataFrame:
     """``stab`` with what ``held`` (records and bytes per partition, None: nothing held) says."""
-    held_since = F.when(
-        F.col("last_stable_offset") < F.col("hw"),
-        F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"),
-    )
+    held_since = F.when(_held(), F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"))
     if held is None:
         nothing = F.lit(None).cast("long")
         joined = stab.withColumn("held_records", nothing).withColumn("held_bytes", nothing)
