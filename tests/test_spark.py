@@ -48,3 +48,15 @@ def test_a_container_limit_caps_the_share(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert _mib(spark_module.local_driver_memory()) == 8 * 1024 // spark_module.LOCAL_MEMORY_SHARE
     v1.write_text("9223372036854771712\n")  # cgroup v1's "no limit"
     assert _mib(spark_module.local_driver_memory()) == 64 * 1024 // spark_module.LOCAL_MEMORY_SHARE
+
+
+def test_the_local_jvm_keeps_c2_for_hot_loops(spark: Any) -> None:
+    """The compiler thresholds reach the JVM the session started, as values HotSpot uses."""
+    jvm = spark.sparkContext._jvm
+    bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
+    given = dict(option.removeprefix("-XX:").split("=")
+                 for option in spark_module.JIT_OPTIONS.split() if "=" in option)
+    assert given  # the thresholds, not only the switch that tolerates unknown options
+    for name, value in given.items():
+        assert diagnostics.getVMOption(name).getValue() == value
