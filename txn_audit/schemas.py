@@ -253,6 +253,22 @@ DECODED_TABLES: tuple[str, ...] = (
     "decode_issues",
 )
 
+#: Columns of the decoded tables whose values seldom repeat within a file: offsets, file
+#: positions, record times, sequences, CRCs. They are stored plain; as dictionaries of nearly
+#: every value they only cost each reader a dictionary to decode per row group (on the 1 GiB
+#: benchmark, a scan of the batches table ran a third faster without and the files were 30 %
+#: smaller). The other columns (names, ids, epochs, flags) repeat and keep their dictionaries.
+PLAIN_COLUMNS = frozenset({
+    "position", "base_offset", "last_offset", "offset", "first_offset", "base_sequence", "last_sequence",
+    "first_timestamp", "max_timestamp", "timestamp", "record_timestamp", "stored_crc", "computed_crc",
+})
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns of a decoded table to write dictionary-encoded (all but ``PLAIN_COLUMNS``)."""
+    return [name for name in schema.names if name not in PLAIN_COLUMNS]
+
+
 # -- derived tables ------------------------------------------------------------------------
 
 _PARTITION = [pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False)]

@@ -51,7 +51,13 @@ from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
 from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
-from txn_audit.schemas import DECODED_TABLES, WORKER_OUTPUTS, WRITTEN_FILES, combined_decode_schema
+from txn_audit.schemas import (
+    DECODED_TABLES,
+    WORKER_OUTPUTS,
+    WRITTEN_FILES,
+    combined_decode_schema,
+    dictionary_columns,
+)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -639,7 +645,8 @@ def write_partition(
                 continue
             if name not in writers:
                 paths[name] = os.path.join(out_dir, name, f"{prefix}.{sequence:05d}-{uuid.uuid4().hex}.parquet")
-                writers[name] = pq.ParquetWriter(paths[name], WORKER_OUTPUTS[name])
+                schema = WORKER_OUTPUTS[name]
+                writers[name] = pq.ParquetWriter(paths[name], schema, use_dictionary=dictionary_columns(schema))
                 written[name] = 0
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
             writers[name].write_table(table)
