@@ -24,7 +24,7 @@ LOCAL_MEMORY_MIB = (1024, 16 * 1024)  # at least Spark's default, at most this
 #: two cores C2 took about as much CPU compiling them as the tasks took running. At 30 times those
 #: thresholds only the loops over every row get C2; the rest stays with the quick compiler (C1).
 #: Measured on the 1 GiB benchmark dump: C2's CPU 38-44 s -> 16 s, tasks' CPU unchanged, and the
-#: scan 6-10 s faster (docs/performance.md). Unknown options are ignored on a JVM without them.
+#: scan about 8 s faster on average (docs/performance.md). A JVM without these options ignores them.
 JIT_OPTIONS = (
     "-XX:+IgnoreUnrecognizedVMOptions -XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000 "
     "-XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000"
