@@ -253,7 +253,7 @@ DECODED_TABLES: tuple[str, ...] = (
     "decode_issues",
 )
 
-#: Columns of the decoded tables whose values seldom repeat within a file: offsets, file
+#: Columns of the raw tables whose values seldom repeat within a file: offsets, file
 #: positions, record times, sequences, CRCs. They are stored plain; as dictionaries of nearly
 #: every value they only cost each reader a dictionary to decode per row group (on the 1 GiB
 #: benchmark, a scan of the batches table ran a third faster without and the files were 30 %
@@ -265,7 +265,8 @@ PLAIN_COLUMNS = frozenset({
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns of a decoded table to write dictionary-encoded (all but ``PLAIN_COLUMNS``)."""
+    """The columns of a raw table to write dictionary-encoded (all but ``PLAIN_COLUMNS``), by the
+    workers and by the driver alike."""
     return [name for name in schema.names if name not in PLAIN_COLUMNS]
 
 

@@ -1,12 +1,21 @@
-"""How the ingest workers lay out the decoded tables' Parquet files."""
+"""How ingest lays out the raw tables' Parquet files, on the workers and on the driver."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from txn_audit.schemas import PLAIN_COLUMNS
+from txn_audit.ingest.job import _write_driver_table
+from txn_audit.schemas import PLAIN_COLUMNS, RAW_TABLES
+
+
+def _encodings(path: Path, group: int = 0) -> dict[str, bool]:
+    """Per column of one row group of the file: whether it is dictionary-encoded."""
+    row_group = pq.ParquetFile(path).metadata.row_group(group)
+    columns = (row_group.column(index) for index in range(row_group.num_columns))
+    return {c.path_in_schema: any("DICTIONARY" in encoding for encoding in c.encodings) for c in columns}
 
 
 def test_offsets_are_stored_plain_and_names_as_dictionaries(sample_scan: Any) -> None:
@@ -16,15 +25,23 @@ def test_offsets_are_stored_plain_and_names_as_dictionaries(sample_scan: Any) ->
         files = sorted((tables / table).glob("*.parquet"))
         assert files, table
         for path in files:
-            metadata = pq.ParquetFile(path).metadata
-            for group in range(metadata.num_row_groups):
-                row_group = metadata.row_group(group)
-                for index in range(row_group.num_columns):
-                    column = row_group.column(index)
-                    dictionary = any("DICTIONARY" in encoding for encoding in column.encodings)
-                    if column.path_in_schema in PLAIN_COLUMNS:
-                        assert not dictionary, (path.name, column.path_in_schema)
-                        checked.add(column.path_in_schema)
-                    elif column.path_in_schema in ("topic", "producer_id"):
-                        assert dictionary, (path.name, column.path_in_schema)
+            for group in range(pq.ParquetFile(path).metadata.num_row_groups):
+                for column, dictionary in _encodings(path, group).items():
+                    if column in PLAIN_COLUMNS:
+                        assert not dictionary, (path.name, column)
+                        checked.add(column)
+                    elif column in ("topic", "producer_id"):
+                        assert dictionary, (path.name, column)
     assert {"base_offset", "position", "offset", "stored_crc"} <= checked
+
+
+def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) -> None:
+    """Inventory issues go to ``decode_issues`` from the driver, beside the workers' rows."""
+    rows = [{"broker_id": 1, "log_dir": "ld", "topic": "t", "partition": 0, "file": f"ld/t-0/{n:020d}.log",
+             "position": n * 4096, "kind": "unrecognised_file", "severity": "info", "detail": "unknown file"}
+            for n in range(50)]
+    path = tmp_path / "part-driver.parquet"
+    _write_driver_table(path, rows, RAW_TABLES["decode_issues"])
+    encodings = _encodings(path)
+    assert encodings["position"] is False and encodings["topic"] is True
+    assert pq.read_table(path).to_pylist() == rows

@@ -32,6 +32,7 @@ from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
     WRITTEN_FILES,
+    dictionary_columns,
     spark_schema,
 )
 
@@ -157,7 +158,7 @@ def _decode_to_files(spark: SparkSession, tasks: list[FileTask], staging: Path, 
 def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path))
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path), use_dictionary=dictionary_columns(schema))
 
 
 def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:
