@@ -115,7 +115,8 @@ def test_each_row_check_query_is_answered_from_its_cached_result(
         assert all(runs[1:]), f"GX ran {template!r} without the cached result"
     # checks that share a subquery are planned over its cached result from their first run on
     sharing = [c for c in CHECKS if c.table == "batches" and c.shared]
-    assert {c.name for c in sharing} == {"one_batch_per_offset", "no_overlap"}
+    assert {c.name for c in sharing} == {"one_batch_per_offset", "no_overlap", "keys_present", "offsets_ordered",
+                                         "control_is_one_record", "v2_size"}
     for check in sharing:
         query = check.build({}).unexpected_rows_query.format(batch="tmp_view")
         first = next(cached for q, cached in seen if q == query)
@@ -160,3 +161,41 @@ def test_replica_order_checks_find_every_copy_and_overlap(spark: Any) -> None:
             if row[4] <= previous[5]:
                 overlaps.add((row[2], row[3], row[0], row[4], row[5], previous[5]))
     assert overlaps and run("no_overlap") == overlaps
+
+
+def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
+    spark: Any, sample_scan: SampleScan, tmp_path: Path
+) -> None:
+    """The per-row batch checks read one shared subquery: each planted fault fails its own check,
+    once, with the planted row as the example, and no other."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.quality import validate_tables
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    batches = load_tables(spark, sample_scan.out / "tables", {"batches": ALL_TABLES["batches"]})["batches"]
+    clean = batches.where("crc_ok").orderBy("topic", "partition", "base_offset")
+    data = clean.where("NOT is_control").limit(3).collect()
+    marker = clean.where("is_control").first()
+    plants = {  # check -> (row to copy, its changed columns)
+        "keys_present": (data[0], {"position": None}),
+        "offsets_ordered": (data[1], {"last_offset": data[1]["base_offset"] - 1}),
+        "v2_size": (data[2], {"size_bytes": 60}),
+        "control_is_one_record": (marker, {"record_count": 2}),
+    }
+    planted = None
+    for name, (row, changes) in plants.items():
+        one = clean.where((F.col("file") == row["file"]) & (F.col("position") == row["position"]))
+        for column, value in changes.items():
+            one = one.withColumn(column, F.lit(value).cast(batches.schema[column].dataType))
+        # far from every real batch, so that the replica-order checks stay clean
+        one = one.withColumn("log_dir", F.lit(f"planted-{name}"))
+        planted = one if planted is None else planted.unionByName(one)
+    assert planted is not None
+    outcome = validate_tables(spark, {"batches": clean.unionByName(planted)}, tmp_path / "quality")
+    failed = {r.check: r for r in outcome.results if not r.success}
+    assert set(failed) == set(plants)
+    for name, result in failed.items():
+        assert result.unexpected_count == 1, name
+        assert result.examples[0]["log_dir"] == f"planted-{name}"

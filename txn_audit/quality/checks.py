@@ -78,13 +78,37 @@ _REPLICA_NEIGHBOURS = (
     "WHERE base_offset = previous_base OR base_offset <= previous_last"
 )
 
+#: per-row conditions on a batch: (check, rule, condition, severity). They are checked over one
+#: shared subquery, a single scan of the columns they and the examples need, not a scan of
+#: every column per check
+_BATCH_ROW_RULES = (
+    ("keys_present", "every batch has its partition, file position and offsets",
+     "topic IS NULL OR partition IS NULL OR position IS NULL OR base_offset IS NULL OR last_offset IS NULL "
+     "OR magic IS NULL", "warning"),
+    ("offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
+     "last_offset < base_offset OR base_offset < 0", "critical"),
+    ("control_is_one_record", "a control batch (marker) holds exactly one record",
+     "is_control AND record_count <> 1 AND crc_ok", "warning"),
+    ("v2_size", "a v2 batch is at least 61 bytes", "magic = 2 AND size_bytes < 61", "critical"),
+)
+_BATCH_ROW_COLUMNS = ("broker_id, log_dir, file, topic, partition, segment_base_offset, position, base_offset, "
+                      "last_offset, magic, is_control, producer_id, producer_epoch, record_count, size_bytes, crc_ok")
+_BATCH_ROW_FAULTS = (f"SELECT {_BATCH_ROW_COLUMNS} FROM {{batch}} WHERE "
+                     + " OR ".join(f"({condition})" for _, _, condition, _ in _BATCH_ROW_RULES))
+
+
+def _batch_row_checks() -> tuple[Check, ...]:
+    return tuple(
+        Check("batches", name, rule, _rows(f"SELECT * FROM ({_BATCH_ROW_FAULTS}) WHERE {condition}"),
+              severity=severity, shared=(_BATCH_ROW_FAULTS,))
+        for name, rule, condition, severity in _BATCH_ROW_RULES
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     *(_schema(t) for t in ALL_TABLES),
     # batches (kafka-formats Appendix A.1, A.2)
-    Check("batches", "keys_present", "every batch has its partition, file position and offsets",
-          _not_null("topic", "partition", "position", "base_offset", "last_offset", "magic")),
-    Check("batches", "offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
-          _rows("SELECT * FROM {batch} WHERE last_offset < base_offset OR base_offset < 0"), severity="critical"),
+    *_batch_row_checks(),
     Check("batches", "one_batch_per_offset",
           "one batch per (broker, log dir, topic, partition, base offset)",
           _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) + 1 AS copies FROM ("
@@ -101,10 +125,6 @@ CHECKS: tuple[Check, ...] = (
           _rows(_never_down("producer_epoch", "base_offset",
                             "{batch} WHERE producer_id >= 0 AND magic = 2")),
           severity="critical"),
-    Check("batches", "control_is_one_record", "a control batch (marker) holds exactly one record",
-          _rows("SELECT * FROM {batch} WHERE is_control AND record_count <> 1 AND crc_ok")),
-    Check("batches", "v2_size", "a v2 batch is at least 61 bytes",
-          _rows("SELECT * FROM {batch} WHERE magic = 2 AND size_bytes < 61"), severity="critical"),
     Check("batches", "crc_ok", "every batch's stored CRC matches its bytes",
           lambda meta: gxe.ExpectColumnValuesToBeInSet(column="crc_ok", value_set=[True], meta=meta),
           data_health=True),
