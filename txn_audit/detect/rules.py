@@ -379,7 +379,9 @@ def coordinator_findings(
     A missing marker is reported only where it matters and is certain: the partition is in
     the dump and still holds that producer's transaction open from before the decision.
     """
-    matches = _prepare_marker_matches(txn_log, markers, present, opts)
+    # the three findings below read the matches: order the markers once, not once per finding
+    # (one row per Prepare* and partition, few)
+    matches = _prepare_marker_matches(txn_log, markers, present, opts).localCheckpoint()
     completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
     here = pname()
     still_open = ptx.where(F.col("state") == "open").select(
