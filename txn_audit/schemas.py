@@ -270,6 +270,46 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
     return [name for name in schema.names if name not in PLAIN_COLUMNS]
 
 
+#: the columns that name the partition replica a raw row was read from
+REPLICA_COLUMNS = tuple(f.name for f in _REPLICA)
+#: Parquet footer key under which a raw table's file lists the replicas its rows belong to (a
+#: JSON list of ``REPLICA_COLUMNS`` values), so a reader can tell without reading the rows
+#: whether every row belongs to a replica it audits
+REPLICAS_METADATA_KEY = "txn_audit.replicas"
+
+Replica = tuple[int | None, str | None, str | None, int | None]
+
+
+def row_replicas(table: pa.Table | pa.RecordBatch) -> set[Replica]:
+    """The distinct ``REPLICA_COLUMNS`` values of ``table``'s rows."""
+    if not table.num_rows:
+        return set()
+    distinct = pa.table([table.column(name) for name in REPLICA_COLUMNS], names=list(REPLICA_COLUMNS))
+    distinct = distinct.group_by(list(REPLICA_COLUMNS), use_threads=False).aggregate([])
+    return set(zip(*(distinct.column(name).to_pylist() for name in REPLICA_COLUMNS), strict=True))
+
+
+def replicas_metadata(replicas: set[Replica]) -> dict[str, str]:
+    """The footer entry naming ``replicas`` (see ``REPLICAS_METADATA_KEY``), in a stable order."""
+    import json
+
+    ordered = sorted(replicas, key=lambda r: tuple((v is None, v if v is not None else 0) for v in r))
+    return {REPLICAS_METADATA_KEY: json.dumps([list(r) for r in ordered])}
+
+
+def replicas_from_metadata(metadata: dict[bytes, bytes] | None) -> set[Replica] | None:
+    """The replicas a file's footer lists; None when it lists none (an older or foreign file)."""
+    import json
+
+    value = (metadata or {}).get(REPLICAS_METADATA_KEY.encode())
+    if value is None:
+        return None
+    try:
+        return {(r[0], r[1], r[2], r[3]) for r in json.loads(value)}
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+
+
 # -- derived tables ------------------------------------------------------------------------
 
 _PARTITION = [pa.field("topic", pa.string(), nullable=False), pa.field("partition", pa.int32(), nullable=False)]

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from txn_audit.ingest.job import _write_driver_table
-from txn_audit.schemas import PLAIN_COLUMNS, RAW_TABLES
+from txn_audit.schemas import DECODED_TABLES, PLAIN_COLUMNS, RAW_TABLES, REPLICA_COLUMNS, replicas_from_metadata
 
 
 def _encodings(path: Path, group: int = 0) -> dict[str, bool]:
@@ -45,3 +45,21 @@ def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) 
     encodings = _encodings(path)
     assert encodings["position"] is False and encodings["topic"] is True
     assert pq.read_table(path).to_pylist() == rows
+    assert replicas_from_metadata(pq.read_metadata(path).metadata) == {(1, "ld", "t", 0)}
+
+
+def _replicas_of_rows(path: Path) -> set[tuple[Any, ...]]:
+    table = pq.read_table(path, columns=list(REPLICA_COLUMNS))
+    return set(zip(*(table.column(name).to_pylist() for name in REPLICA_COLUMNS), strict=True))
+
+
+def test_every_file_lists_the_replicas_of_its_rows(sample_scan: Any) -> None:
+    """Readers skip the replica join on the strength of these lists, so they must be exact."""
+    tables = sample_scan.out / "tables"
+    several = 0
+    for table in DECODED_TABLES:
+        for path in sorted((tables / table).glob("*.parquet")):
+            listed = replicas_from_metadata(pq.read_metadata(path).metadata)
+            assert listed == _replicas_of_rows(path), (table, path.name)
+            several += len(listed) > 1
+    assert several  # files holding rows of several partitions list each of them

@@ -31,8 +31,11 @@ from txn_audit.ingest.worker import TASK_FIELDS, FileTask, task_rows, write_part
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
+    REPLICA_COLUMNS,
     WRITTEN_FILES,
     dictionary_columns,
+    replicas_metadata,
+    row_replicas,
     spark_schema,
 )
 
@@ -158,7 +161,10 @@ def _decode_to_files(spark: SparkSession, tasks: list[FileTask], staging: Path, 
 def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(path), use_dictionary=dictionary_columns(schema))
+    table = pa.Table.from_pylist(rows, schema=schema)
+    if set(REPLICA_COLUMNS) <= set(schema.names):  # the footer names the rows' replicas, as the workers' do
+        table = table.replace_schema_metadata({**(schema.metadata or {}), **replicas_metadata(row_replicas(table))})
+    pq.write_table(table, str(path), use_dictionary=dictionary_columns(schema))
 
 
 def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:

@@ -55,8 +55,11 @@ from txn_audit.schemas import (
     DECODED_TABLES,
     WORKER_OUTPUTS,
     WRITTEN_FILES,
+    Replica,
     combined_decode_schema,
     dictionary_columns,
+    replicas_metadata,
+    row_replicas,
 )
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -634,6 +637,7 @@ def write_partition(
     writers: dict[str, pq.ParquetWriter] = {}
     paths: dict[str, str] = {}
     written: dict[str, int] = {}
+    replicas: dict[str, set[Replica]] = {}  # of each open file's rows, for its footer
     report: list[dict[str, Any]] = []
     summaries: list[pa.StructArray] = []
 
@@ -648,9 +652,11 @@ def write_partition(
                 schema = WORKER_OUTPUTS[name]
                 writers[name] = pq.ParquetWriter(paths[name], schema, use_dictionary=dictionary_columns(schema))
                 written[name] = 0
+                replicas[name] = set()
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
             writers[name].write_table(table)
             written[name] += table.num_rows
+            replicas[name] |= row_replicas(table)
             parts.clear()
         out._seal("slice_summary")
         summaries.extend(out.parts["slice_summary"])
@@ -660,11 +666,13 @@ def write_partition(
         nonlocal sequence
         sequence += 1
         for name, writer in writers.items():
+            writer.add_key_value_metadata(replicas_metadata(replicas[name]))
             writer.close()
             report.append({"table": name, "task": out.task, "file": paths[name], "rows": written[name],
                            "slice_summary": None})
         writers.clear()
         written.clear()
+        replicas.clear()
 
     for batch in batches:
         for row in batch.to_pylist():

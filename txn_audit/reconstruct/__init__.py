@@ -1,4 +1,5 @@
-"""Rebuild transactions from the raw tables: DataFrame in, DataFrame out, no collect().
+"""Rebuild transactions from the raw tables: DataFrame in, DataFrame out. Nothing is collected
+but the chosen replicas (one row per partition, ``replicas.on_replicas``).
 
 ``partition_transactions``: one row per transaction per partition, from the producer's data
 batches and markers in offset order. ``transactions``: those joined with the replayed

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import weakref
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-REPLICA_KEYS = ("broker_id", "log_dir", "topic", "partition")
+from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
+
+REPLICA_KEYS = REPLICA_COLUMNS
 
 
 def chosen_replicas(partition_offsets: DataFrame) -> DataFrame:
@@ -26,7 +30,51 @@ def chosen_replicas(partition_offsets: DataFrame) -> DataFrame:
 
 
 def on_replicas(df: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Rows of ``df`` that belong to one of ``replicas`` (null-safe on the broker id)."""
+    """Rows of ``df`` that belong to one of ``replicas`` (null-safe on the broker id).
+
+    When ``df`` reads a table's files as they are and their footers show that every row belongs
+    to one of ``replicas`` (the usual dump: one replica per partition), that is ``df`` itself,
+    and no row is joined: the join hashes four keys, two of them strings, for every row read.
+    """
+    present = _replicas_in_files(df)
+    if present is not None and present <= _chosen(replicas):
+        return df
     r = replicas.select(*[F.col(k).alias(f"_r_{k}") for k in REPLICA_KEYS])
     cond = [df[k].eqNullSafe(r[f"_r_{k}"]) for k in REPLICA_KEYS]
     return df.join(F.broadcast(r), cond, "left_semi")
+
+
+#: the chosen replicas of each ``replicas`` frame, collected once (one row per partition)
+_CHOSEN: weakref.WeakKeyDictionary[DataFrame, frozenset[Replica]] = weakref.WeakKeyDictionary()
+
+
+def _chosen(replicas: DataFrame) -> frozenset[Replica]:
+    chosen = _CHOSEN.get(replicas)
+    if chosen is None:
+        chosen = frozenset(tuple(row) for row in replicas.select(*REPLICA_KEYS).collect())  # type: ignore[misc]
+        _CHOSEN[replicas] = chosen
+    return chosen
+
+
+def _replicas_in_files(df: DataFrame) -> set[Replica] | None:
+    """The replicas the footers of ``df``'s files list; None unless ``df`` is a plain read of
+    files that all list theirs (a filtered or changed frame may hold other rows)."""
+    import pyarrow.parquet as pq
+    from pyarrow import fs
+
+    if df._jdf.queryExecution().analyzed().getClass().getSimpleName() != "LogicalRelation":
+        return None
+    files = df.inputFiles()
+    if not files:
+        return None
+    found: set[Replica] = set()
+    try:
+        for uri in files:
+            filesystem, path = fs.FileSystem.from_uri(uri)
+            listed = replicas_from_metadata(pq.read_metadata(path, filesystem=filesystem).metadata)
+            if listed is None:
+                return None
+            found |= listed
+    except (OSError, ValueError):  # unreadable footer: join instead
+        return None
+    return found
