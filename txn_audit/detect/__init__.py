@@ -60,7 +60,7 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
         F.max("timestamp").alias("last_marker_timestamp"),
     )
-    present = batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+    present = recon.extent.select("topic", "partition", "covers_from")
     open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_markers, opts)
     hanging = open_findings.where(F.col("kind") == "hanging_transaction")
     parts = [

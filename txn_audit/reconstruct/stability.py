@@ -21,10 +21,22 @@ def _held() -> Column:
     return F.col("last_stable_offset") < F.col("hw")
 
 
+def partition_extent(batches: DataFrame) -> DataFrame:
+    """Per (topic, partition) of ``batches``: ``log_end_offset`` (one past the last batch) and
+    ``covers_from``, the oldest ``first_timestamp``: from when on the dump holds its data. One
+    aggregation over every batch that stability and detection both read."""
+    return batches.groupBy("topic", "partition").agg(
+        (F.max("last_offset") + 1).alias("log_end_offset"), F.min("first_timestamp").alias("covers_from")
+    )
+
+
 def partition_stability(
-    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, producer_ids: DataFrame, *, as_of_ms: int
+    extent: DataFrame, batches: DataFrame, ptx: DataFrame, replicas: DataFrame, producer_ids: DataFrame, *,
+    as_of_ms: int
 ) -> DataFrame:
-    log_end = batches.groupBy("topic", "partition").agg((F.max("last_offset") + 1).alias("log_end_offset"))
+    """One row per partition (``PARTITION_STABILITY``); ``extent`` is ``partition_extent(batches)``,
+    and the batches are read again only for partitions whose records are held."""
+    log_end = extent.select("topic", "partition", "log_end_offset")
     parts = (
         replicas.select("topic", "partition", "broker_id", "high_watermark", "hw_source", "log_start_offset")
         .join(log_end, ["topic", "partition"], "left")

@@ -27,7 +27,7 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
-from txn_audit.reconstruct.stability import partition_stability
+from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform, spark_schema
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
@@ -356,6 +356,7 @@ class Reconstruction:
     coordinator: DataFrame
     producer_ids: DataFrame
     replicas: DataFrame
+    extent: DataFrame  # per partition: log end offset and oldest batch time (``partition_extent``)
 
 
 Materialize = Callable[[str, DataFrame], DataFrame]
@@ -389,15 +390,17 @@ def reconstruct(
                partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
     logged = coordinator_current(txn_log)
     current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
+    extent = keep("partition_extent", partition_extent(batches))
     return Reconstruction(
         partition_transactions=ptx,
         transactions=keep("transactions", transactions(ptx, current, ids)),
         partition_stability=keep(
-            "partition_stability", partition_stability(batches, ptx, replicas, ids, as_of_ms=as_of_ms)
+            "partition_stability", partition_stability(extent, batches, ptx, replicas, ids, as_of_ms=as_of_ms)
         ),
         events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,
         producer_ids=ids,
         replicas=replicas,
+        extent=extent,
     )
