@@ -199,3 +199,31 @@ def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
     for name, result in failed.items():
         assert result.unexpected_count == 1, name
         assert result.examples[0]["log_dir"] == f"planted-{name}"
+
+
+def test_a_marker_before_its_data_fails_the_transaction_offsets_check(
+    spark: Any, sample_scan: SampleScan, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    from txn_audit.quality import validate_tables
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    wanted = {"partition_transactions": ALL_TABLES["partition_transactions"]}
+    ptx = load_tables(spark, sample_scan.out / "tables", wanted)["partition_transactions"]
+    one = ptx.where("marker_offset IS NOT NULL AND last_data_offset IS NOT NULL").orderBy(
+        "topic", "partition", "producer_id", "txn_seq").first()
+    target = ((F.col("topic") == one["topic"]) & (F.col("partition") == one["partition"])
+              & (F.col("producer_id") == one["producer_id"]) & (F.col("txn_seq") == one["txn_seq"]))
+    # the marker of one closed transaction now sits on its last data record
+    broken = ptx.withColumn("marker_offset",
+                            F.when(target, F.col("last_data_offset")).otherwise(F.col("marker_offset")))
+    outcome = validate_tables(spark, {"partition_transactions": broken}, tmp_path / "quality")
+    failed = {r.check: r for r in outcome.results if not r.success}
+    assert set(failed) == {"offsets_ordered"}
+    example = failed["offsets_ordered"].examples[0]
+    assert failed["offsets_ordered"].unexpected_count == 1
+    assert (example["topic"], example["partition"], example["producer_id"], example["txn_seq"]) == (
+        one["topic"], one["partition"], one["producer_id"], one["txn_seq"])
+    assert example["marker_offset"] == one["last_data_offset"]

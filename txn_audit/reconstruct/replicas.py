@@ -44,15 +44,24 @@ def on_replicas(df: DataFrame, replicas: DataFrame) -> DataFrame:
     return df.join(F.broadcast(r), cond, "left_semi")
 
 
-#: the chosen replicas of each ``replicas`` frame, collected once (one row per partition)
+#: the chosen replicas of each materialized ``replicas`` frame, collected once (one row per partition)
 _CHOSEN: weakref.WeakKeyDictionary[DataFrame, frozenset[Replica]] = weakref.WeakKeyDictionary()
+
+
+def _plan_node(df: DataFrame) -> str | None:
+    """The class of the top node of ``df``'s analyzed plan (None where it cannot be told)."""
+    try:
+        return str(df._jdf.queryExecution().analyzed().getClass().getSimpleName())
+    except AttributeError:  # not a classic DataFrame
+        return None
 
 
 def _chosen(replicas: DataFrame) -> frozenset[Replica]:
     chosen = _CHOSEN.get(replicas)
     if chosen is None:
         chosen = frozenset(tuple(row) for row in replicas.select(*REPLICA_KEYS).collect())  # type: ignore[misc]
-        _CHOSEN[replicas] = chosen
+        if _plan_node(replicas) == "LogicalRDD":  # a checkpoint: its rows cannot change
+            _CHOSEN[replicas] = chosen
     return chosen
 
 
@@ -62,7 +71,7 @@ def _replicas_in_files(df: DataFrame) -> set[Replica] | None:
     import pyarrow.parquet as pq
     from pyarrow import fs
 
-    if df._jdf.queryExecution().analyzed().getClass().getSimpleName() != "LogicalRelation":
+    if _plan_node(df) != "LogicalRelation":
         return None
     files = df.inputFiles()
     if not files:
