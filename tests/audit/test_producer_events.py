@@ -13,7 +13,12 @@ from tests.conftest import SampleScan
 pytestmark = pytest.mark.spark
 
 
-def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleScan) -> None:
+@pytest.mark.parametrize("reading", ["files", "shuffle"])
+def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleScan, reading: str) -> None:
+    """Both ways to the pass: each task reading one replica's files (the tables as written),
+    and Spark shuffling and sorting the rows (any other frame, here a filtered one)."""
+    import sys
+
     from pyspark.sql import functions as F
 
     from txn_audit.reconstruct import chosen_replicas, on_replicas, producer_events, producer_pass, transaction_rows
@@ -24,6 +29,10 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
     raw = load_tables(spark, sample_scan.out / "tables", RAW_TABLES)
     replicas = chosen_replicas(raw["partition_offsets"])
     batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
+    if reading == "shuffle":
+        batches, markers = batches.where(F.lit(True)), markers.where(F.lit(True))
+    items = sys.modules["txn_audit.reconstruct.transactions"]._pass_items(batches, markers)
+    assert (items is not None) == (reading == "files")
     passed = producer_pass(batches, markers, late_tolerance_ms=TOLERANCE_MS)
     # the walk's input, read from the tables directly: data batches with a producer id, and markers
     data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(

@@ -16,6 +16,7 @@ functions and a grouping computed the same row by row in the JVM and shuffled ev
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -24,6 +25,66 @@ import pyarrow.compute as pc
 
 #: no value: below every epoch
 NONE = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant column of the pass's input."""
+
+    value: object
+    type: pa.DataType
+
+
+#: the pass's input row: name -> (taken from a data batch, taken from a marker), each a column of
+#: the raw ``batches`` or ``control_markers`` table or a constant. Both the Spark and the Arrow
+#: readers build the rows from it.
+PASS_INPUT: dict[str, tuple[str | Const, str | Const]] = {
+    "topic": ("topic", "topic"),
+    "partition": ("partition", "partition"),
+    "producer_id": ("producer_id", "producer_id"),
+    "broker_id": ("broker_id", "broker_id"),
+    "epoch": ("producer_epoch", "producer_epoch"),
+    "offset": ("base_offset", "offset"),
+    "last_offset": ("last_offset", "offset"),
+    "record_count": ("record_count", Const(1, pa.int32())),
+    "size_bytes": ("size_bytes", Const(78, pa.int32())),  # a control batch of one marker record
+    "first_timestamp": ("first_timestamp", "timestamp"),
+    "max_timestamp": ("max_timestamp", "timestamp"),
+    "is_marker": (Const(False, pa.bool_()), Const(True, pa.bool_())),
+    "is_transactional": ("is_transactional", Const(True, pa.bool_())),
+    "base_sequence": ("base_sequence", Const(None, pa.int32())),
+    "last_sequence": ("last_sequence", Const(None, pa.int32())),
+    "marker_type": (Const(None, pa.string()), "marker_type"),
+    "coordinator_epoch": (Const(None, pa.int32()), "coordinator_epoch"),
+    # where the batch is (its file name would make every row much wider)
+    "segment_base_offset": ("segment_base_offset", Const(None, pa.int64())),
+    "position": ("position", Const(None, pa.int64())),
+}
+DATA, MARKER = 0, 1
+
+
+def pass_source_columns(side: int) -> list[str]:
+    """The raw table columns ``pass_input`` reads for ``side`` (``DATA`` or ``MARKER``)."""
+    named = {source[side] for source in PASS_INPUT.values() if isinstance(source[side], str)}
+    if side == DATA:
+        named.add("is_control")
+    return sorted(named)  # type: ignore[arg-type]
+
+
+def pass_input(table: pa.Table | pa.RecordBatch, side: int) -> pa.Table:
+    """``PASS_INPUT`` rows of ``side`` from raw rows: a data side takes only the data batches
+    written with a producer id (no control batch), a marker side every marker."""
+    if side == DATA:
+        keep = pc.and_(pc.invert(table.column("is_control")), pc.greater_equal(table.column("producer_id"), 0))
+        table = table.filter(keep)
+    columns = {}
+    for name, sources in PASS_INPUT.items():
+        source = sources[side]
+        if isinstance(source, Const):
+            columns[name] = pa.repeat(pa.scalar(source.value, source.type), table.num_rows)
+        else:
+            columns[name] = table.column(source)
+    return pa.table(columns)
 
 #: where the carried state keeps each running value
 _MARKERS, _MARKER_AT, _SEQ_AT, _MAX_DATA, _MAX_MARKER, _MAX_COORD = range(6)

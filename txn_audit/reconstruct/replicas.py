@@ -7,7 +7,8 @@ import weakref
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
+from txn_audit.reconstruct.pass_files import TableFile, read_table_file
+from txn_audit.schemas import REPLICA_COLUMNS, Replica
 
 REPLICA_KEYS = REPLICA_COLUMNS
 
@@ -68,22 +69,36 @@ def _chosen(replicas: DataFrame) -> frozenset[Replica]:
 def _replicas_in_files(df: DataFrame) -> set[Replica] | None:
     """The replicas the footers of ``df``'s files list; None unless ``df`` is a plain read of
     files that all list theirs (a filtered or changed frame may hold other rows)."""
-    import pyarrow.parquet as pq
-    from pyarrow import fs
+    files = table_files(df)
+    if files is None:
+        return None
+    return set().union(*(f.replicas for f in files))
 
+
+#: ``table_files`` of each frame, read once
+_FILES: weakref.WeakKeyDictionary[DataFrame, list[TableFile] | None] = weakref.WeakKeyDictionary()
+
+
+def table_files(df: DataFrame) -> list[TableFile] | None:
+    """The files ``df`` reads, with the replicas and row counts their footers list; None unless
+    ``df`` is a plain read of files that all list their replicas and that pyarrow can open."""
+    if df in _FILES:
+        return _FILES[df]
+    found = _read_footers(df)
+    _FILES[df] = found
+    return found
+
+
+def _read_footers(df: DataFrame) -> list[TableFile] | None:
     if _plan_node(df) != "LogicalRelation":
         return None
-    files = df.inputFiles()
-    if not files:
+    uris = df.inputFiles()
+    if not uris:
         return None
-    found: set[Replica] = set()
-    try:
-        for uri in files:
-            filesystem, path = fs.FileSystem.from_uri(uri)
-            listed = replicas_from_metadata(pq.read_metadata(path, filesystem=filesystem).metadata)
-            if listed is None:
-                return None
-            found |= listed
-    except (OSError, ValueError):  # unreadable footer: join instead
-        return None
+    found = []
+    for uri in uris:
+        table_file = read_table_file(uri)
+        if table_file is None:
+            return None
+        found.append(table_file)
     return found

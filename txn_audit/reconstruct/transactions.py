@@ -9,6 +9,7 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -19,14 +20,19 @@ from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
 from txn_audit.reconstruct.ordered_pass import (
+    DATA,
     KEY_COLUMNS,
+    MARKER,
     MARKER_FIELDS,
     MAXIMA,
+    PASS_INPUT,
     SEQUENCE_FIELDS,
+    Const,
     transaction_pass,
     txn_fields,
 )
-from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
+from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
+from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform, spark_schema
 
@@ -46,8 +52,10 @@ COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
     """One ordered pass over every data batch written with a producer id (transactional or
     idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
-    order: one shuffle and sort for everything that needs order. Its rows have two struct
-    columns, one of them null (``ordered_pass.transaction_pass``):
+    order. When both frames are plain reads of the raw tables' files, each task reads one
+    replica's rows from them and sorts them itself (``pass_files``); otherwise Spark shuffles
+    and sorts the rows. Its rows have two struct columns, one of them null
+    (``ordered_pass.transaction_pass``):
 
     * ``event``: the rows a rule may flag, with what the rows before them say: ``txn_seq``
       (earlier markers) and the previous marker (``prev_marker_*``), from which lateness is
@@ -61,46 +69,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
 
     Use ``producer_events`` and ``transaction_rows`` to read them.
     """
-    data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
-        *KEY,
-        "broker_id",
-        F.col("producer_epoch").alias("epoch"),
-        F.col("base_offset").alias("offset"),
-        "last_offset",
-        "record_count",
-        "size_bytes",
-        "first_timestamp",
-        "max_timestamp",
-        F.lit(False).alias("is_marker"),
-        F.coalesce("is_transactional", F.lit(False)).alias("is_transactional"),
-        "base_sequence",
-        "last_sequence",
-        F.lit(None).cast("string").alias("marker_type"),
-        F.lit(None).cast("int").alias("coordinator_epoch"),
-        # where the batch is (its file name would make every row of the shuffle much wider)
-        "segment_base_offset",
-        "position",
-    )
-    marks = markers.select(
-        *KEY,
-        "broker_id",
-        F.col("producer_epoch").alias("epoch"),
-        "offset",
-        F.col("offset").alias("last_offset"),
-        F.lit(1).alias("record_count"),
-        F.lit(78).alias("size_bytes"),
-        F.col("timestamp").alias("first_timestamp"),
-        F.col("timestamp").alias("max_timestamp"),
-        F.lit(True).alias("is_marker"),
-        F.lit(True).alias("is_transactional"),
-        F.lit(None).cast("int").alias("base_sequence"),
-        F.lit(None).cast("int").alias("last_sequence"),
-        "marker_type",
-        "coordinator_epoch",
-        F.lit(None).cast("long").alias("segment_base_offset"),
-        F.lit(None).cast("long").alias("position"),
-    )
-    rows = data.unionByName(marks)
+    rows = _pass_rows(batches, markers)
     added = StructType([
         StructField("txn_seq", LongType()),
         *[StructField(name, rows.schema[column].dataType) for name, column in MARKER_FIELDS.items()],
@@ -110,13 +79,48 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     ])
     txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS], *spark_schema(pa.schema(txn_fields())).fields])
 
+    output = StructType([StructField("event", StructType(rows.schema.fields + added.fields)), StructField("txn", txn)])
+    items = _pass_items(batches, markers)
+    if items is not None:
+        # each task reads one replica's rows from the files and sorts them itself
+        spark = batches.sparkSession
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(items, max(1, len(items))),
+                                      spark_schema(PASS_ITEM))
+        return frame.mapInArrow(functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
+                                                  unsequenced_topics=COMPACTED_TOPICS), output)
+
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
 
     # each producer's rows on a partition end up together in one task, in offset order
     ordered = rows.repartition(*KEY).sortWithinPartitions(*KEY, "offset")
-    return ordered.mapInArrow(walk, StructType([StructField("event", StructType(rows.schema.fields + added.fields)),
-                                                StructField("txn", txn)]))
+    return ordered.mapInArrow(walk, output)
+
+
+def _pass_rows(batches: DataFrame, markers: DataFrame) -> DataFrame:
+    """The pass's input rows (``ordered_pass.PASS_INPUT``): data batches with a producer id, and markers."""
+    def side(frame: DataFrame, index: int) -> DataFrame:
+        columns = []
+        for name, sources in PASS_INPUT.items():
+            source = sources[index]
+            if isinstance(source, Const):
+                kind = spark_schema(pa.schema([pa.field(name, source.type)])).fields[0].dataType
+                columns.append(F.lit(source.value).cast(kind).alias(name))
+            else:
+                columns.append(F.col(source).alias(name))
+        return frame.select(*columns)
+
+    data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0))
+    return side(data, DATA).unionByName(side(markers, MARKER))
+
+
+def _pass_items(batches: DataFrame, markers: DataFrame) -> list[tuple[object, ...]] | None:
+    """``pass_files.PASS_ITEM`` rows when both frames are plain reads of files whose footers list
+    their replicas; None otherwise (then the pass shuffles and sorts the rows in Spark)."""
+    batch_files, marker_files = table_files(batches), table_files(markers)
+    if batch_files is None or marker_files is None:
+        return None
+    return [tuple(item[name] for name in PASS_ITEM.names) for item in pass_items(batch_files, marker_files)]
 
 
 def producer_events(passed: DataFrame) -> DataFrame:

@@ -1,0 +1,150 @@
+"""The producer pass read from the raw tables' files, one replica per task (no Spark): the same
+as the pass over the same rows sorted in memory, whatever the files' order, the other replicas
+and rows in them, and however the rows are cut to bound a task's memory."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
+from tests.audit.test_ordered_pass import _rows
+from txn_audit.reconstruct import pass_files
+from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, transaction_pass
+from txn_audit.reconstruct.pass_files import (
+    _Group,
+    _Replica,
+    _sorted_group,
+    pass_items,
+    read_table_file,
+    sorted_pass_input,
+)
+from txn_audit.schemas import RAW_TABLES, replicas_metadata, row_replicas
+
+LEADER_DIR, FOLLOWER_DIR = "broker-1", "broker-2"
+
+
+def _raw(row: dict[str, Any], broker: int, log_dir: str) -> tuple[str, dict[str, Any]]:
+    """A pass input row of the ordered-pass tests as a row of the raw ``batches`` or ``control_markers`` table."""
+    where = {"broker_id": broker, "log_dir": log_dir, "topic": row["topic"], "partition": row["partition"],
+             "segment_base_offset": 0, "position": row["offset"] * 100, "file": f"{log_dir}/x.log",
+             "producer_id": row["producer_id"], "producer_epoch": row["epoch"]}
+    if row["is_marker"]:
+        return "control_markers", where | {
+            "offset": row["offset"], "timestamp": row["max_timestamp"], "marker_type": row["marker_type"],
+            "control_type": 0, "coordinator_epoch": row["coordinator_epoch"], "key_version": 0, "value_version": 0}
+    return "batches", where | {
+        "base_offset": row["offset"], "last_offset": row["last_offset"], "magic": 2, "codec": "none",
+        "timestamp_type": "CreateTime", "is_transactional": row["is_transactional"], "is_control": False,
+        "base_sequence": row["base_sequence"], "last_sequence": row["last_sequence"] or -1,
+        "record_count": row["record_count"], "first_timestamp": row["first_timestamp"],
+        "max_timestamp": row["max_timestamp"], "delete_horizon_ms": -1, "partition_leader_epoch": 0,
+        "stored_crc": 0, "computed_crc": 0, "crc_ok": True, "size_bytes": row["size_bytes"]}
+
+
+def _tables(seed: int) -> dict[str, list[dict[str, Any]]]:
+    """The leader's rows of ``_rows(seed)``, plus what the pass must not read: a follower's copy
+    with other producers, batches without a producer id, and control batches."""
+    rng = random.Random(seed)
+    tables: dict[str, list[dict[str, Any]]] = {"batches": [], "control_markers": []}
+    for row in _rows(seed):
+        name, raw = _raw(row, 1, LEADER_DIR)
+        tables[name].append(raw)
+        name, raw = _raw(row | {"producer_id": row["producer_id"] + 5}, 2, FOLLOWER_DIR)
+        tables[name].append(raw)
+    for plain in rng.sample(tables["batches"], 20):
+        tables["batches"].append(plain | {"producer_id": -1, "base_offset": plain["base_offset"] + 10_000})
+    for control in rng.sample(tables["batches"], 20):
+        tables["batches"].append(control | {"is_control": True, "base_offset": control["base_offset"] + 20_000})
+    return tables
+
+
+def _write(folder: Path, tables: dict[str, list[dict[str, Any]]], seed: int) -> dict[str, list[str]]:
+    """Each table in three files of shuffled rows, with footers listing their replicas, as ingest writes them."""
+    rng = random.Random(seed)
+    uris: dict[str, list[str]] = {}
+    for name, rows in tables.items():
+        (folder / name).mkdir(parents=True)
+        shuffled = rng.sample(rows, len(rows))
+        uris[name] = []
+        for part in range(3):
+            table = pa.Table.from_pylist(shuffled[part::3], schema=RAW_TABLES[name])
+            path = folder / name / f"part-{part}.parquet"
+            pq.write_table(table.replace_schema_metadata(replicas_metadata(row_replicas(table))), path,
+                           row_group_size=16)
+            uris[name].append(path.as_uri())
+    return uris
+
+
+def _expected(tables: dict[str, list[dict[str, Any]]], broker: int) -> list[dict[str, Any]]:
+    """The pass over one broker's rows, sorted in memory, as one stream."""
+    parts = [pass_input(pa.Table.from_pylist([r for r in tables[name] if r["broker_id"] == broker],
+                                             schema=RAW_TABLES[name]), side)
+             for name, side in (("batches", DATA), ("control_markers", MARKER))]
+    rows = pa.concat_tables(parts).sort_by([(k, "ascending") for k in ("topic", "partition", "producer_id", "offset")])
+    return _outputs(transaction_pass(rows.to_batches(max_chunksize=10), late_tolerance_ms=TOLERANCE_MS,
+                                     unsequenced_topics=COMPACTED))
+
+
+def _outputs(batches: Any) -> list[dict[str, Any]]:
+    rows = pa.Table.from_batches(list(batches)).to_pylist()
+    return sorted(rows, key=repr)
+
+
+def _items(uris: dict[str, list[str]]) -> list[dict[str, Any]]:
+    files = {name: [read_table_file(uri) for uri in found] for name, found in uris.items()}
+    assert all(f is not None for found in files.values() for f in found)
+    return pass_items(files["batches"], files["control_markers"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("round_rows", [10**9, 40, 6])
+def test_the_pass_over_the_files_equals_the_pass_in_memory(tmp_path: Path, seed: int, round_rows: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pass_files, "SAMPLE_EVERY", 1)  # windows of exactly round_rows rows
+    tables = _tables(seed)
+    items = _items(_write(tmp_path, tables, seed))
+    leader = [item for item in items if item["log_dir"] == LEADER_DIR]
+    assert len(leader) == 4 and len(items) == 8  # two topics, two partitions, two brokers
+    got = _outputs(batch for item in leader for batch in transaction_pass(
+        sorted_pass_input(item, round_rows=round_rows, chunk_rows=5), late_tolerance_ms=TOLERANCE_MS,
+        unsequenced_topics=COMPACTED))
+    expected = _expected(tables, 1)
+    assert got == expected
+    assert any(r["event"] for r in got) and any(r["txn"] for r in got)
+
+
+@pytest.mark.parametrize("round_rows", [40, 6])
+def test_a_replica_is_read_in_groups_of_at_most_round_rows(tmp_path: Path, round_rows: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pass_files, "SAMPLE_EVERY", 1)
+    tables = _tables(0)
+    items = _items(_write(tmp_path, tables, 0))
+    item = items[0]  # the largest replica
+    replica = _Replica(item)
+    groups = replica.groups(round_rows)
+    whole = _sorted_group(replica, None)
+    assert whole is not None and whole.num_rows > round_rows
+    read = [_sorted_group(replica, group) for group in groups]
+    sizes = [0 if rows is None else rows.num_rows for rows in read]
+    assert len(groups) > 1 and max(sizes) <= round_rows
+    # the groups cut the rows: each row in exactly one, whole producers or offset windows of one
+    keys = sorted((r["producer_id"], r["offset"]) for rows in read if rows is not None for r in rows.to_pylist())
+    assert keys == sorted((r["producer_id"], r["offset"]) for r in whole.to_pylist())
+    windows = [g for g in groups if g is not None and (g.low is not None or g.high is not None)]
+    assert (round_rows == 6) == bool(windows)
+    assert all(isinstance(g, _Group) and len(g.producer_ids) == 1 for g in windows)
+
+
+def test_a_small_replica_is_read_at_once(tmp_path: Path) -> None:
+    items = _items(_write(tmp_path, _tables(1), 1))
+    assert all(_Replica(item).groups(10**9) == [None] for item in items)
+    # row counts from the footers' row-group statistics: never fewer than the replica's rows
+    for item in items:
+        rows = _sorted_group(_Replica(item), None)
+        assert rows is not None and item["rows"] >= rows.num_rows

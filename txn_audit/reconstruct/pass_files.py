@@ -1,0 +1,255 @@
+"""The producer pass read straight from the raw tables' Parquet files, one partition replica per task.
+
+When the batches and the markers are plain reads of files whose footers list the replicas of
+their rows (what ingest writes), each task reads one replica's rows of both tables with
+pyarrow, sorts them by (producer id, offset) and runs ``ordered_pass.transaction_pass`` on
+them. Spark then neither shuffles nor sorts every producer row, nor converts it for the
+Python worker. A task holds at most about ``ROUND_ROWS`` rows: a larger replica is first
+counted per producer, then read in groups of whole producers, and a producer with more rows
+than that in offset windows, so that a worker's memory stays bounded whatever the size of the
+partition. No pyspark here: ``transactions.producer_pass`` runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, pass_source_columns, transaction_pass
+from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
+
+#: most input rows one task holds and sorts at once (about 110 bytes each in memory)
+ROUND_ROWS = 3_000_000
+#: while counting a large replica's rows per producer, one row in this many keeps its offset, from
+#: which a producer with more than ``ROUND_ROWS`` rows is cut into offset windows
+SAMPLE_EVERY = 64
+
+#: one task's work: a replica, the files that hold its rows and how many rows they may hold
+PASS_ITEM = pa.schema([
+    pa.field("broker_id", pa.int32()),
+    pa.field("log_dir", pa.string()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("batch_files", pa.list_(pa.string())),
+    pa.field("marker_files", pa.list_(pa.string())),
+    pa.field("rows", pa.int64()),
+])
+assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
+
+#: the offset each side's rows are ordered by
+_OFFSET = {DATA: "base_offset", MARKER: "offset"}
+
+
+@dataclass(frozen=True)
+class TableFile:
+    """A raw table's Parquet file: its URI, the replicas its footer lists and, per replica, how
+    many rows it may hold (from the row groups' statistics: an upper bound)."""
+
+    uri: str
+    replicas: frozenset[Replica]
+    replica_rows: tuple[tuple[Replica, int], ...]
+
+    def rows_of(self, replica: Replica) -> int:
+        return dict(self.replica_rows).get(replica, 0)
+
+
+def read_table_file(uri: str) -> TableFile | None:
+    """The footer of the file at ``uri``; None when it lists no replicas (an older or foreign
+    file) or cannot be read (a file system pyarrow does not know)."""
+    try:
+        filesystem, path = fs.FileSystem.from_uri(uri)
+        metadata = pq.read_metadata(path, filesystem=filesystem)
+    except (OSError, ValueError):
+        return None
+    listed = replicas_from_metadata(metadata.metadata)
+    if listed is None:
+        return None
+    return TableFile(uri, frozenset(listed), _rows_by_replica(metadata, listed))
+
+
+def _rows_by_replica(metadata: pq.FileMetaData, listed: set[Replica]) -> tuple[tuple[Replica, int], ...]:
+    """Rows per listed replica, from the row groups' statistics: a row group whose statistics
+    do not show one replica counts for every replica the file lists (an upper bound)."""
+    names = metadata.schema.to_arrow_schema().names
+    where = [names.index(name) for name in REPLICA_COLUMNS]
+    rows: dict[Replica, int] = dict.fromkeys(listed, 0)
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        replica = _one_replica(group, where)
+        for key in [replica] if replica in rows else list(rows):
+            rows[key] += group.num_rows
+    return tuple(sorted(rows.items(), key=lambda item: repr(item[0])))
+
+
+def _one_replica(group: pq.RowGroupMetaData, where: list[int]) -> Replica | None:
+    """The one replica all rows of ``group`` belong to, if its statistics show it."""
+    values = []
+    for column in where:
+        stats = group.column(column).statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        if stats.null_count == group.num_rows:
+            values.append(None)
+        elif stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
+            values.append(stats.min)
+        else:
+            return None
+    return tuple(values)  # type: ignore[return-value]
+
+
+def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFile]) -> list[dict[str, object]]:
+    """The ``PASS_ITEM`` rows for these files, one per replica, largest first (tasks start in that order)."""
+    batch_files, marker_files = list(batch_files), list(marker_files)
+    replicas = {r for f in batch_files + marker_files for r in f.replicas}
+    items = []
+    for replica in replicas:
+        batches = [f for f in batch_files if replica in f.replicas]
+        markers = [f for f in marker_files if replica in f.replicas]
+        items.append({
+            **dict(zip(REPLICA_COLUMNS, replica, strict=True)),
+            "batch_files": [f.uri for f in batches],
+            "marker_files": [f.uri for f in markers],
+            "rows": sum(f.rows_of(replica) for f in batches + markers),
+        })
+    items.sort(key=lambda item: (-item["rows"], repr([item[k] for k in REPLICA_COLUMNS])))  # type: ignore[operator]
+    return items
+
+
+def _replica_filter(item: Mapping[str, object]) -> ds.Expression:
+    """The rows of ``item``'s replica (null-safe, as the replica join)."""
+    condition = None
+    for name in REPLICA_COLUMNS:
+        value = item[name]
+        term = ds.field(name).is_null() if value is None else ds.field(name) == value
+        condition = term if condition is None else condition & term
+    return condition
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Rows read and sorted together: whole producers, or one producer's rows in ``[low, high)``."""
+
+    producer_ids: tuple[int, ...]
+    low: int | None = None
+    high: int | None = None
+
+    def condition(self, side: int) -> ds.Expression:
+        condition = ds.field("producer_id").isin(list(self.producer_ids))
+        if self.low is not None:
+            condition = condition & (ds.field(_OFFSET[side]) >= self.low)
+        if self.high is not None:
+            condition = condition & (ds.field(_OFFSET[side]) < self.high)
+        return condition
+
+
+class _Replica:
+    """One item's two tables, read through pyarrow."""
+
+    def __init__(self, item: Mapping[str, object]) -> None:
+        self.item = item
+        self.tables: dict[int, ds.Dataset] = {}
+        for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
+            uris = list(item[key] or [])  # type: ignore[call-overload]
+            if uris:
+                filesystem, _ = fs.FileSystem.from_uri(uris[0])
+                paths = [fs.FileSystem.from_uri(uri)[1] for uri in uris]
+                self.tables[side] = ds.dataset(paths, format="parquet", filesystem=filesystem)
+        self.rows = _replica_filter(item)
+
+    def read(self, side: int, columns: list[str], condition: ds.Expression | None = None) -> Iterator[pa.RecordBatch]:
+        """``side``'s rows of the replica (for the data side: batches with a producer id, no control batch)."""
+        if side not in self.tables:
+            return iter(())
+        where = self.rows
+        if side == DATA:
+            where = where & ~ds.field("is_control") & (ds.field("producer_id") >= 0)
+        if condition is not None:
+            where = where & condition
+        return self.tables[side].to_batches(columns=columns, filter=where, use_threads=False)
+
+    def groups(self, round_rows: int) -> list[_Group | None]:
+        """Groups of at most about ``round_rows`` rows (None: every row at once)."""
+        if int(self.item["rows"]) <= round_rows:  # type: ignore[call-overload]
+            return [None]
+        counts: dict[int, int] = {}
+        sampled: list[tuple[np.ndarray, np.ndarray]] = []
+        for side in self.tables:
+            for batch in self.read(side, ["producer_id", _OFFSET[side]]):
+                producer_ids = batch.column("producer_id").to_numpy(zero_copy_only=False)
+                for producer_id, count in zip(*np.unique(producer_ids, return_counts=True), strict=True):
+                    counts[int(producer_id)] = counts.get(int(producer_id), 0) + int(count)
+                offsets = batch.column(_OFFSET[side]).to_numpy(zero_copy_only=False)
+                sampled.append((producer_ids[::SAMPLE_EVERY], offsets[::SAMPLE_EVERY]))
+        return _plan_groups(counts, sampled, round_rows)
+
+
+def _plan_groups(counts: dict[int, int], sampled: list[tuple[np.ndarray, np.ndarray]],
+                 round_rows: int) -> list[_Group | None]:
+    """Producers packed into groups of at most ``round_rows`` rows (first fit, largest first);
+    a producer with more rows is cut into offset windows of about that many, at its sampled offsets."""
+    groups: list[_Group | None] = []
+    bins: list[tuple[int, list[int]]] = []
+    producer_ids = np.concatenate([p for p, _ in sampled]) if sampled else np.empty(0, np.int64)
+    offsets = np.concatenate([o for _, o in sampled]) if sampled else np.empty(0, np.int64)
+    for producer_id, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        if count > round_rows:
+            own = np.sort(offsets[producer_ids == producer_id])
+            step = max(1, round_rows // SAMPLE_EVERY)
+            cuts = [int(cut) for cut in np.unique(own[step::step])]
+            bounds = [None, *cuts, None]
+            groups.extend(_Group((producer_id,), low, high) for low, high in zip(bounds, bounds[1:]))
+            continue
+        for index, (size, members) in enumerate(bins):
+            if size + count <= round_rows:
+                bins[index] = (size + count, members + [producer_id])
+                break
+        else:
+            bins.append((count, [producer_id]))
+    groups.extend(_Group(tuple(members)) for _, members in bins)
+    return groups
+
+
+def sorted_pass_input(item: Mapping[str, object], round_rows: int = ROUND_ROWS,
+                      chunk_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    """``item``'s pass input rows (``ordered_pass.PASS_INPUT``) in (producer id, offset) order,
+    as batches of at most ``chunk_rows``; at most about ``round_rows`` rows are held at once."""
+    replica = _Replica(item)
+    for group in replica.groups(round_rows):
+        rows = _sorted_group(replica, group)
+        if rows is not None:
+            yield from rows.to_batches(max_chunksize=chunk_rows)
+
+
+def _sorted_group(replica: _Replica, group: _Group | None) -> pa.Table | None:
+    """The pass input rows of ``group`` (None: all) sorted by (producer id, offset); None if none."""
+    parts = []
+    for side in replica.tables:
+        for batch in replica.read(side, pass_source_columns(side), group and group.condition(side)):
+            if batch.num_rows:
+                parts.append(pass_input(batch, side))
+    if not parts:
+        return None
+    rows = pa.concat_tables(parts)
+    del parts
+    order = pc.sort_indices(rows, sort_keys=[("producer_id", "ascending"), ("offset", "ascending")])
+    names, columns = rows.column_names, rows.columns
+    del rows
+    for index, column in enumerate(columns):  # one column at a time: each unsorted one is freed
+        columns[index] = column.take(order)
+    return pa.table(columns, names=names)
+
+
+def pass_over_files(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
+                    unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: ``PASS_ITEM`` rows in, ``transaction_pass`` output of each out."""
+    for batch in items:
+        for item in batch.to_pylist():
+            yield from transaction_pass(sorted_pass_input(item), late_tolerance_ms=late_tolerance_ms,
+                                        unsequenced_topics=unsequenced_topics)
