@@ -25,8 +25,9 @@ from pyarrow import fs
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, pass_source_columns, transaction_pass
 from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
 
-#: most input rows one task holds and sorts at once (about 110 bytes each in memory)
-ROUND_ROWS = 3_000_000
+#: most input rows one task holds and sorts at once (about 100 bytes each in memory; reading
+#: and sorting them takes about as much again)
+ROUND_ROWS = 1_000_000
 #: while counting a large replica's rows per producer, one row in this many keeps its offset, from
 #: which a producer with more than ``ROUND_ROWS`` rows is cut into offset windows
 SAMPLE_EVERY = 64
@@ -172,7 +173,9 @@ class _Replica:
             where = where & ~ds.field("is_control") & (ds.field("producer_id") >= 0)
         if condition is not None:
             where = where & condition
-        return self.tables[side].to_batches(columns=columns, filter=where, use_threads=False)
+        # little read-ahead: a worker's memory is what bounds a group, not the file system
+        return self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
+                                            batch_readahead=1, fragment_readahead=1)
 
     def groups(self, round_rows: int) -> list[_Group | None]:
         """Groups of at most about ``round_rows`` rows (None: every row at once)."""

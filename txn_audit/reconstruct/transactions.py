@@ -386,7 +386,9 @@ def reconstruct(
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
     passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
-    ordered = producer_events(passed)
+    # the few rows the rules read, kept apart: rules read them several times, and each read of
+    # the pass would go through every transaction row too
+    ordered = keep("producer_events", producer_events(passed))
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
     logged_ids = producer_transactional_ids(txn_log)
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
