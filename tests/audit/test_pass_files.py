@@ -96,21 +96,31 @@ def _outputs(batches: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=repr)
 
 
-def _items(uris: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _items(uris: dict[str, list[str]], parallelism: int = 1, share_rows: int = 10**9) -> list[dict[str, Any]]:
     files = {name: [read_table_file(uri) for uri in found] for name, found in uris.items()}
     assert all(f is not None for found in files.values() for f in found)
-    return pass_items(files["batches"], files["control_markers"])  # type: ignore[arg-type]
+    return pass_items(files["batches"], files["control_markers"], parallelism,  # type: ignore[arg-type]
+                      share_rows=share_rows)
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("round_rows", [10**9, 40, 6])
+@pytest.mark.parametrize(("round_rows", "parallelism"), [(10**9, 1), (40, 1), (6, 1), (10**9, 8), (6, 40)])
 def test_the_pass_over_the_files_equals_the_pass_in_memory(tmp_path: Path, seed: int, round_rows: int,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                           parallelism: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pass_files, "SAMPLE_EVERY", 1)  # windows of exactly round_rows rows
     tables = _tables(seed)
-    items = _items(_write(tmp_path, tables, seed))
+    items = _items(_write(tmp_path, tables, seed), parallelism, share_rows=1)
     leader = [item for item in items if item["log_dir"] == LEADER_DIR]
-    assert len(leader) == 4 and len(items) == 8  # two topics, two partitions, two brokers
+    # two topics, two partitions, two brokers; with more cores than replicas, replicas are split
+    # into shares of their producers, each read by its own task
+    shares: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    for item in items:
+        key = tuple(item[k] for k in ("broker_id", "log_dir", "topic", "partition"))
+        shares.setdefault(key, []).append((item["share"], item["shares"]))
+    assert len(shares) == 8
+    assert all(sorted(found) == [(n, len(found)) for n in range(len(found))] for found in shares.values())
+    most = max(len(found) for found in shares.values())
+    assert most == 1 if parallelism == 1 else 1 < most <= 2 * parallelism
     got = _outputs(batch for item in leader for batch in transaction_pass(
         sorted_pass_input(item, round_rows=round_rows, chunk_rows=5), late_tolerance_ms=TOLERANCE_MS,
         unsequenced_topics=COMPACTED))

@@ -12,6 +12,7 @@ partition. No pyspark here: ``transactions.producer_pass`` runs it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +42,9 @@ PASS_ITEM = pa.schema([
     pa.field("batch_files", pa.list_(pa.string())),
     pa.field("marker_files", pa.list_(pa.string())),
     pa.field("rows", pa.int64()),
+    # the task's share of the replica's producers: those with ``producer_id % shares == share``
+    pa.field("shares", pa.int32()),
+    pa.field("share", pa.int32()),
 ])
 assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
 
@@ -105,21 +109,39 @@ def _one_replica(group: pq.RowGroupMetaData, where: list[int]) -> Replica | None
     return tuple(values)  # type: ignore[return-value]
 
 
-def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFile]) -> list[dict[str, object]]:
-    """The ``PASS_ITEM`` rows for these files, one per replica, largest first (tasks start in that order)."""
+#: a replica is split into shares of its producers, so that every core gets work, only down to
+#: this many rows per share (each share reads the replica's files again)
+SHARE_ROWS = 500_000
+
+
+def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFile], parallelism: int,
+               share_rows: int = SHARE_ROWS) -> list[dict[str, object]]:
+    """The ``PASS_ITEM`` rows for these files, largest first (tasks start in that order): one
+    per replica, or, when a replica holds more than its part of the work for ``parallelism``
+    cores, one per share of its producers (never more than twice as many as cores)."""
     batch_files, marker_files = list(batch_files), list(marker_files)
     replicas = {r for f in batch_files + marker_files for r in f.replicas}
-    items = []
+    found = []
     for replica in replicas:
         batches = [f for f in batch_files if replica in f.replicas]
         markers = [f for f in marker_files if replica in f.replicas]
-        items.append({
-            **dict(zip(REPLICA_COLUMNS, replica, strict=True)),
-            "batch_files": [f.uri for f in batches],
-            "marker_files": [f.uri for f in markers],
-            "rows": sum(f.rows_of(replica) for f in batches + markers),
-        })
-    items.sort(key=lambda item: (-item["rows"], repr([item[k] for k in REPLICA_COLUMNS])))  # type: ignore[operator]
+        found.append((replica, batches, markers, sum(f.rows_of(replica) for f in batches + markers)))
+    slots = 2 * max(1, parallelism)
+    per_item = max(share_rows, math.ceil(sum(rows for *_, rows in found) / slots))
+    items = []
+    for replica, batches, markers, rows in found:
+        shares = min(slots, max(1, rows // per_item))
+        for share in range(shares):
+            items.append({
+                **dict(zip(REPLICA_COLUMNS, replica, strict=True)),
+                "batch_files": [f.uri for f in batches],
+                "marker_files": [f.uri for f in markers],
+                "rows": rows,  # all the replica's: a share of few producers may hold most of them
+                "shares": shares,
+                "share": share,
+            })
+    items.sort(key=lambda item: (-item["rows"] / item["shares"],  # type: ignore[operator]
+                                 repr([item[k] for k in (*REPLICA_COLUMNS, "share")])))
     return items
 
 
@@ -174,8 +196,13 @@ class _Replica:
         if condition is not None:
             where = where & condition
         # little read-ahead: a worker's memory is what bounds a group, not the file system
-        return self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
+        scan = self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
                                             batch_readahead=1, fragment_readahead=1)
+        shares, share = int(self.item["shares"]), int(self.item["share"])  # type: ignore[call-overload]
+        if shares == 1:
+            return scan
+        return (batch.filter(pa.array(batch.column("producer_id").to_numpy(zero_copy_only=False) % shares == share))
+                for batch in scan)
 
     def groups(self, round_rows: int) -> list[_Group | None]:
         """Groups of at most about ``round_rows`` rows (None: every row at once)."""

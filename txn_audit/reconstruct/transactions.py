@@ -120,7 +120,9 @@ def _pass_items(batches: DataFrame, markers: DataFrame) -> list[tuple[object, ..
     batch_files, marker_files = table_files(batches), table_files(markers)
     if batch_files is None or marker_files is None:
         return None
-    return [tuple(item[name] for name in PASS_ITEM.names) for item in pass_items(batch_files, marker_files)]
+    parallelism = batches.sparkSession.sparkContext.defaultParallelism
+    return [tuple(item[name] for name in PASS_ITEM.names)
+            for item in pass_items(batch_files, marker_files, parallelism)]
 
 
 def producer_events(passed: DataFrame) -> DataFrame:
