@@ -113,54 +113,60 @@ def test_each_row_check_query_is_answered_from_its_cached_result(
         runs = [cached for q, cached in seen if q == template.format(batch="tmp_view")]
         assert len(runs) >= 3, template
         assert all(runs[1:]), f"GX ran {template!r} without the cached result"
-    # checks that share a subquery are planned over its cached result from their first run on
+    # checks that share a subquery, or read a companion view, are planned over its cached result
+    # from their first run on
     sharing = [c for c in CHECKS if c.table == "batches" and c.shared]
-    assert {c.name for c in sharing} == {"one_batch_per_offset", "no_overlap", "keys_present", "offsets_ordered",
-                                         "control_is_one_record", "v2_size"}
-    for check in sharing:
+    assert {c.name for c in sharing} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size"}
+    reading = [c for c in CHECKS if c.table == "batches" and c.companions]
+    assert {c.name for c in reading} == {"one_batch_per_offset", "no_overlap"}
+    for check in sharing + reading:
         query = check.build({}).unexpected_rows_query.format(batch="tmp_view")
         first = next(cached for q, cached in seen if q == query)
-        assert first, f"{check.name} does not read the cached result of the subquery it shares"
+        assert first, f"{check.name} does not read the cached result of the subquery or view it shares"
+    # the suite leaves no view of its own behind
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("tmp_view_")]
 
 
-def test_replica_order_checks_find_every_copy_and_overlap(spark: Any) -> None:
-    """one_batch_per_offset and no_overlap read one sorted subquery; against a plain count and walk."""
-    import random
+@pytest.mark.parametrize("reading", ["files", "window"])
+def test_replica_order_checks_find_every_copy_and_overlap(spark: Any, tmp_path: Path, reading: str) -> None:
+    """one_batch_per_offset and no_overlap read the neighbours in replica order, from the files
+    (a plain read of files listing their replicas) or from a Spark window (any other frame):
+    against a plain count of copies and a walk over the sorted rows."""
     from collections import Counter
 
-    from txn_audit.quality import CHECKS
+    from tests.quality.test_replica_order import COLUMNS, batch_rows, walked, write_files
+    from txn_audit.quality import CHECKS, _drop_views, _with_companions
+    from txn_audit.reconstruct.replicas import table_files
+    from txn_audit.schemas import spark_schema
 
-    rng = random.Random(7)
-    rows = []
-    for broker in (1, 2):
-        for partition in (0, 1):
-            offset, position = 0, 0
-            for _ in range(40):
-                length = rng.randint(1, 5)
-                base = offset - rng.choice([0, 0, 0, 0, 1, 2]) if offset else 0  # some overlap the last
-                for _copy in range(rng.choice([1, 1, 1, 1, 2, 3])):
-                    rows.append((broker, "ld", "t", partition, base, base + length - 1, position))
-                    position += 100
-                offset = base + length
-    rng.shuffle(rows)
-    columns = ["broker_id", "log_dir", "topic", "partition", "base_offset", "last_offset", "position"]
-    spark.createDataFrame(rows, columns).createOrReplaceTempView("replica_order_rows")
+    rows = batch_rows(7, batches=60)
+    if reading == "files":
+        write_files(tmp_path, rows, 7)
+        frame = spark.read.parquet(str(tmp_path))
+        assert table_files(frame) is not None
+    else:
+        frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
+        assert table_files(frame) is None
+    checks = [c for c in CHECKS if c.table == "batches" and c.name in ("one_batch_per_offset", "no_overlap")]
+    views = _with_companions(frame, "replica_order_rows", checks, cache=False)
+    plan = views["replica_order_rows_replica_neighbours"]._jdf.queryExecution().analyzed().toString()
+    assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading == "window")
 
     def run(name: str) -> set[tuple[Any, ...]]:
-        check = next(c for c in CHECKS if c.table == "batches" and c.name == name)
+        check = next(c for c in checks if c.name == name)
         query = check.build({}).unexpected_rows_query.format(batch="replica_order_rows")
         return {tuple(r) for r in spark.sql(query).collect()}
 
-    copies = Counter(r[:5] for r in rows)
-    assert run("one_batch_per_offset") == {(*key, n) for key, n in copies.items() if n > 1}
-    assert any(n == 3 for n in copies.values())
-    overlaps = set()
-    for replica in {r[:4] for r in rows}:
-        ordered = sorted((r for r in rows if r[:4] == replica), key=lambda r: (r[4], r[6]))
-        for previous, row in zip(ordered, ordered[1:]):
-            if row[4] <= previous[5]:
-                overlaps.add((row[2], row[3], row[0], row[4], row[5], previous[5]))
-    assert overlaps and run("no_overlap") == overlaps
+    try:
+        copies = Counter(tuple(r.values())[:5] for r in rows if r["base_offset"] is not None)
+        assert run("one_batch_per_offset") == {(*key, n) for key, n in copies.items() if n > 1}
+        assert any(n == 3 for n in copies.values())
+        overlaps = {(topic, partition, broker, base, last, prev_last)
+                    for broker, _, topic, partition, base, last, _, prev_last in walked(rows)
+                    if prev_last is not None and base <= prev_last}
+        assert overlaps and run("no_overlap") == overlaps
+    finally:
+        _drop_views(views)
 
 
 def test_row_checks_over_one_scan_each_catch_only_their_own_fault(

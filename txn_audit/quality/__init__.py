@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.outputs import write_json_atomic
 from txn_audit.quality.checks import CHECKS, Check
+from txn_audit.quality.replica_order import neighbours_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -130,10 +131,37 @@ def _over(query: str, view: str) -> str:
     return query.format(batch=view)
 
 
-def _offending_rows(frame: DataFrame, query: str) -> list[dict[str, Any]]:
+#: the views a check may read besides its table (``Check.companions``), each built from the table
+COMPANIONS: dict[str, Callable[[DataFrame], DataFrame]] = {"replica_neighbours": neighbours_frame}
+
+
+def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool) -> dict[str, DataFrame]:
+    """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``
+    (cached if ``cache``); every view registered, by name, for ``_drop_views``."""
+    views = {view: frame}
+    for name in dict.fromkeys(name for check in checks for name in check.companions):
+        companion = COMPANIONS[name](frame)
+        if cache:
+            companion = companion.cache()
+        companion.createOrReplaceTempView(f"{view}_{name}")
+        views[f"{view}_{name}"] = companion
+    frame.createOrReplaceTempView(view)
+    return views
+
+
+def _drop_views(views: dict[str, DataFrame]) -> None:
+    """Drop the views ``_with_companions`` registered and release the companions' caches (the
+    table's own frame belongs to the caller and is left as it is)."""
+    for index, (name, frame) in enumerate(views.items()):
+        if index:
+            frame.unpersist()
+        frame.sparkSession.catalog.dropTempView(name)
+
+
+def _offending_rows(frame: DataFrame, query: str, checks: list[Check]) -> list[dict[str, Any]]:
     """A few rows a failed row check found: GX's SUMMARY results carry only their count."""
     view = f"txn_audit_quality_{uuid.uuid4().hex}"
-    frame.createOrReplaceTempView(view)
+    views = _with_companions(frame, view, checks, cache=False)
     try:
         found = frame.sparkSession.sql(_over(query, view))
         # ordered so the examples, and the findings quoting them, are the same on every run
@@ -143,15 +171,16 @@ def _offending_rows(frame: DataFrame, query: str) -> list[dict[str, Any]]:
     except Exception:  # noqa: BLE001 - examples are a courtesy; the count stands without them
         return []
     finally:
-        frame.sparkSession.catalog.dropTempView(view)
+        _drop_views(views)
 
 
 #: the view GX's query metrics put the batch under before running a row check's query
 GX_BATCH_VIEW = "tmp_view"
 
 
-def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
-    """Cached (lazily) results of the row checks' queries over ``frame``.
+def _computed_once(frame: DataFrame, checks: list[Check]) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+    """The views the checks read (``_with_companions``, companions cached) and the cached (lazily)
+    results of the row checks' queries over ``frame``.
 
     GX runs each row check's query twice, once for a few rows and once for their count. Spark
     uses a cached result for any later query whose plan is the same or holds it, so with these
@@ -160,12 +189,12 @@ def _computed_once(frame: DataFrame, checks: list[Check]) -> list[DataFrame]:
     only the unexpected rows, usually none. Should GX name its view differently, the plans differ
     and the caches go unused: slower, never different results.
     """
-    frame.createOrReplaceTempView(GX_BATCH_VIEW)
+    views = _with_companions(frame, GX_BATCH_VIEW, checks, cache=True)
     # subqueries several checks read first, so that the checks' own queries are planned over them
     shared = dict.fromkeys(query for check in checks for query in check.shared)
     queries = [getattr(check.build({}), "unexpected_rows_query", None) for check in checks]
-    return [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache()
-            for query in [*shared, *queries] if query]
+    return views, [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache()
+                   for query in [*shared, *queries] if query]
 
 
 def _site_config(docs_dir: Path) -> dict[str, Any]:
@@ -253,9 +282,10 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             result_format={"result_format": "SUMMARY"},
         ))
         by_name = {c.name: c for c in checks}
+        views: dict[str, DataFrame] = {}
         cached: list[DataFrame] = []
         try:
-            cached = _computed_once(tables[table], checks)
+            views, cached = _computed_once(tables[table], checks)
             run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
             suite_results = [r for v in run.run_results.values() for r in v.results]
         except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
@@ -265,6 +295,7 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
         finally:
             for frame in cached:
                 frame.unpersist()
+            _drop_views(views)
         for r in suite_results:
             config = r.expectation_config
             check = by_name.get((config.meta or {}).get("check", ""))
@@ -277,7 +308,7 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             count, examples = _examples(dict(r.result or {}))
             query = (config.kwargs or {}).get("unexpected_rows_query")
             if not r.success and not examples and query and error is None:
-                examples = _offending_rows(tables[table], query)
+                examples = _offending_rows(tables[table], query, checks)
             results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
                                        examples, check.data_health, check.severity, error))
     context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite

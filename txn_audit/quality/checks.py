@@ -33,6 +33,9 @@ class Check:
     #: subqueries of the check's query (templates over ``{batch}``) that other checks read too:
     #: the suite computes each once (``quality._computed_once``)
     shared: tuple[str, ...] = ()
+    #: views besides the table that the check's query reads, as ``{batch}_<name>``: the suite
+    #: builds each from the same frame (``quality.COMPANIONS``)
+    companions: tuple[str, ...] = ()
 
 
 def _rows(sql: str) -> Callable[[dict[str, Any]], Any]:
@@ -68,16 +71,6 @@ def _never_down(epoch: str, offset: str, rows: str) -> str:
             f"FROM {rows} GROUP BY {producer}, {epoch})) WHERE lower_epoch_last_offset > first_offset")
 
 
-#: batches in replica order with the previous batch's offsets, where a batch repeats the
-#: previous one's base offset or starts at or before its last offset: duplicates are neighbours
-#: in this order, so one sort serves both checks that read it
-_REPLICA_NEIGHBOURS = (
-    "SELECT * FROM (SELECT broker_id, log_dir, topic, partition, base_offset, last_offset, "
-    "lag(base_offset) OVER w AS previous_base, lag(last_offset) OVER w AS previous_last FROM {batch} "
-    "WINDOW w AS (PARTITION BY broker_id, log_dir, topic, partition ORDER BY base_offset, position)) "
-    "WHERE base_offset = previous_base OR base_offset <= previous_last"
-)
-
 #: per-row conditions on a batch: (check, rule, condition, severity). They are checked over one
 #: shared subquery, a single scan of the columns they and the examples need, not a scan of
 #: every column per check
@@ -111,15 +104,16 @@ CHECKS: tuple[Check, ...] = (
     *_batch_row_checks(),
     Check("batches", "one_batch_per_offset",
           "one batch per (broker, log dir, topic, partition, base offset)",
-          _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) + 1 AS copies FROM ("
-                + _REPLICA_NEIGHBOURS + ") WHERE base_offset = previous_base "
+          # duplicates are neighbours in replica order (``replica_order``): k copies, k - 1 rows
+          _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) + 1 AS copies "
+                "FROM {batch}_replica_neighbours WHERE base_offset = previous_base "
                 "GROUP BY broker_id, log_dir, topic, partition, base_offset"),
-          severity="critical", shared=(_REPLICA_NEIGHBOURS,)),
+          severity="critical", companions=("replica_neighbours",)),
     Check("batches", "no_overlap",
           "batches of a replica do not overlap: each starts after the previous one's last offset",
-          _rows("SELECT topic, partition, broker_id, base_offset, last_offset, previous_last FROM ("
-                + _REPLICA_NEIGHBOURS + ") WHERE base_offset <= previous_last"),
-          severity="critical", shared=(_REPLICA_NEIGHBOURS,)),
+          _rows("SELECT topic, partition, broker_id, base_offset, last_offset, previous_last "
+                "FROM {batch}_replica_neighbours WHERE base_offset <= previous_last"),
+          severity="critical", companions=("replica_neighbours",)),
     Check("batches", "epochs_non_decreasing",
           "a producer's epoch never goes down in offset order on a partition",
           _rows(_never_down("producer_epoch", "base_offset",

@@ -145,7 +145,7 @@ def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFil
     return items
 
 
-def _replica_filter(item: Mapping[str, object]) -> ds.Expression:
+def replica_filter(item: Mapping[str, object]) -> ds.Expression:
     """The rows of ``item``'s replica (null-safe, as the replica join)."""
     condition = None
     for name in REPLICA_COLUMNS:
@@ -153,6 +153,12 @@ def _replica_filter(item: Mapping[str, object]) -> ds.Expression:
         term = ds.field(name).is_null() if value is None else ds.field(name) == value
         condition = term if condition is None else condition & term
     return condition
+
+
+def table_dataset(uris: list[str]) -> ds.Dataset:
+    """The Parquet files at ``uris`` (all on one file system) as one dataset."""
+    filesystem, _ = fs.FileSystem.from_uri(uris[0])
+    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem)
 
 
 @dataclass(frozen=True)
@@ -181,10 +187,8 @@ class _Replica:
         for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
             uris = list(item[key] or [])  # type: ignore[call-overload]
             if uris:
-                filesystem, _ = fs.FileSystem.from_uri(uris[0])
-                paths = [fs.FileSystem.from_uri(uri)[1] for uri in uris]
-                self.tables[side] = ds.dataset(paths, format="parquet", filesystem=filesystem)
-        self.rows = _replica_filter(item)
+                self.tables[side] = table_dataset(uris)
+        self.rows = replica_filter(item)
 
     def read(self, side: int, columns: list[str], condition: ds.Expression | None = None) -> Iterator[pa.RecordBatch]:
         """``side``'s rows of the replica (for the data side: batches with a producer id, no control batch)."""

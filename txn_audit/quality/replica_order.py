@@ -1,0 +1,185 @@
+"""Each batch next to the one before it in its replica's offset order, for the checks that no
+batch repeats or overlaps the previous one (``one_batch_per_offset``, ``no_overlap``).
+
+The rows are those of a window ``lag(...) OVER (PARTITION BY broker_id, log_dir, topic, partition
+ORDER BY base_offset, position)`` where the batch repeats the previous one's base offset or starts
+at or before its last offset; nulls sort first and compare as SQL does. When the batches are a
+plain read of files whose footers list their replicas (what ingest writes), each task reads one
+replica's three offset columns from the files and sorts them itself: a Spark window would shuffle
+and sort every batch with all four replica columns in its key. Any other frame takes the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from txn_audit.reconstruct.pass_files import TableFile, replica_filter, table_dataset
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_BATCHES = ALL_TABLES["batches"]
+
+#: the neighbour rows: a batch that repeats or overlaps the one before it in its replica's order
+NEIGHBOURS = pa.schema([
+    *[_BATCHES.field(name) for name in REPLICA_COLUMNS],
+    pa.field("base_offset", pa.int64()),
+    pa.field("last_offset", pa.int64()),
+    pa.field("previous_base", pa.int64()),
+    pa.field("previous_last", pa.int64()),
+])
+
+#: one task's work: a replica and the files that hold its batches
+ORDER_ITEM = pa.schema([
+    *[NEIGHBOURS.field(name) for name in REPLICA_COLUMNS],
+    pa.field("files", pa.list_(pa.string())),
+    pa.field("rows", pa.int64()),
+])
+
+#: most batches one task sorts at once (three offsets each, about 50 bytes a batch at the peak);
+#: a larger replica is read in windows of base offsets, cut at a sample of them
+WINDOW_ROWS = 6_000_000
+SAMPLE_EVERY = 64
+
+_OFFSETS = ["base_offset", "last_offset", "position"]
+
+
+def order_items(files: list[TableFile]) -> list[dict[str, object]]:
+    """``ORDER_ITEM`` rows for the batches' files: one per replica, largest first."""
+    replicas = {replica for f in files for replica in f.replicas}
+    items = []
+    for replica in replicas:
+        holding = [f for f in files if replica in f.replicas]
+        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": [f.uri for f in holding],
+                      "rows": sum(f.rows_of(replica) for f in holding)})
+    items.sort(key=lambda item: (-int(item["rows"]), repr([item[k] for k in REPLICA_COLUMNS])))  # type: ignore[call-overload]
+    return items
+
+
+def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: int) -> list[ds.Expression]:
+    """Filters that split the replica's batches into base-offset windows of about ``window_rows``,
+    in order; the first also holds the batches without a base offset (they sort first)."""
+    if count > window_rows:  # an upper bound, from the row groups' statistics
+        count = dataset.count_rows(filter=rows)
+    if count <= window_rows:
+        return [rows]
+    sampled = [batch.column("base_offset").drop_null().to_numpy()[::SAMPLE_EVERY]
+               for batch in dataset.to_batches(columns=["base_offset"], filter=rows, use_threads=False,
+                                               batch_readahead=1, fragment_readahead=1)]
+    offsets = np.sort(np.concatenate(sampled)) if sampled else np.empty(0, np.int64)
+    step = max(1, window_rows // SAMPLE_EVERY)
+    cuts = [int(cut) for cut in np.unique(offsets[step::step])]
+    if not cuts:
+        return [rows]
+    base = ds.field("base_offset")
+    bounded = [base.is_null() | (base < cuts[0])]
+    bounded += [(base >= low) & (base < high) for low, high in zip(cuts, cuts[1:])]
+    bounded.append(base >= cuts[-1])
+    return [rows & window for window in bounded]
+
+
+def replica_neighbours(item: Mapping[str, object], window_rows: int = WINDOW_ROWS) -> Iterator[pa.RecordBatch]:
+    """The neighbour rows (``NEIGHBOURS``) of ``item``'s replica, read from its files."""
+    dataset = table_dataset(list(item["files"]))  # type: ignore[call-overload]
+    rows = replica_filter(item)
+    # the previous batch in order: (base offset, is it known, last offset, is it known)
+    carried = (0, False, 0, False)
+    for window in _windows(dataset, rows, int(item["rows"]), window_rows):  # type: ignore[call-overload]
+        table = dataset.to_table(columns=_OFFSETS, filter=window, use_threads=False,
+                                 batch_readahead=1, fragment_readahead=1)
+        if not table.num_rows:
+            continue
+        order = pc.sort_indices(table, sort_keys=[("base_offset", "ascending", "at_start"),
+                                                  ("position", "ascending", "at_start")])
+        base_column, last_column = table.column("base_offset").take(order), table.column("last_offset").take(order)
+        del table, order
+        base, base_known = _values(base_column)
+        last, last_known = _values(last_column)
+        del base_column, last_column
+        flagged = _flagged(base, base_known, last, last_known, carried)
+        if flagged.size:
+            yield _neighbour_batch(item, flagged, base, base_known, last, last_known, carried)
+        carried = (int(base[-1]), bool(base_known[-1]), int(last[-1]), bool(last_known[-1]))
+
+
+def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` as int64 values (0 where null) and where it is not null."""
+    known = column.is_valid().to_numpy(zero_copy_only=False)
+    return column.fill_null(0).to_numpy().astype(np.int64, copy=False), known
+
+
+def _flagged(base: np.ndarray, base_known: np.ndarray, last: np.ndarray, last_known: np.ndarray,
+             carried: tuple[int, bool, int, bool]) -> np.ndarray:
+    """Rows (in order) that repeat the previous row's base offset or start at or before its last
+    offset, as SQL compares (a null compares as unknown); row 0's previous row is ``carried``."""
+    carried_base, carried_base_known, carried_last, carried_last_known = carried
+    repeats, overlaps = np.empty(base.size, bool), np.empty(base.size, bool)
+    repeats[0] = base_known[0] and carried_base_known and base[0] == carried_base
+    overlaps[0] = base_known[0] and carried_last_known and base[0] <= carried_last
+    np.equal(base[1:], base[:-1], out=repeats[1:])
+    repeats[1:] &= base_known[1:] & base_known[:-1]
+    np.less_equal(base[1:], last[:-1], out=overlaps[1:])
+    overlaps[1:] &= base_known[1:] & last_known[:-1]
+    return np.flatnonzero(repeats | overlaps)
+
+
+def _neighbour_batch(item: Mapping[str, object], flagged: np.ndarray, base: np.ndarray, base_known: np.ndarray,
+                     last: np.ndarray, last_known: np.ndarray, carried: tuple[int, bool, int, bool]) -> pa.RecordBatch:
+    """The ``flagged`` rows with their previous row's offsets (row 0's: ``carried``)."""
+    count = int(flagged.size)
+    previous = flagged - 1
+    after_first = previous >= 0
+    carried_base, carried_base_known, carried_last, carried_last_known = carried
+
+    def offsets(values: np.ndarray, known: np.ndarray) -> pa.Array:
+        return pa.array(values, pa.int64(), mask=~known)
+
+    arrays = [pa.array([item[name]] * count, NEIGHBOURS.field(name).type) for name in REPLICA_COLUMNS]
+    arrays += [
+        offsets(base[flagged], base_known[flagged]),
+        offsets(last[flagged], last_known[flagged]),
+        offsets(np.where(after_first, base[previous], carried_base),
+                np.where(after_first, base_known[previous], carried_base_known)),
+        offsets(np.where(after_first, last[previous], carried_last),
+                np.where(after_first, last_known[previous], carried_last_known)),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=NEIGHBOURS)
+
+
+def neighbours_over_files(items: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: ``ORDER_ITEM`` rows in, their replicas' neighbour rows out."""
+    for batch in items:
+        for item in batch.to_pylist():
+            yield from replica_neighbours(item)
+
+
+def neighbours_frame(batches: DataFrame) -> DataFrame:
+    """The neighbour rows of ``batches`` (see the module docstring) as a DataFrame."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from txn_audit.reconstruct.replicas import table_files
+    from txn_audit.schemas import spark_schema
+
+    spark = batches.sparkSession
+    files = table_files(batches)
+    if files is not None:
+        items = [tuple(item[name] for name in ORDER_ITEM.names) for item in order_items(files)]
+        if not items:
+            return spark.createDataFrame([], spark_schema(NEIGHBOURS))
+        work = spark.createDataFrame(spark.sparkContext.parallelize(items, len(items)), spark_schema(ORDER_ITEM))
+        return work.mapInArrow(neighbours_over_files, spark_schema(NEIGHBOURS))
+    order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")
+    return (
+        batches.select(*REPLICA_COLUMNS, "base_offset", "last_offset",
+                       F.lag("base_offset").over(order).alias("previous_base"),
+                       F.lag("last_offset").over(order).alias("previous_last"))
+        .where((F.col("base_offset") == F.col("previous_base")) | (F.col("base_offset") <= F.col("previous_last")))
+    )
