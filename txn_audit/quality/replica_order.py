@@ -45,7 +45,7 @@ ORDER_ITEM = pa.schema([
 
 #: most batches one task sorts at once (three offsets each, about 50 bytes a batch at the peak);
 #: a larger replica is read in windows of base offsets, cut at a sample of them
-WINDOW_ROWS = 6_000_000
+WINDOW_ROWS = 4_000_000
 SAMPLE_EVERY = 64
 
 _OFFSETS = ["base_offset", "last_offset", "position"]
