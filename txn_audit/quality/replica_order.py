@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from txn_audit.reconstruct.pass_files import TableFile, replica_filter, table_dataset
+from txn_audit.reconstruct.pass_files import SAMPLE_EVERY, TableFile, replica_filter, sampled_cuts, table_dataset
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
 if TYPE_CHECKING:
@@ -44,9 +44,8 @@ ORDER_ITEM = pa.schema([
 ])
 
 #: most batches one task sorts at once (three offsets each, about 50 bytes a batch at the peak);
-#: a larger replica is read in windows of base offsets, cut at a sample of them
+#: a larger replica is read in windows of base offsets, cut at a sample of them (one in ``SAMPLE_EVERY``)
 WINDOW_ROWS = 4_000_000
-SAMPLE_EVERY = 64
 
 _OFFSETS = ["base_offset", "last_offset", "position"]
 
@@ -74,8 +73,7 @@ def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: 
                for batch in dataset.to_batches(columns=["base_offset"], filter=rows, use_threads=False,
                                                batch_readahead=1, fragment_readahead=1)]
     offsets = np.sort(np.concatenate(sampled)) if sampled else np.empty(0, np.int64)
-    step = max(1, window_rows // SAMPLE_EVERY)
-    cuts = [int(cut) for cut in np.unique(offsets[step::step])]
+    cuts = sampled_cuts(offsets, window_rows, SAMPLE_EVERY)
     if not cuts:
         return [rows]
     base = ds.field("base_offset")
@@ -165,17 +163,13 @@ def neighbours_frame(batches: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct.replicas import table_files
+    from txn_audit.reconstruct.replicas import table_files, task_per_item
     from txn_audit.schemas import spark_schema
 
-    spark = batches.sparkSession
     files = table_files(batches)
     if files is not None:
-        items = [tuple(item[name] for name in ORDER_ITEM.names) for item in order_items(files)]
-        if not items:
-            return spark.createDataFrame([], spark_schema(NEIGHBOURS))
-        work = spark.createDataFrame(spark.sparkContext.parallelize(items, len(items)), spark_schema(ORDER_ITEM))
-        return work.mapInArrow(neighbours_over_files, spark_schema(NEIGHBOURS))
+        return task_per_item(batches.sparkSession, order_items(files), ORDER_ITEM, neighbours_over_files,
+                             spark_schema(NEIGHBOURS))
     order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")
     return (
         batches.select(*REPLICA_COLUMNS, "base_offset", "last_offset",

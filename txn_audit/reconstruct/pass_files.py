@@ -234,9 +234,7 @@ def _plan_groups(counts: dict[int, int], sampled: list[tuple[np.ndarray, np.ndar
     offsets = np.concatenate([o for _, o in sampled]) if sampled else np.empty(0, np.int64)
     for producer_id, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         if count > round_rows:
-            own = np.sort(offsets[producer_ids == producer_id])
-            step = max(1, round_rows // SAMPLE_EVERY)
-            cuts = [int(cut) for cut in np.unique(own[step::step])]
+            cuts = sampled_cuts(np.sort(offsets[producer_ids == producer_id]), round_rows, SAMPLE_EVERY)
             bounds = [None, *cuts, None]
             groups.extend(_Group((producer_id,), low, high) for low, high in zip(bounds, bounds[1:]))
             continue
@@ -248,6 +246,13 @@ def _plan_groups(counts: dict[int, int], sampled: list[tuple[np.ndarray, np.ndar
             bins.append((count, [producer_id]))
     groups.extend(_Group(tuple(members)) for _, members in bins)
     return groups
+
+
+def sampled_cuts(sample: np.ndarray, window_rows: int, sample_every: int) -> list[int]:
+    """Offsets that cut rows into windows of about ``window_rows``, from ``sample``: their
+    offsets in order, one row in ``sample_every``."""
+    step = max(1, window_rows // sample_every)
+    return [int(cut) for cut in np.unique(sample[step::step])]
 
 
 def sorted_pass_input(item: Mapping[str, object], round_rows: int = ROUND_ROWS,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Iterator, Mapping
 
-from pyspark.sql import DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from txn_audit.reconstruct.pass_files import TableFile, read_table_file
-from txn_audit.schemas import REPLICA_COLUMNS, Replica
+from txn_audit.schemas import REPLICA_COLUMNS, Replica, spark_schema
 
 REPLICA_KEYS = REPLICA_COLUMNS
 
@@ -102,3 +105,12 @@ def _read_footers(df: DataFrame) -> list[TableFile] | None:
             return None
         found.append(table_file)
     return found
+
+
+def task_per_item(spark: SparkSession, items: list[Mapping[str, object]], item_schema: pa.Schema,
+                  body: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], output: StructType) -> DataFrame:
+    """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), one Spark task
+    per item: how the passes that read the tables' files spread their work."""
+    rows = [tuple(item[name] for name in item_schema.names) for item in items]
+    work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(item_schema))
+    return work.mapInArrow(body, output)

@@ -32,7 +32,7 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
-from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files
+from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files, task_per_item
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform, spark_schema
 
@@ -83,11 +83,9 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     items = _pass_items(batches, markers)
     if items is not None:
         # each task reads one replica's rows from the files and sorts them itself
-        spark = batches.sparkSession
-        frame = spark.createDataFrame(spark.sparkContext.parallelize(items, max(1, len(items))),
-                                      spark_schema(PASS_ITEM))
-        return frame.mapInArrow(functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
-                                                  unsequenced_topics=COMPACTED_TOPICS), output)
+        body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
+                                 unsequenced_topics=COMPACTED_TOPICS)
+        return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output)
 
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
@@ -114,15 +112,14 @@ def _pass_rows(batches: DataFrame, markers: DataFrame) -> DataFrame:
     return side(data, DATA).unionByName(side(markers, MARKER))
 
 
-def _pass_items(batches: DataFrame, markers: DataFrame) -> list[tuple[object, ...]] | None:
+def _pass_items(batches: DataFrame, markers: DataFrame) -> list[dict[str, object]] | None:
     """``pass_files.PASS_ITEM`` rows when both frames are plain reads of files whose footers list
     their replicas; None otherwise (then the pass shuffles and sorts the rows in Spark)."""
     batch_files, marker_files = table_files(batches), table_files(markers)
     if batch_files is None or marker_files is None:
         return None
     parallelism = batches.sparkSession.sparkContext.defaultParallelism
-    return [tuple(item[name] for name in PASS_ITEM.names)
-            for item in pass_items(batch_files, marker_files, parallelism)]
+    return pass_items(batch_files, marker_files, parallelism)
 
 
 def producer_events(passed: DataFrame) -> DataFrame:
