@@ -17,6 +17,8 @@ from tests.audit.test_ordered_pass import _rows
 from txn_audit.reconstruct import pass_files
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import (
+    EXTENT_COLUMNS,
+    TableFile,
     _Group,
     _Replica,
     _sorted_group,
@@ -158,3 +160,48 @@ def test_a_small_replica_is_read_at_once(tmp_path: Path) -> None:
     for item in items:
         rows = _sorted_group(_Replica(item), None)
         assert rows is not None and item["rows"] >= rows.num_rows
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_footers_give_each_replicas_extent_or_nothing(tmp_path: Path, seed: int) -> None:
+    """The highest last offset and lowest first timestamp per replica, from the row groups'
+    statistics, against the rows; a file whose row groups mix replicas or lack statistics gives none."""
+    rng = random.Random(seed)
+    rows = _tables(seed)["batches"]
+    for row in rng.sample(rows, len(rows) // 4):
+        row["first_timestamp"] = None
+    for row in rows:  # a replica without any first timestamp, and one without any last offset
+        if (row["topic"], row["partition"]) == ("orders", 1):
+            row["first_timestamp"] = None
+        if (row["topic"], row["partition"], row["broker_id"]) == ("orders", 0, 2):
+            row["last_offset"] = None
+    by_replica: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_replica.setdefault(tuple(row[k] for k in ("broker_id", "log_dir", "topic", "partition")), []).append(row)
+
+    def extreme(found: list[dict[str, Any]], column: str, pick: Any) -> Any:
+        values = [r[column] for r in found if r[column] is not None]
+        return pick(values) if values else None
+
+    expected = {replica: (extreme(found, "last_offset", max), extreme(found, "first_timestamp", min))
+                for replica, found in by_replica.items()}
+    assert any(v[0] is None for v in expected.values()) and any(v[1] is None for v in expected.values())
+    schema = RAW_TABLES["batches"].with_metadata(replicas_metadata(set(by_replica)))
+    for name in EXTENT_COLUMNS:  # never null as ingest writes them; the footers are read as if they could be
+        schema = schema.set(schema.get_field_index(name), schema.field(name).with_nullable(True))
+
+    def by_replica_groups(name: str, **options: Any) -> TableFile | None:
+        """Row groups of one replica each, as ingest writes them (a task decodes one replica's files)."""
+        with pq.ParquetWriter(tmp_path / name, schema, **options) as writer:
+            for found in by_replica.values():
+                writer.write_table(pa.Table.from_pylist(found, schema=schema), row_group_size=7)
+        return read_table_file((tmp_path / name).as_uri())
+
+    read = by_replica_groups("by-replica.parquet")
+    assert read is not None and read.replica_extents is not None
+    assert {r: (top, bottom) for r, top, bottom in read.replica_extents} == expected
+    bare = by_replica_groups("no-statistics.parquet", write_statistics=["broker_id", "log_dir", "topic", "partition"])
+    assert bare is not None and bare.replica_extents is None
+    mixed = tmp_path / "mixed.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), mixed, row_group_size=len(rows) // 2)
+    assert read_table_file(mixed.as_uri()).replica_extents is None  # type: ignore[union-attr]

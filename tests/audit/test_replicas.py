@@ -104,3 +104,21 @@ def test_a_changed_frame_is_joined(spark: Any, tmp_path: Path) -> None:
     moved = load_table(spark, folder.parent, folder.name).withColumn("broker_id", F.lit(2)).withColumn(
         "log_dir", F.lit("broker-2"))
     assert on_replicas(moved, chosen_replicas(_offsets(spark))).count() == 0
+
+
+def test_partition_extent_from_the_footers_equals_the_aggregate(spark: Any, sample_scan: Any) -> None:
+    """The sample scan's batches: each partition's log end and oldest time, from the row groups'
+    statistics (no row read) and from Spark's aggregate over every batch."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.reconstruct import chosen_replicas, on_replicas
+    from txn_audit.reconstruct.stability import _extent_from_footers, partition_extent
+    from txn_audit.tables import load_tables
+
+    raw = load_tables(spark, sample_scan.out / "tables", ["batches", "partition_offsets"])
+    batches = on_replicas(raw["batches"], chosen_replicas(raw["partition_offsets"]))
+    assert _extent_from_footers(batches) is not None
+    assert _extent_from_footers(batches.where(F.lit(True))) is None
+    from_footers = sorted(map(tuple, partition_extent(batches).collect()))
+    aggregated = sorted(map(tuple, partition_extent(batches.where(F.lit(True))).collect()))
+    assert len(from_footers) > 5 and from_footers == aggregated

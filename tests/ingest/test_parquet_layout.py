@@ -37,7 +37,7 @@ def test_offsets_are_stored_plain_and_names_as_dictionaries(sample_scan: Any) ->
 
 def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) -> None:
     """Inventory issues go to ``decode_issues`` from the driver, beside the workers' rows."""
-    rows = [{"broker_id": 1, "log_dir": "ld", "topic": "t", "partition": 0, "file": f"ld/t-0/{n:020d}.log",
+    rows = [{"broker_id": 1, "log_dir": "ld", "topic": "t", "partition": n // 20, "file": f"ld/t-0/{n:020d}.log",
              "position": n * 4096, "kind": "unrecognised_file", "severity": "info", "detail": "unknown file"}
             for n in range(50)]
     path = tmp_path / "part-driver.parquet"
@@ -45,7 +45,10 @@ def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) 
     encodings = _encodings(path)
     assert encodings["position"] is False and encodings["topic"] is True
     assert pq.read_table(path).to_pylist() == rows
-    assert replicas_from_metadata(pq.read_metadata(path).metadata) == {(1, "ld", "t", 0)}
+    assert replicas_from_metadata(pq.read_metadata(path).metadata) == {(1, "ld", "t", p) for p in range(3)}
+    # a row group per replica
+    groups = pq.read_metadata(path)
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [20, 20, 10]
 
 
 def _replicas_of_rows(path: Path) -> set[tuple[Any, ...]]:
@@ -63,3 +66,19 @@ def test_every_file_lists_the_replicas_of_its_rows(sample_scan: Any) -> None:
             assert listed == _replicas_of_rows(path), (table, path.name)
             several += len(listed) > 1
     assert several  # files holding rows of several partitions list each of them
+
+
+def test_each_row_group_holds_one_replica(sample_scan: Any) -> None:
+    """Its statistics then name the replica: readers skip other replicas' row groups, and take a
+    partition's extent from the footers alone."""
+    tables = sample_scan.out / "tables"
+    groups = 0
+    for table in DECODED_TABLES:
+        for path in sorted((tables / table).glob("*.parquet")):
+            reader = pq.ParquetFile(path)
+            for group in range(reader.metadata.num_row_groups):
+                rows = reader.read_row_group(group, columns=list(REPLICA_COLUMNS))
+                assert len(rows.group_by(list(REPLICA_COLUMNS)).aggregate([])) == 1, (table, path.name, group)
+                groups += 1
+            assert replicas_from_metadata(reader.metadata.metadata) is not None
+    assert groups > 20

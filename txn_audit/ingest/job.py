@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from txn_audit.ingest.discover import Inventory
 from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
-from txn_audit.ingest.worker import TASK_FIELDS, FileTask, task_rows, write_partition
+from txn_audit.ingest.worker import TASK_FIELDS, FileTask, replica_runs, task_rows, write_partition
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
@@ -162,9 +162,14 @@ def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schem
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pylist(rows, schema=schema)
-    if set(REPLICA_COLUMNS) <= set(schema.names):  # the footer names the rows' replicas, as the workers' do
-        table = table.replace_schema_metadata({**(schema.metadata or {}), **replicas_metadata(row_replicas(table))})
-    pq.write_table(table, str(path), use_dictionary=dictionary_columns(schema))
+    if not set(REPLICA_COLUMNS) <= set(schema.names):
+        pq.write_table(table, str(path), use_dictionary=dictionary_columns(schema))
+        return
+    # the footer names the rows' replicas, and each row group holds one, as the workers write them
+    table = table.replace_schema_metadata({**(schema.metadata or {}), **replicas_metadata(row_replicas(table))})
+    with pq.ParquetWriter(str(path), table.schema, use_dictionary=dictionary_columns(schema)) as writer:
+        for run in replica_runs(table):
+            writer.write_table(run)
 
 
 def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:

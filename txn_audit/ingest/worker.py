@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.consumer_offsets import (
@@ -53,6 +54,7 @@ from txn_audit.formats.txnindex import decode_txn_index
 from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
 from txn_audit.schemas import (
     DECODED_TABLES,
+    REPLICA_COLUMNS,
     WORKER_OUTPUTS,
     WRITTEN_FILES,
     Replica,
@@ -614,6 +616,21 @@ def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536)
     yield from out.drain()
 
 
+def replica_runs(table: pa.Table) -> Iterator[pa.Table]:
+    """``table`` cut where its rows' replica changes (rows come file by file, so each replica's
+    rows are together). Written as row groups of their own, their statistics show their replica:
+    readers then skip other replicas' row groups and read extents from the footer alone."""
+    changes = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
+    for name in REPLICA_COLUMNS:
+        codes = pc.fill_null(pc.dictionary_encode(table.column(name).combine_chunks()).indices, -1)
+        values = codes.to_numpy(zero_copy_only=False)
+        changes |= values[1:] != values[:-1]
+    bounds = [0, *(np.flatnonzero(changes) + 1).tolist(), table.num_rows]
+    for start, stop in zip(bounds, bounds[1:]):
+        if stop > start:
+            yield table.slice(start, stop - start)
+
+
 def write_partition(
     batches: Iterator[pa.RecordBatch], out_dir: str, run: int = 0, flush_rows: int = 65536
 ) -> Iterator[pa.RecordBatch]:
@@ -654,7 +671,8 @@ def write_partition(
                 written[name] = 0
                 replicas[name] = set()
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
-            writers[name].write_table(table)
+            for rows in replica_runs(table):  # a row group per replica: its footer statistics name it
+                writers[name].write_table(rows)
             written[name] += table.num_rows
             replicas[name] |= row_replicas(table)
             parts.clear()

@@ -13,7 +13,7 @@ partition. No pyspark here: ``transactions.producer_pass`` runs it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,9 +60,17 @@ class TableFile:
     uri: str
     replicas: frozenset[Replica]
     replica_rows: tuple[tuple[Replica, int], ...]
+    #: per replica with rows, the extremes of ``EXTENT_COLUMNS`` its rows hold (None: all null),
+    #: from the row groups' statistics; None when they do not show them for every row group
+    replica_extents: tuple[tuple[Replica, int | None, int | None], ...] | None = None
 
     def rows_of(self, replica: Replica) -> int:
         return dict(self.replica_rows).get(replica, 0)
+
+
+#: a batches file's columns whose extremes its statistics give: the highest last offset and the
+#: lowest first timestamp (how far a partition's log goes, and from when it holds data)
+EXTENT_COLUMNS = ("last_offset", "first_timestamp")
 
 
 def read_table_file(uri: str) -> TableFile | None:
@@ -76,7 +84,7 @@ def read_table_file(uri: str) -> TableFile | None:
     listed = replicas_from_metadata(metadata.metadata)
     if listed is None:
         return None
-    return TableFile(uri, frozenset(listed), _rows_by_replica(metadata, listed))
+    return TableFile(uri, frozenset(listed), _rows_by_replica(metadata, listed), _extents_by_replica(metadata))
 
 
 def _rows_by_replica(metadata: pq.FileMetaData, listed: set[Replica]) -> tuple[tuple[Replica, int], ...]:
@@ -91,6 +99,47 @@ def _rows_by_replica(metadata: pq.FileMetaData, listed: set[Replica]) -> tuple[t
         for key in [replica] if replica in rows else list(rows):
             rows[key] += group.num_rows
     return tuple(sorted(rows.items(), key=lambda item: repr(item[0])))
+
+
+def _extents_by_replica(metadata: pq.FileMetaData) -> tuple[tuple[Replica, int | None, int | None], ...] | None:
+    """Per replica, the highest ``last_offset`` and the lowest ``first_timestamp`` of its rows, from
+    the row groups' statistics; None unless every row group shows its one replica and both."""
+    names = metadata.schema.to_arrow_schema().names
+    if not set(EXTENT_COLUMNS) <= set(names):
+        return None
+    where = [names.index(name) for name in REPLICA_COLUMNS]
+    highest, lowest = names.index(EXTENT_COLUMNS[0]), names.index(EXTENT_COLUMNS[1])
+    extents: dict[Replica, tuple[int | None, int | None]] = {}
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        replica = _one_replica(group, where)
+        top, bottom = _extreme(group, highest, max), _extreme(group, lowest, min)
+        if replica is None or top is _UNKNOWN or bottom is _UNKNOWN:
+            return None
+        before = extents.get(replica, (None, None))
+        extents[replica] = (sql_extreme(before[0], top, max), sql_extreme(before[1], bottom, min))  # type: ignore[arg-type]
+    return tuple(sorted(((r, *e) for r, e in extents.items()), key=lambda item: repr(item[0])))
+
+
+_UNKNOWN = object()
+
+
+def _extreme(group: pq.RowGroupMetaData, column: int, pick: Callable[[int, int], int]) -> object:
+    """The highest (``pick=max``) or lowest value of ``column`` in ``group``: None when every
+    value is null, ``_UNKNOWN`` when the statistics do not tell."""
+    stats = group.column(column).statistics
+    if stats is None or not stats.has_null_count:
+        return _UNKNOWN
+    if stats.null_count == group.num_rows:
+        return None
+    if not stats.has_min_max:
+        return _UNKNOWN
+    return stats.max if pick is max else stats.min
+
+
+def sql_extreme(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
+    """``pick`` of the two, ignoring nulls as SQL's ``max`` and ``min`` do."""
+    return b if a is None else a if b is None else pick(a, b)
 
 
 def _one_replica(group: pq.RowGroupMetaData, where: list[int]) -> Replica | None:

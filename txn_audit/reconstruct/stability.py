@@ -13,7 +13,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from txn_audit.schemas import PARTITION_STABILITY, conform
+from txn_audit.reconstruct.pass_files import sql_extreme
+from txn_audit.reconstruct.replicas import table_files
+from txn_audit.schemas import PARTITION_STABILITY, REPLICA_COLUMNS, conform
 
 
 def _held() -> Column:
@@ -24,10 +26,34 @@ def _held() -> Column:
 def partition_extent(batches: DataFrame) -> DataFrame:
     """Per (topic, partition) of ``batches``: ``log_end_offset`` (one past the last batch) and
     ``covers_from``, the oldest ``first_timestamp``: from when on the dump holds its data. One
-    aggregation over every batch that stability and detection both read."""
+    aggregation over every batch that stability and detection both read; none when ``batches``
+    is a plain read of files whose footers give both for every row group (what ingest writes),
+    and then no row is read."""
+    from_footers = _extent_from_footers(batches)
+    if from_footers is not None:
+        return from_footers
     return batches.groupBy("topic", "partition").agg(
         (F.max("last_offset") + 1).alias("log_end_offset"), F.min("first_timestamp").alias("covers_from")
     )
+
+
+def _extent_from_footers(batches: DataFrame) -> DataFrame | None:
+    files = table_files(batches)
+    if files is None:
+        return None
+    extremes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+    topic, partition = REPLICA_COLUMNS.index("topic"), REPLICA_COLUMNS.index("partition")
+    for table_file in files:
+        if table_file.replica_extents is None:
+            return None
+        for replica, highest, lowest in table_file.replica_extents:
+            key = (replica[topic], replica[partition])
+            before = extremes.get(key, (None, None))
+            extremes[key] = (sql_extreme(before[0], highest, max), sql_extreme(before[1], lowest, min))
+    rows = [(t, p, None if highest is None else highest + 1, lowest)
+            for (t, p), (highest, lowest) in sorted(extremes.items())]
+    return batches.sparkSession.createDataFrame(
+        rows, "topic string, partition int, log_end_offset long, covers_from long")
 
 
 def partition_stability(
