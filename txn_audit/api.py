@@ -359,7 +359,8 @@ def _scan(
         return frame.localCheckpoint(eager=True)
 
     with spark_progress(spark, "rebuilding transactions", enabled=progress):
-        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, materialize=materialize)
+        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, materialize=materialize,
+                            table_dir=lambda name: str(tables_dir / name) if name in DERIVED_TABLES else None)
         if on_stage:
             on_stage("detecting")
         detect(raw, recon, opts).coalesce(1).write.parquet(str(tables_dir / "findings"))

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
+from pathlib import Path
 
-from txn_audit.schemas import RAW_TABLES
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES, replicas_metadata, row_replicas
+from txn_audit.tables import load_tables
 
 
 @dataclass
@@ -104,7 +108,7 @@ class RawBuilder:
                 "duration_min": None if run_at is None else (run_at - last) // 60_000,
             })
 
-    def tables(self, spark: Any) -> dict[str, Any]:
+    def arrow_tables(self) -> dict[str, pa.Table]:
         offsets = []
         for (topic, partition), end in sorted(self.next_offset.items()):
             offsets.append({
@@ -115,20 +119,35 @@ class RawBuilder:
                 "clean_shutdown": True,
             })
         self.rows["partition_offsets"] = offsets
-        return {
-            name: spark.createDataFrame(pa.Table.from_pylist(rows, schema=RAW_TABLES[name]))
-            for name, rows in self.rows.items()
-        }
+        return {name: pa.Table.from_pylist(rows, schema=RAW_TABLES[name]) for name, rows in self.rows.items()}
+
+    def tables(self, spark: Any) -> dict[str, Any]:
+        return {name: spark.createDataFrame(table) for name, table in self.arrow_tables().items()}
+
+    def write(self, folder: Path) -> None:
+        """The tables as ingest writes them: a Parquet file each, whose footer lists its rows' replicas."""
+        for name, table in self.arrow_tables().items():
+            (folder / name).mkdir(parents=True)
+            listed = table.replace_schema_metadata(replicas_metadata(row_replicas(table)))
+            pq.write_table(listed, folder / name / "part-00000.parquet")
 
 
 def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int = 60_000,
-              tolerance_ms: int = 1_000) -> list[dict[str, Any]]:
+              tolerance_ms: int = 1_000, files: Path | None = None) -> list[dict[str, Any]]:
+    """The findings on ``builder``'s tables: as frames made in memory, or (``files``: an empty
+    folder) as files written there and read back, each derived table written there as a scan does."""
     from txn_audit.detect import DetectOptions, detect
     from txn_audit.reconstruct import reconstruct
 
-    raw = builder.tables(spark)
+    if files is None:
+        raw = builder.tables(spark)
+        table_dir = None
+    else:
+        builder.write(files / "tables")
+        raw = load_tables(spark, files / "tables", RAW_TABLES)
+        table_dir = lambda name: str(files / "tables" / name) if name in DERIVED_TABLES else None  # noqa: E731
     # as in a scan, every intermediate is computed once: detection reads each several times
     recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms,
-                        materialize=lambda _name, frame: frame.localCheckpoint(eager=True))
+                        materialize=lambda _name, frame: frame.localCheckpoint(eager=True), table_dir=table_dir)
     opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
     return [r.asDict() for r in detect(raw, recon, opts).collect()]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.audit.builders import RawBuilder, run_rules
@@ -201,7 +203,11 @@ def test_stuck_lso_without_a_known_high_watermark_says_so(spark: Any) -> None:
     assert stuck["severity"] == "warning" and "replication-offset-checkpoint" in stuck["evidence"]
 
 
-def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any) -> None:
+@pytest.mark.parametrize("reading", ["frames", "files"])
+def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any, reading: str,
+                                                                      tmp_path: Path) -> None:
+    """Also through files, where the pass's tasks write partition_transactions and the rows only
+    a snapshot shows are added to their files."""
     b = RawBuilder()
     # t-0: the snapshot at the log start (offset 10) holds pid 4's transaction open from offset 3,
     # whose batches retention deleted; nothing of pid 4 follows, so it is still open
@@ -221,7 +227,11 @@ def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any
         b.log_start[("t", partition)] = 10
         b.next_offset[("t", partition)] = 10
         b.batch("t", partition, count=2, ts=T0 + 10)
-    found = run_rules(spark, b, as_of_ms=T0 + MIN)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if reading == "files" else None)
+    if reading == "files":
+        written = pq.read_table(tmp_path / "tables" / "partition_transactions").to_pylist()
+        # pid 4's ABORT on t-1 is a transaction of the log (a marker without data), written by a pass task
+        assert sorted((r["partition"], r["source"]) for r in written) == [(0, "snapshot"), (1, "log")]
     lost = [f for f in found if f["kind"] == "retention_lost_open_txn"]
     assert [(f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in lost] == [("t", 0, 4, 3)]
     assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")

@@ -1,6 +1,11 @@
 """Rebuild transactions from the raw tables: DataFrame in, DataFrame out. Nothing is collected
 but the chosen replicas (one row per partition, ``replicas.on_replicas``).
 
+When the raw tables are plain reads of the files ingest writes, the producer pass reads them
+with pyarrow, one replica per task (``pass_files``); in a scan its tasks also write
+``partition_transactions`` themselves (``transaction_files``), and each partition's extent is
+read from the files' footers.
+
 ``partition_transactions``: one row per transaction per partition, from the producer's data
 batches and markers in offset order. ``transactions``: those joined with the replayed
 coordinator log. ``partition_stability``: high watermark, the LSO as the broker computes it,

@@ -45,6 +45,8 @@ PASS_ITEM = pa.schema([
     # the task's share of the replica's producers: those with ``producer_id % shares == share``
     pa.field("shares", pa.int32()),
     pa.field("share", pa.int32()),
+    # the item's place among all items: the task's number where it writes files
+    pa.field("task", pa.int32()),
 ])
 assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
 
@@ -191,6 +193,8 @@ def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFil
             })
     items.sort(key=lambda item: (-item["rows"] / item["shares"],  # type: ignore[operator]
                                  repr([item[k] for k in (*REPLICA_COLUMNS, "share")])))
+    for task, item in enumerate(items):
+        item["task"] = task
     return items
 
 

@@ -108,9 +108,13 @@ def _read_footers(df: DataFrame) -> list[TableFile] | None:
 
 
 def task_per_item(spark: SparkSession, items: list[Mapping[str, object]], item_schema: pa.Schema,
-                  body: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], output: StructType) -> DataFrame:
+                  body: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], output: StructType,
+                  shared: DataFrame | None = None) -> DataFrame:
     """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), one Spark task
-    per item: how the passes that read the tables' files spread their work."""
+    per item: how the passes that read the tables' files spread their work. ``shared``, a frame
+    of one row, adds its columns to every item (broadcast: the items keep a task each)."""
     rows = [tuple(item[name] for name in item_schema.names) for item in items]
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(item_schema))
+    if shared is not None:
+        work = work.crossJoin(F.broadcast(shared))
     return work.mapInArrow(body, output)

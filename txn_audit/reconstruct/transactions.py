@@ -33,8 +33,18 @@ from txn_audit.reconstruct.ordered_pass import (
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files, task_per_item
+from txn_audit.reconstruct.transaction_files import (
+    ENDED,
+    FROM_LOG,
+    MARKER_STATES,
+    OPEN,
+    finish_table,
+    new_job,
+    pass_writing_transactions,
+    start_table,
+)
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
-from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, conform, spark_schema
+from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, cast_select_list, conform, spark_schema
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -69,18 +79,8 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
 
     Use ``producer_events`` and ``transaction_rows`` to read them.
     """
-    rows = _pass_rows(batches, markers)
-    added = StructType([
-        StructField("txn_seq", LongType()),
-        *[StructField(name, rows.schema[column].dataType) for name, column in MARKER_FIELDS.items()],
-        *[StructField(name, rows.schema[column].dataType) for name, column in SEQUENCE_FIELDS.items()],
-        *[StructField(name, IntegerType()) for name in MAXIMA],
-        StructField("is_late", BooleanType()),
-    ])
-    txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS], *spark_schema(pa.schema(txn_fields())).fields])
-
-    output = StructType([StructField("event", StructType(rows.schema.fields + added.fields)), StructField("txn", txn)])
     items = _pass_items(batches, markers)
+    output = _pass_output(batches, markers)
     if items is not None:
         # each task reads one replica's rows from the files and sorts them itself
         body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
@@ -91,8 +91,42 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
         return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
 
     # each producer's rows on a partition end up together in one task, in offset order
-    ordered = rows.repartition(*KEY).sortWithinPartitions(*KEY, "offset")
+    ordered = _pass_rows(batches, markers).repartition(*KEY).sortWithinPartitions(*KEY, "offset")
     return ordered.mapInArrow(walk, output)
+
+
+def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame, directory: str, *,
+                          late_tolerance_ms: int) -> DataFrame | None:
+    """``producer_pass`` whose tasks write the transactions themselves, as the files of
+    ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
+    its ``txn`` column is always null. None unless both frames are plain reads of the raw tables'
+    files. The files are written when the frame is computed: compute it once, then call
+    ``written_partition_transactions``."""
+    items = _pass_items(batches, markers)
+    if items is None:
+        return None
+    start_table(directory)
+    known = producer_ids.agg(F.collect_list(F.struct(
+        F.col("producer_id").cast("long").alias("producer_id"),
+        F.col("transactional_id").cast("string").alias("transactional_id"),
+    )).alias("producer_ids"))
+    body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
+                             unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job())
+    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, _pass_output(batches, markers), shared=known)
+
+
+def _pass_output(batches: DataFrame, markers: DataFrame) -> StructType:
+    """The schema of ``producer_pass``'s rows."""
+    rows = _pass_rows(batches, markers)
+    added = StructType([
+        StructField("txn_seq", LongType()),
+        *[StructField(name, rows.schema[column].dataType) for name, column in MARKER_FIELDS.items()],
+        *[StructField(name, rows.schema[column].dataType) for name, column in SEQUENCE_FIELDS.items()],
+        *[StructField(name, IntegerType()) for name in MAXIMA],
+        StructField("is_late", BooleanType()),
+    ])
+    txn = StructType([*[rows.schema[name] for name in KEY_COLUMNS], *spark_schema(pa.schema(txn_fields())).fields])
+    return StructType([StructField("event", StructType(rows.schema.fields + added.fields)), StructField("txn", txn)])
 
 
 def _pass_rows(batches: DataFrame, markers: DataFrame) -> DataFrame:
@@ -244,24 +278,52 @@ def partition_transactions(
     batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
     later marker of that producer (``markers``) closed them.
     """
-    state = (
-        F.when(F.col("marker_type") == "COMMIT", "committed")
-        .when(F.col("marker_type") == "ABORT", "aborted")
-        .when(F.col("marker_type").isNotNull(), "ended")  # a marker whose type the dump does not show
-        .otherwise("open")
-    )
+    state = F.when(F.col("marker_type").isNull(), OPEN)
+    for marker_type, name in MARKER_STATES.items():
+        state = state.when(F.col("marker_type") == marker_type, name)
     from_log = (
         # one row per producer and partition, far fewer than transactions: broadcast, so that the
         # transactions are not shuffled for the join
         txns.drop("last_event_timestamp")
         .join(F.broadcast(producer_last_writes(txns)), list(KEY), "left")
-        .withColumn("state", state)
-        .withColumn("source", F.lit("log"))
+        .withColumn("state", state.otherwise(ENDED))  # a marker whose type the dump does not show
+        .withColumn("source", F.lit(FROM_LOG))
     )
-    from_snapshots = _open_before_log_start(markers, snapshots, offsets)
-    combined = from_log if from_snapshots is None else from_log.unionByName(from_snapshots, allowMissingColumns=True)
-    with_ids = combined.join(producer_ids.drop("transaction_version"), "producer_id", "left")
-    return conform(with_ids, PARTITION_TRANSACTIONS)
+    logged = _with_transactional_ids(from_log, producer_ids)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids)
+    return logged if from_snapshots is None else logged.unionByName(from_snapshots)
+
+
+def written_partition_transactions(directory: str, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
+                                   producer_ids: DataFrame) -> DataFrame:
+    """``partition_transactions`` from the files ``producer_pass_writing``'s tasks wrote into
+    ``directory``, once that pass has been computed: the transactions only a producer snapshot
+    shows (see ``partition_transactions``) are added to them, then the table is read."""
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids)
+    if from_snapshots is not None:
+        from_snapshots.write.mode("append").parquet(directory)
+    finish_table(directory, PARTITION_TRANSACTIONS)
+    return markers.sparkSession.read.schema(spark_schema(PARTITION_TRANSACTIONS)).parquet(directory)
+
+
+def _with_transactional_ids(frame: DataFrame, producer_ids: DataFrame, *, partial: bool = False) -> DataFrame:
+    """``frame`` with its producers' transactional ids, as ``PARTITION_TRANSACTIONS`` rows
+    (``partial``: the columns ``frame`` lacks are null)."""
+    joined = frame.join(producer_ids.drop("transaction_version"), "producer_id", "left")
+    if not partial:
+        return conform(joined, PARTITION_TRANSACTIONS)
+    have = set(joined.columns)
+    return joined.selectExpr(*cast_select_list(PARTITION_TRANSACTIONS,
+                                               {name: f"`{name}`" for name in PARTITION_TRANSACTIONS.names
+                                                if name in have}))
+
+
+def _snapshot_transactions(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
+                           producer_ids: DataFrame) -> DataFrame | None:
+    """``partition_transactions`` rows of the transactions only a snapshot shows open; None when
+    there is none (the usual case)."""
+    found = _open_before_log_start(markers, snapshots, offsets)
+    return None if found is None else _with_transactional_ids(found, producer_ids, partial=True)
 
 
 def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame | None:
@@ -306,7 +368,7 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
         F.lit(0).cast("long").alias("bytes"),
         F.lit(0).cast("long").alias("late_batches"),
         "producer_last_timestamp",
-        F.lit("open").alias("state"),
+        F.lit(OPEN).alias("state"),
         F.lit("snapshot").alias("source"),
     )
 
@@ -370,13 +432,19 @@ def _as_is(_name: str, frame: DataFrame) -> DataFrame:
 
 
 def reconstruct(
-    raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int, materialize: Materialize | None = None
+    raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int, materialize: Materialize | None = None,
+    table_dir: Callable[[str], str | None] | None = None,
 ) -> Reconstruction:
     """Derive the transaction tables from the raw ones (see the module docstring).
 
     ``materialize(name, frame)`` may compute an intermediate once and return a frame reading the
     result (a written table, a checkpoint): detection reuses every one of them several times,
     and without it Spark would re-plan and re-run the whole lineage each time.
+
+    ``table_dir(name)``, when given, names the directory (a path or URI, absent) where table
+    ``name`` is to be written, or None. When it names one for ``partition_transactions`` and the
+    pass reads the raw tables' files, the pass's tasks write that table there themselves
+    (``producer_pass_writing``), and ``materialize`` is not called for it or for the pass.
     """
     keep = materialize or _as_is
     replicas = keep("replicas", chosen_replicas(raw["partition_offsets"]))
@@ -384,15 +452,23 @@ def reconstruct(
     markers = on_replicas(raw["control_markers"], replicas)
     txn_log = on_replicas(raw["txn_log"], replicas)
     snapshots = on_replicas(raw["producer_snapshots"], replicas)
-    passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
-    # the few rows the rules read, kept apart: rules read them several times, and each read of
-    # the pass would go through every transaction row too
-    ordered = keep("producer_events", producer_events(passed))
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
     logged_ids = producer_transactional_ids(txn_log)
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
-    ptx = keep("partition_transactions",
-               partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
+    directory = table_dir("partition_transactions") if table_dir else None
+    writing = None if directory is None else producer_pass_writing(
+        batches, markers, ids, directory, late_tolerance_ms=late_tolerance_ms)
+    if writing is not None and directory is not None:
+        # computed here, once: its tasks write the table's files as they go
+        passed = writing.localCheckpoint(eager=True)
+        ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids)
+    else:
+        passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
+        ptx = keep("partition_transactions",
+                   partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
+    # the few rows the rules read, kept apart: rules read them several times, and each read of
+    # the pass would go through every transaction row too
+    ordered = keep("producer_events", producer_events(passed))
     logged = coordinator_current(txn_log)
     current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
     extent = keep("partition_extent", partition_extent(batches))

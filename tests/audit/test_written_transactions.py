@@ -1,0 +1,119 @@
+"""``partition_transactions`` written by the pass's own tasks (``reconstruct.transaction_files``):
+the same rows as Spark's join and write of the pass's transactions."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
+from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
+from tests.conftest import SampleScan
+from txn_audit.reconstruct import transaction_files
+from txn_audit.reconstruct.transaction_files import finish_table, pass_writing_transactions, start_table
+from txn_audit.schemas import PARTITION_TRANSACTIONS
+
+STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
+
+
+def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict[str, Any]]:
+    """The pass's transactions as ``partition_transactions`` rows, computed row by row: the
+    producer's last write on the partition is the newest event of its last transaction."""
+    last: dict[tuple[Any, ...], tuple[int, Any]] = {}
+    for txn in txns:
+        key = (txn["topic"], txn["partition"], txn["producer_id"])
+        if key not in last or txn["txn_seq"] > last[key][0]:
+            last[key] = (txn["txn_seq"], txn["last_event_timestamp"])
+    rows = []
+    for txn in txns:
+        row = {name: txn.get(name) for name in PARTITION_TRANSACTIONS.names}
+        row |= {"transactional_id": ids.get(txn["producer_id"]), "state": STATES.get(txn["marker_type"], "ended"),
+                "producer_last_timestamp": last[(txn["topic"], txn["partition"], txn["producer_id"])][1],
+                "source": "log"}
+        rows.append(row)
+    return sorted(rows, key=repr)
+
+
+def _items_with_ids(items: list[dict[str, Any]], ids: dict[int, str]) -> pa.RecordBatch:
+    known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
+    return pa.RecordBatch.from_pylist([item | {"producer_ids": known} for item in items])
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("chunk_rows", [10**6, 3])
+def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, chunk_rows: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transaction_files, "CHUNK_ROWS", chunk_rows)  # last writes carried across chunks
+    tables = _tables(seed)
+    items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=1)
+             if item["log_dir"] == LEADER_DIR]
+    producers = sorted({r["producer_id"] for r in tables["batches"] if r["producer_id"] >= 0})
+    ids = {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}
+    directory = str(tmp_path / "partition_transactions")
+    start_table(directory)
+    with pytest.raises(FileExistsError):
+        start_table(directory)
+
+    events = list(pass_writing_transactions(iter([_items_with_ids(items, ids)]), late_tolerance_ms=TOLERANCE_MS,
+                                            unsequenced_topics=COMPACTED, directory=directory, job="job"))
+
+    expected = _expected(tables, 1)
+    assert sorted((r for b in events for r in pa.Table.from_batches([b]).to_pylist()), key=repr) == \
+        [r for r in expected if r["event"]]
+    files = sorted(Path(directory).iterdir())
+    # one file per task that found transactions, named as Spark names its files; nothing else left
+    assert [f.name for f in files] == sorted(transaction_files.file_name(item["task"], "job") for item in items
+                                             if any(r["txn"] and r["txn"]["producer_id"] % item["shares"] ==
+                                                    item["share"] and r["txn"]["topic"] == item["topic"] and
+                                                    r["txn"]["partition"] == item["partition"] for r in expected))
+    written = pa.concat_tables(pq.read_table(f) for f in files)
+    assert written.schema == PARTITION_TRANSACTIONS
+    if chunk_rows == 3:  # a row group per spilled chunk
+        assert max(pq.read_metadata(f).row_group(0).num_rows for f in files) <= 3
+    assert sorted(written.to_pylist(), key=repr) == _as_table_rows([r["txn"] for r in expected if r["txn"]], ids)
+    assert {r["state"] for r in written.to_pylist()} == {"committed", "aborted", "ended", "open"}
+
+
+def test_a_table_no_task_wrote_gets_an_empty_file(tmp_path: Path) -> None:
+    directory = str(tmp_path / "t")
+    start_table(directory)
+    finish_table(directory, PARTITION_TRANSACTIONS)
+    (only,) = Path(directory).iterdir()
+    assert pq.read_table(only).schema == PARTITION_TRANSACTIONS and pq.read_metadata(only).num_rows == 0
+    finish_table(directory, PARTITION_TRANSACTIONS)  # a table with a file is left as it is
+    assert list(Path(directory).iterdir()) == [only]
+
+
+@pytest.mark.spark
+def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan) -> None:
+    """The sample scan's ``partition_transactions`` (written by the pass's tasks) against the
+    same table computed by Spark from the pass's rows."""
+    from txn_audit.reconstruct import (
+        chosen_replicas,
+        on_replicas,
+        partition_transactions,
+        producer_pass,
+        producer_transactional_ids,
+        transaction_rows,
+    )
+    from txn_audit.schemas import RAW_TABLES
+    from txn_audit.tables import load_table, load_tables
+
+    tables = sample_scan.out / "tables"
+    raw = load_tables(spark, tables, RAW_TABLES)
+    replicas = chosen_replicas(raw["partition_offsets"])
+    batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
+    ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas))
+    passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options["late_tolerance_ms"])
+    by_spark = partition_transactions(transaction_rows(passed), markers,
+                                      on_replicas(raw["producer_snapshots"], replicas), replicas, ids)
+    files = [f for f in (tables / "partition_transactions").iterdir() if f.suffix == ".parquet"]
+    assert files and all(pq.read_metadata(f).created_by.startswith("parquet-cpp-arrow") for f in files)
+    written = load_table(spark, tables, "partition_transactions")
+    assert written.count() > 50
+    assert sorted(map(repr, written.collect())) == sorted(map(repr, by_spark.collect()))
