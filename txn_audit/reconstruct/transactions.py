@@ -375,16 +375,25 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
 
 def transactions(ptx: DataFrame, current: DataFrame, producer_ids: DataFrame) -> DataFrame:
     """Per producer id: what the partitions hold against what its coordinator says now."""
-    name = _partition_name(F.col("topic"), F.col("partition"))
-    per_producer = ptx.groupBy("producer_id").agg(
+    # first per producer and partition, with plain aggregates: far fewer rows, so the partition
+    # names and the sets of them are built once per partition, not once per transaction
+    per_partition = ptx.groupBy("producer_id", "topic", "partition").agg(
         F.max("max_epoch").alias("producer_epoch"),
-        F.array_sort(F.collect_set(F.when(F.col("batches") > 0, name))).alias("partitions_with_data"),
-        F.array_sort(F.collect_set(F.when(F.col("state") == "open", name))).alias("open_partitions"),
+        F.max(F.col("batches") > 0).alias("has_data"),
         F.count(F.when(F.col("state") == "committed", True)).alias("committed"),
         F.count(F.when(F.col("state") == "aborted", True)).alias("aborted"),
         F.count(F.when(F.col("state") == "open", True)).alias("open"),
         F.min("first_timestamp").alias("first_timestamp"),
         F.max(F.greatest("last_timestamp", "marker_timestamp")).alias("last_timestamp"),
+    )
+    name = _partition_name(F.col("topic"), F.col("partition"))
+    per_producer = per_partition.groupBy("producer_id").agg(
+        F.max("producer_epoch").alias("producer_epoch"),
+        F.array_sort(F.collect_set(F.when(F.col("has_data"), name))).alias("partitions_with_data"),
+        F.array_sort(F.collect_set(F.when(F.col("open") > 0, name))).alias("open_partitions"),
+        *[F.sum(count).alias(count) for count in ("committed", "aborted", "open")],
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max("last_timestamp").alias("last_timestamp"),
     )
     coord = current.where(~F.col("tombstone")).select(
         F.col("producer_id").alias("_cur_pid"),
