@@ -154,7 +154,7 @@ class TransactionFile:
         filesystem, directory = _located(self.directory)
         final = f"{directory}/{self.name}"
         staging = f"{directory}/.{self.name}.{uuid.uuid4().hex}.tmp"  # hidden: readers skip it
-        with pa.memory_map(self._path) as source:
+        with pa.OSFile(self._path) as source:  # read chunk by chunk: a mapped file's pages would count as memory
             spilled = ipc.open_file(source)
             with filesystem.open_output_stream(staging) as sink, \
                     pq.ParquetWriter(sink, PARTITION_TRANSACTIONS, use_dictionary=DICTIONARY_COLUMNS) as writer:
