@@ -62,19 +62,119 @@ def _expected(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | None, in
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int) -> None:
+@pytest.mark.parametrize("reading", ["frames", "files"])
+def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, reading: str, tmp_path: Any) -> None:
+    """Spark ordering the markers (frames made in memory), and the producer pass's tasks
+    following them (the tables' files, as a scan reads them)."""
     from pyspark.sql import functions as F
 
     from txn_audit.detect import DetectOptions
     from txn_audit.detect.rules import _prepare_marker_matches
+    from txn_audit.reconstruct import reconstruct
+    from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
+    from txn_audit.tables import load_tables
 
     b = _random_log(seed)
-    raw = b.tables(spark)
+    follows = None
+    if reading == "files":
+        b.write(tmp_path / "tables")
+        raw = load_tables(spark, tmp_path / "tables", RAW_TABLES)
+        recon = reconstruct(raw, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000,
+                            materialize=lambda _name, frame: frame.localCheckpoint(eager=True),
+                            table_dir=lambda name: str(tmp_path / name) if name in DERIVED_TABLES else None)
+        follows = recon.prepare_follows
+        assert follows is not None
+    else:
+        raw = b.tables(spark)
     present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
     opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
+    matches = _prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, follows)
     got = {
         (r["transactional_id"], r["txn_log_offset"], r["topic"], r["partition"]):
             (r["has_marker"], r["next_marker_type"], r["next_marker_offset"])
-        for r in _prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts).collect()
+        for r in matches.collect()
     }
     assert got == _expected(b)
+
+
+def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:
+    """``PREPARE_FIELDS`` rows of the Prepare* records listing ``topic``-``partition``; the
+    ``untimed``-th record (by log offset) has no update time."""
+    import pyarrow as pa
+
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS
+
+    rows = []
+    for row in b.rows["txn_log"]:
+        if any((tp["topic"], tp["partition"]) == (topic, partition) for tp in row["topic_partitions"]):
+            rows.append({"topic": topic, "partition": partition, "producer_id": row["producer_id"],
+                         "epoch": row["producer_epoch"], "ts": None if row["offset"] == untimed else
+                         row["txn_last_update_timestamp"], "txn_log_partition": row["partition"],
+                         "txn_log_offset": row["offset"]})
+    return pa.Table.from_pylist(rows, schema=PREPARE_FIELDS)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_pass_tasks_follower_agrees_with_the_walk(seed: int) -> None:
+    """The pass tasks' way (``reconstruct.prepare_follows``): each partition's markers seen in
+    chunks, in an order other than time's; a record without a time is followed by no marker."""
+    import pyarrow as pa
+
+    from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input
+    from txn_audit.reconstruct.prepare_follows import PrepareFollower
+    from txn_audit.schemas import RAW_TABLES
+
+    rng = random.Random(seed)
+    b = _random_log(seed)
+    untimed = rng.randrange(len(b.rows["txn_log"])) if b.rows["txn_log"] and seed % 3 == 0 else -1
+    if untimed >= 0:
+        b.rows["txn_log"][untimed]["txn_last_update_timestamp"] = None
+    expected = _expected_untimed(b)
+    got = {}
+    for topic, partition in PARTITIONS:
+        follower = PrepareFollower(_prepares(b, topic, partition, untimed=untimed))
+        markers = [r for r in b.rows["control_markers"] if (r["topic"], r["partition"]) == (topic, partition)]
+        data = [r for r in b.rows["batches"] if (r["topic"], r["partition"]) == (topic, partition)][:3]
+        rows = pa.concat_tables([pass_input(pa.Table.from_pylist(data, schema=RAW_TABLES["batches"]), DATA),
+                                 pass_input(pa.Table.from_pylist(markers, schema=RAW_TABLES["control_markers"]),
+                                            MARKER)])
+        rows = rows.take(pa.array(rng.sample(range(rows.num_rows), rows.num_rows), pa.int64()))  # any order
+        for chunk in rows.to_batches(max_chunksize=1 if seed % 2 else rng.randint(2, 4)):  # one marker per chunk too
+            follower.add(chunk)
+        ids = {r["offset"]: r["transactional_id"] for r in b.rows["txn_log"]}
+        for r in follower.rows().to_pylist():
+            got[(ids[r["txn_log_offset"]], r["txn_log_offset"], r["topic"], r["partition"])] = (
+                r["has_marker"], r["next_marker_type"], r["next_marker_offset"])
+    assert got == expected
+
+
+def _expected_untimed(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | None, int | None]]:
+    """``_expected`` where a Prepare* record without a time sorts first, and markers count only
+    from the first timed Prepare* record of their producer on the partition (as Spark orders them)."""
+    timed = [r for r in b.rows["txn_log"] if r["txn_last_update_timestamp"] is not None]
+    untimed = [r for r in b.rows["txn_log"] if r["txn_last_update_timestamp"] is None]
+    expected = _expected(RawBuilder(rows={**b.rows, "txn_log": timed}))
+    for row in untimed:
+        for tp in row["topic_partitions"]:
+            expected[(row["transactional_id"], row["offset"], tp["topic"], tp["partition"])] = (False, None, None)
+    return expected
+
+
+@pytest.mark.parametrize("arrival", [[0, 1, 2], [2, 1, 0], [1, 2, 0]])
+def test_of_markers_of_one_time_the_follower_takes_the_lowest_offset(arrival: list[int]) -> None:
+    """Whatever chunk each marker comes in: the next event is the marker of lowest offset among
+    those of the earliest time at or after the Prepare* record."""
+    import pyarrow as pa
+
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
+
+    prepare = {"topic": "a", "partition": 0, "producer_id": 1, "epoch": 2, "ts": T0, "txn_log_partition": 0,
+               "txn_log_offset": 9}
+    follower = PrepareFollower(pa.Table.from_pylist([prepare], schema=PREPARE_FIELDS))
+    markers = [(T0 + 5, 7, 1, "ABORT"), (T0 + 5, 3, 2, "COMMIT"), (T0 + 6, 1, 2, "ABORT")]
+    for index in arrival:
+        ts, offset, epoch, kind = markers[index]
+        follower.add(pa.RecordBatch.from_pylist([{"producer_id": 1, "is_marker": True, "max_timestamp": ts,
+                                                  "offset": offset, "epoch": epoch, "marker_type": kind}]))
+    (row,) = follower.rows().to_pylist()
+    assert (row["has_marker"], row["next_marker_type"], row["next_marker_offset"]) == (True, "COMMIT", 3)

@@ -15,8 +15,11 @@ from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
 from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
 from tests.conftest import SampleScan
 from txn_audit.reconstruct import transaction_files
+from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
+from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
+from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFollower
 from txn_audit.reconstruct.transaction_files import finish_table, pass_writing_transactions, start_table
-from txn_audit.schemas import PARTITION_TRANSACTIONS
+from txn_audit.schemas import PARTITION_TRANSACTIONS, RAW_TABLES
 
 STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
 
@@ -39,9 +42,26 @@ def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict
     return sorted(rows, key=repr)
 
 
-def _items_with_ids(items: list[dict[str, Any]], ids: dict[int, str]) -> pa.RecordBatch:
+def _task_rows(items: list[dict[str, Any]], ids: dict[int, str], prepares: list[dict[str, Any]]) -> pa.RecordBatch:
     known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
-    return pa.RecordBatch.from_pylist([item | {"producer_ids": known} for item in items])
+    rows = [item | {"producer_ids": known, "prepares": prepares} for item in items]
+    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(
+        [pa.field("producer_id", pa.int64()), pa.field("transactional_id", pa.string())]))),
+        pa.field("prepares", pa.list_(pa.struct(list(PREPARE_FIELDS))))])
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list[dict[str, Any]]:
+    """Prepare* records on the partitions of ``tables``' markers, at times among theirs."""
+    rng = random.Random(seed)
+    markers = tables["control_markers"]
+    prepares = []
+    for offset, marker in enumerate(rng.sample(markers, 12)):
+        prepares.append({"topic": marker["topic"], "partition": marker["partition"],
+                         "producer_id": marker["producer_id"] - rng.choice((0, 5)),
+                         "epoch": marker["producer_epoch"], "ts": marker["timestamp"] - rng.choice((0, 1, 500)),
+                         "txn_log_partition": 0, "txn_log_offset": offset})
+    return prepares
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -53,18 +73,41 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=1)
              if item["log_dir"] == LEADER_DIR]
     producers = sorted({r["producer_id"] for r in tables["batches"] if r["producer_id"] >= 0})
-    ids = {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}
+    # some producers' transactional ids known (none for seed 2: a dump without a transaction log)
+    ids = {} if seed == 2 else {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}
     directory = str(tmp_path / "partition_transactions")
     start_table(directory)
     with pytest.raises(FileExistsError):
         start_table(directory)
 
-    events = list(pass_writing_transactions(iter([_items_with_ids(items, ids)]), late_tolerance_ms=TOLERANCE_MS,
-                                            unsequenced_topics=COMPACTED, directory=directory, job="job"))
+    prepares = _random_prepares(tables, seed)
+    first = next(b for item in items for b in transaction_pass(sorted_pass_input(item), late_tolerance_ms=TOLERANCE_MS))
+    output = pa.schema([*first.schema, pa.field("follow", pa.struct(list(FOLLOW_FIELDS)))])
 
+    out = list(pass_writing_transactions(iter([_task_rows(items, ids, prepares)]), late_tolerance_ms=TOLERANCE_MS,
+                                         unsequenced_topics=COMPACTED, directory=directory, job="job",
+                                         output=output))
+
+    assert all(b.schema == output for b in out)
+    rows = [r for b in out for r in pa.Table.from_batches([b]).to_pylist()]
     expected = _expected(tables, 1)
-    assert sorted((r for b in events for r in pa.Table.from_batches([b]).to_pylist()), key=repr) == \
+    assert sorted(({"event": r["event"], "txn": r["txn"]} for r in rows if r["event"]), key=repr) == \
         [r for r in expected if r["event"]]
+    # each Prepare* record of the leader's partitions followed once, by the task of its producer's
+    # share, as a follower that sees all the partition's markers at once says
+    follows = sorted((r["follow"] for r in rows if r["follow"]), key=repr)
+    replicas = {(item["topic"], item["partition"]) for item in items}
+    expected_follows = []
+    for topic, partition in sorted(replicas):
+        mine = [p for p in prepares if (p["topic"], p["partition"]) == (topic, partition)]
+        follower = PrepareFollower(pa.Table.from_pylist(mine, schema=PREPARE_FIELDS))
+        follower.add(pass_input(pa.Table.from_pylist(
+            [m for m in tables["control_markers"] if (m["topic"], m["partition"], m["broker_id"]) ==
+             (topic, partition, 1)], schema=RAW_TABLES["control_markers"]), MARKER).combine_chunks().to_batches()[0])
+        expected_follows += follower.rows().to_pylist()
+    assert follows == sorted(expected_follows, key=repr)
+    assert len(follows) == sum(1 for p in prepares if (p["topic"], p["partition"]) in replicas)
+    assert any(f["has_marker"] for f in follows) and not all(f["has_marker"] for f in follows)
     files = sorted(Path(directory).iterdir())
     # one file per task that found transactions, named as Spark names its files; nothing else left
     assert [f.name for f in files] == sorted(transaction_files.file_name(item["task"], "job") for item in items

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from txn_audit.reconstruct import FOLLOW_KEY, prepare_records
 from txn_audit.schemas import FINDINGS, cast_select_list
 
 CORRUPTION_ISSUES = (
@@ -309,33 +310,36 @@ def absorbed_findings(ptx: DataFrame) -> DataFrame:
 # -- coordinator against partitions ----------------------------------------------------------
 
 
-def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions) -> DataFrame:
+def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions,
+                            follows: DataFrame | None = None) -> DataFrame:
     """Every Prepare* record, exploded per listed partition, with what followed it.
 
     ``next_state`` is the id's next coordinator record (a Prepare* is always followed by its
     Complete*, null when the Prepare* is the latest record); ``has_marker`` says whether the
     producer's next event on that partition, by time, is a marker of the prepared epoch.
+    ``follows`` (``Reconstruction.prepare_follows``), when the producer pass gave it, says that
+    per Prepare* record and partition the pass read; a partition it did not read holds no marker.
     """
-    next_record = Window.partitionBy("transactional_id").orderBy("partition", "offset")
-    prep = (
-        txn_log.withColumn("next_state", F.lead("state").over(next_record))
-        .where(F.col("state").isin("PrepareCommit", "PrepareAbort"))
-        .select(
-            "transactional_id",
-            "producer_id",
-            "state",
-            "next_state",
-            F.col("producer_epoch").alias("epoch"),
-            F.col("txn_last_update_timestamp").alias("ts"),
-            F.col("offset").alias("txn_log_offset"),
-            F.col("partition").alias("txn_log_partition"),
-            F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT").alias("decision"),
-            F.explode(F.coalesce("topic_partitions", F.array())).alias("tp"),
+    prep = prepare_records(txn_log)
+    if follows is not None:
+        found = follows.withColumn("_followed", F.lit(True))
+        matched = (
+            prep.join(found, list(FOLLOW_KEY), "left")
+            .withColumn("has_marker", F.when(F.col("_followed"), F.col("has_marker")).otherwise(F.lit(False)))
+            .drop("_followed")
         )
-        .select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition"))
-        .drop("tp")
-        .withColumn("is_prepare", F.lit(True))
+    else:
+        matched = _matched_in_spark(prep, markers)
+    return (
+        matched.join(present, ["topic", "partition"], "left")
+        .withColumn("in_dump", F.col("covers_from").isNotNull() & (F.col("covers_from") <= F.col("ts")))
     )
+
+
+def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
+    """``prep`` with ``has_marker``, ``next_marker_type`` and ``next_marker_offset``, from every
+    marker ordered with the Prepare* records."""
+    prep = prep.withColumn("is_prepare", F.lit(True))
     # a marker can only follow a Prepare* of its producer on that partition written no later than
     # itself: the others are left out before the ordering (a decided transaction's Prepare* is
     # usually compacted away, so most markers are)
@@ -364,14 +368,13 @@ def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Dat
     return (
         nxt.where(F.col("is_prepare"))
         .withColumn("has_marker", matched)
-        .join(present, ["topic", "partition"], "left")
-        .withColumn("in_dump", F.col("covers_from").isNotNull() & (F.col("covers_from") <= F.col("ts")))
+        .drop("is_prepare", "next_is_marker", "next_epoch", "marker_offset", "marker_type")
     )
 
 
 def coordinator_findings(
     txn_log: DataFrame, markers: DataFrame, last_markers: DataFrame, present: DataFrame, ptx: DataFrame,
-    opts: DetectOptions,
+    opts: DetectOptions, follows: DataFrame | None = None,
 ) -> DataFrame:
     """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records.
     ``last_markers`` gives each producer's ``last_marker_timestamp`` on a partition.
@@ -381,7 +384,7 @@ def coordinator_findings(
     """
     # the three findings below read the matches: order the markers once, not once per finding
     # (one row per Prepare* and partition, few)
-    matches = _prepare_marker_matches(txn_log, markers, present, opts).localCheckpoint()
+    matches = _prepare_marker_matches(txn_log, markers, present, opts, follows).localCheckpoint()
     completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
     here = pname()
     still_open = ptx.where(F.col("state") == "open").select(

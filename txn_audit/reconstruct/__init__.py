@@ -15,9 +15,11 @@ and what holds it back.
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.reconstruct.transactions import (
+    FOLLOW_KEY,
     Reconstruction,
     coordinator_current,
     partition_transactions,
+    prepare_records,
     producer_events,
     producer_pass,
     producer_transactional_ids,
@@ -28,12 +30,14 @@ from txn_audit.reconstruct.transactions import (
 )
 
 __all__ = [
+    "FOLLOW_KEY",
     "Reconstruction",
     "chosen_replicas",
     "coordinator_current",
     "on_replicas",
     "partition_stability",
     "partition_transactions",
+    "prepare_records",
     "producer_events",
     "producer_pass",
     "producer_transactional_ids",

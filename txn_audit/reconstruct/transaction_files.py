@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 
 import numpy as np
@@ -30,6 +30,7 @@ from pyarrow import fs
 
 from txn_audit.reconstruct.ordered_pass import transaction_pass
 from txn_audit.reconstruct.pass_files import sorted_pass_input
+from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
 #: a transaction's state from its marker's type: any other type of marker still ends it
@@ -186,23 +187,59 @@ class TransactionFile:
 
 
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
-                              unsequenced_topics: tuple[str, ...], directory: str,
-                              job: str) -> Iterator[pa.RecordBatch]:
+                              unsequenced_topics: tuple[str, ...], directory: str, job: str,
+                              output: pa.Schema) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows with a ``producer_ids`` column (every
-    known ``(producer_id, transactional_id)``) in; each item's transactions written to
-    ``directory`` (``file_name(task, job)``), its ``event`` rows out."""
+    known ``(producer_id, transactional_id)``) and a ``prepares`` column (every Prepare* record
+    per listed partition, ``prepare_follows.PREPARE_FIELDS``) in. Each item's transactions are
+    written to ``directory`` (``file_name(task, job)``); out come rows of ``output`` (``event``,
+    ``txn``, ``follow``): its ``event`` rows, then a ``follow`` row per Prepare* record of its
+    partition and producers."""
+    follow_type = output.field("follow").type
     for batch in items:
-        ids = batch.column("producer_ids")
-        for row, item in enumerate(batch.drop_columns(["producer_ids"]).to_pylist()):
+        ids, prepares = batch.column("producer_ids"), batch.column("prepares")
+        for row, item in enumerate(batch.drop_columns(["producer_ids", "prepares"]).to_pylist()):
             known = known_ids(ids[row].values)
+            follower = PrepareFollower(_prepares_of(item, prepares[row].values))
             with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:
-                for out in transaction_pass(sorted_pass_input(item), late_tolerance_ms=late_tolerance_ms,
+                for out in transaction_pass(_seen_by(follower, sorted_pass_input(item)),
+                                            late_tolerance_ms=late_tolerance_ms,
                                             unsequenced_topics=unsequenced_topics):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
-                        yield out
+                        # every batch of one task's output has one schema: ``output``'s
+                        yield out.append_column("follow", pa.nulls(out.num_rows, follow_type)).cast(output)
                     else:
                         written.add(pa.RecordBatch.from_struct_array(txn))
+            follows = follower.rows()
+            if follows.num_rows:
+                struct = pa.StructArray.from_arrays(
+                    [follows.column(f.name).combine_chunks().cast(f.type) for f in follow_type],
+                    fields=list(follow_type))
+                yield pa.RecordBatch.from_arrays(
+                    [pa.nulls(follows.num_rows, output.field("event").type),
+                     pa.nulls(follows.num_rows, output.field("txn").type), struct], schema=output)
+
+
+def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) -> pa.Table:
+    """The Prepare* records for ``item``'s partition and share of producers."""
+    if prepares is None or len(prepares) == 0:
+        return PREPARE_FIELDS.empty_table()
+    table = pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
+    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
+    mine = pc.and_(pc.equal(table.column("topic"), item["topic"]),
+                   pc.equal(table.column("partition"), item["partition"]))
+    if shares > 1:  # the share's producers, as ``pass_files`` reads them
+        producers = pc.fill_null(table.column("producer_id"), -1).to_numpy()
+        mine = pc.and_(mine, pa.array(producers % shares == share))
+    return table.filter(pc.fill_null(mine, False))
+
+
+def _seen_by(follower: PrepareFollower, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``rows``, each shown to ``follower`` on its way to the pass."""
+    for batch in rows:
+        follower.add(batch)
+        yield batch
 
 
 def start_table(directory: str) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
@@ -32,6 +33,7 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
+from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
 from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files, task_per_item
 from txn_audit.reconstruct.transaction_files import (
     ENDED,
@@ -95,13 +97,15 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     return ordered.mapInArrow(walk, output)
 
 
-def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame, directory: str, *,
-                          late_tolerance_ms: int) -> DataFrame | None:
+def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame, prepares: DataFrame,
+                          directory: str, *, late_tolerance_ms: int) -> DataFrame | None:
     """``producer_pass`` whose tasks write the transactions themselves, as the files of
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
-    its ``txn`` column is always null. None unless both frames are plain reads of the raw tables'
-    files. The files are written when the frame is computed: compute it once, then call
-    ``written_partition_transactions``."""
+    its ``txn`` column is always null. Its third column, ``follow``, says what follows each of
+    ``prepares`` (``prepare_records``) on the partitions the tasks read
+    (``prepare_follows.FOLLOW_FIELDS``; read them with ``prepare_follow_rows``). None unless both
+    frames are plain reads of the raw tables' files. The files are written when the frame is
+    computed: compute it once, then call ``written_partition_transactions``."""
     items = _pass_items(batches, markers)
     if items is None:
         return None
@@ -110,9 +114,19 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
         F.col("producer_id").cast("long").alias("producer_id"),
         F.col("transactional_id").cast("string").alias("transactional_id"),
     )).alias("producer_ids"))
+    prepared = prepares.agg(F.collect_list(F.struct(
+        *[F.col(f.name).cast(spark_schema(PREPARE_FIELDS)[f.name].dataType).alias(f.name) for f in PREPARE_FIELDS]
+    )).alias("prepares"))
+    output = _pass_output(batches, markers).add(StructField("follow", spark_schema(FOLLOW_FIELDS)))
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
-                             unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job())
-    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, _pass_output(batches, markers), shared=known)
+                             unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
+                             output=to_arrow_schema(output))
+    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output, shared=known.crossJoin(prepared))
+
+
+def prepare_follow_rows(passed: DataFrame) -> DataFrame:
+    """The ``follow`` rows of ``producer_pass_writing``."""
+    return passed.where(F.col("follow").isNotNull()).select("follow.*")
 
 
 def _pass_output(batches: DataFrame, markers: DataFrame) -> StructType:
@@ -265,6 +279,34 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
         .join(known.select("producer_id"), "producer_id", "left_anti")
         .transform(lambda frame: _newest(frame, latest))
         .select("producer_id", "transactional_id", F.lit(1).alias("transaction_version"))
+    )
+
+
+#: what identifies a Prepare* record on one partition it lists (``prepare_records``)
+FOLLOW_KEY = ("topic", "partition", "txn_log_partition", "txn_log_offset")
+
+
+def prepare_records(txn_log: DataFrame) -> DataFrame:
+    """Every Prepare* record of the coordinator log, once per partition it lists, with the id's
+    next record's state (``next_state``: null when the Prepare* is the latest) and the decision."""
+    next_record = Window.partitionBy("transactional_id").orderBy("partition", "offset")
+    return (
+        txn_log.withColumn("next_state", F.lead("state").over(next_record))
+        .where(F.col("state").isin(*PREPARE_STATES))
+        .select(
+            "transactional_id",
+            "producer_id",
+            "state",
+            "next_state",
+            F.col("producer_epoch").alias("epoch"),
+            F.col("txn_last_update_timestamp").alias("ts"),
+            F.col("offset").alias("txn_log_offset"),
+            F.col("partition").alias("txn_log_partition"),
+            F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT").alias("decision"),
+            F.explode(F.coalesce("topic_partitions", F.array())).alias("tp"),
+        )
+        .select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition"))
+        .drop("tp")
     )
 
 
@@ -431,6 +473,9 @@ class Reconstruction:
     producer_ids: DataFrame
     replicas: DataFrame
     extent: DataFrame  # per partition: log end offset and oldest batch time (``partition_extent``)
+    #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
+    #: None when the pass did not read the files
+    prepare_follows: DataFrame | None = None
 
 
 Materialize = Callable[[str, DataFrame], DataFrame]
@@ -466,11 +511,13 @@ def reconstruct(
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
     directory = table_dir("partition_transactions") if table_dir else None
     writing = None if directory is None else producer_pass_writing(
-        batches, markers, ids, directory, late_tolerance_ms=late_tolerance_ms)
+        batches, markers, ids, prepare_records(txn_log), directory, late_tolerance_ms=late_tolerance_ms)
+    follows = None
     if writing is not None and directory is not None:
         # computed here, once: its tasks write the table's files as they go
         passed = writing.localCheckpoint(eager=True)
         ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids)
+        follows = keep("prepare_follows", prepare_follow_rows(passed))
     else:
         passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
         ptx = keep("partition_transactions",
@@ -493,4 +540,5 @@ def reconstruct(
         producer_ids=ids,
         replicas=replicas,
         extent=extent,
+        prepare_follows=follows,
     )
