@@ -3,8 +3,9 @@ but the chosen replicas (one row per partition, ``replicas.on_replicas``).
 
 When the raw tables are plain reads of the files ingest writes, the producer pass reads them
 with pyarrow, one replica per task (``pass_files``); in a scan its tasks also write
-``partition_transactions`` themselves (``transaction_files``), and each partition's extent is
-read from the files' footers.
+``partition_transactions`` themselves (``transaction_files``) and say what follows each
+Prepare* record on their partition (``prepare_follows``), and each partition's extent is read
+from the files' footers.
 
 ``partition_transactions``: one row per transaction per partition, from the producer's data
 batches and markers in offset order. ``transactions``: those joined with the replayed
