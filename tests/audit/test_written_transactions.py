@@ -18,7 +18,12 @@ from txn_audit.reconstruct import transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFollower
-from txn_audit.reconstruct.transaction_files import finish_table, pass_writing_transactions, start_table
+from txn_audit.reconstruct.transaction_files import (
+    PRODUCER_ID_FIELDS,
+    finish_table,
+    pass_writing_transactions,
+    start_table,
+)
 from txn_audit.schemas import PARTITION_TRANSACTIONS, RAW_TABLES
 
 STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
@@ -45,9 +50,8 @@ def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict
 def _task_rows(items: list[dict[str, Any]], ids: dict[int, str], prepares: list[dict[str, Any]]) -> pa.RecordBatch:
     known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
     rows = [item | {"producer_ids": known, "prepares": prepares} for item in items]
-    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(
-        [pa.field("producer_id", pa.int64()), pa.field("transactional_id", pa.string())]))),
-        pa.field("prepares", pa.list_(pa.struct(list(PREPARE_FIELDS))))])
+    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(list(PRODUCER_ID_FIELDS)))),
+                        pa.field("prepares", pa.list_(pa.struct(list(PREPARE_FIELDS))))])
     return pa.RecordBatch.from_pylist(rows, schema=schema)
 
 

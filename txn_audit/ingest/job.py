@@ -35,7 +35,6 @@ from txn_audit.schemas import (
     WRITTEN_FILES,
     dictionary_columns,
     replicas_metadata,
-    row_replicas,
     spark_schema,
 )
 
@@ -166,10 +165,12 @@ def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schem
         pq.write_table(table, str(path), use_dictionary=dictionary_columns(schema))
         return
     # the footer names the rows' replicas, and each row group holds one, as the workers write them
-    table = table.replace_schema_metadata({**(schema.metadata or {}), **replicas_metadata(row_replicas(table))})
-    with pq.ParquetWriter(str(path), table.schema, use_dictionary=dictionary_columns(schema)) as writer:
-        for run in replica_runs(table):
-            writer.write_table(run)
+    runs = list(replica_runs(table))
+    listed = replicas_metadata({replica for replica, _ in runs})
+    with pq.ParquetWriter(str(path), schema.with_metadata({**(schema.metadata or {}), **listed}),
+                          use_dictionary=dictionary_columns(schema)) as writer:
+        for _, rows in runs:
+            writer.write_table(rows)
 
 
 def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:

@@ -61,7 +61,6 @@ from txn_audit.schemas import (
     combined_decode_schema,
     dictionary_columns,
     replicas_metadata,
-    row_replicas,
 )
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -616,10 +615,11 @@ def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536)
     yield from out.drain()
 
 
-def replica_runs(table: pa.Table) -> Iterator[pa.Table]:
+def replica_runs(table: pa.Table) -> Iterator[tuple[Replica, pa.Table]]:
     """``table`` cut where its rows' replica changes (rows come file by file, so each replica's
-    rows are together). Written as row groups of their own, their statistics show their replica:
-    readers then skip other replicas' row groups and read extents from the footer alone."""
+    rows are together), each run with its replica. Written as row groups of their own, their
+    statistics show their replica: readers then skip other replicas' row groups and read extents
+    from the footer alone."""
     changes = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
     for name in REPLICA_COLUMNS:
         codes = pc.fill_null(pc.dictionary_encode(table.column(name).combine_chunks()).indices, -1)
@@ -628,7 +628,8 @@ def replica_runs(table: pa.Table) -> Iterator[pa.Table]:
     bounds = [0, *(np.flatnonzero(changes) + 1).tolist(), table.num_rows]
     for start, stop in zip(bounds, bounds[1:]):
         if stop > start:
-            yield table.slice(start, stop - start)
+            rows = table.slice(start, stop - start)
+            yield tuple(rows.column(name)[0].as_py() for name in REPLICA_COLUMNS), rows  # type: ignore[misc]
 
 
 def write_partition(
@@ -671,10 +672,10 @@ def write_partition(
                 written[name] = 0
                 replicas[name] = set()
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
-            for rows in replica_runs(table):  # a row group per replica: its footer statistics name it
+            for replica, rows in replica_runs(table):  # a row group per replica: its statistics name it
                 writers[name].write_table(rows)
+                replicas[name].add(replica)
             written[name] += table.num_rows
-            replicas[name] |= row_replicas(table)
             parts.clear()
         out._seal("slice_summary")
         summaries.extend(out.parts["slice_summary"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +71,8 @@ class TableFile:
         return dict(self.replica_rows).get(replica, 0)
 
 
+Key = TypeVar("Key")
+
 #: a batches file's columns whose extremes its statistics give: the highest last offset and the
 #: lowest first timestamp (how far a partition's log goes, and from when it holds data)
 EXTENT_COLUMNS = ("last_offset", "first_timestamp")
@@ -118,8 +121,7 @@ def _extents_by_replica(metadata: pq.FileMetaData) -> tuple[tuple[Replica, int |
         top, bottom = _extreme(group, highest, max), _extreme(group, lowest, min)
         if replica is None or top is _UNKNOWN or bottom is _UNKNOWN:
             return None
-        before = extents.get(replica, (None, None))
-        extents[replica] = (sql_extreme(before[0], top, max), sql_extreme(before[1], bottom, min))  # type: ignore[arg-type]
+        widen_extent(extents, replica, top, bottom)  # type: ignore[arg-type]
     return tuple(sorted(((r, *e) for r, e in extents.items()), key=lambda item: repr(item[0])))
 
 
@@ -139,8 +141,15 @@ def _extreme(group: pq.RowGroupMetaData, column: int, pick: Callable[[int, int],
     return stats.max if pick is max else stats.min
 
 
-def sql_extreme(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
-    """``pick`` of the two, ignoring nulls as SQL's ``max`` and ``min`` do."""
+def widen_extent(extents: dict[Key, tuple[int | None, int | None]], key: Key, highest: int | None,
+                 lowest: int | None) -> None:
+    """Fold a highest last offset and a lowest first timestamp into ``extents[key]``, ignoring
+    nulls as SQL's ``max`` and ``min`` do."""
+    top, bottom = extents.get(key, (None, None))
+    extents[key] = (_sql_pick(top, highest, max), _sql_pick(bottom, lowest, min))
+
+
+def _sql_pick(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
     return b if a is None else a if b is None else pick(a, b)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from txn_audit.reconstruct.pass_files import sql_extreme
+from txn_audit.reconstruct.pass_files import widen_extent
 from txn_audit.reconstruct.replicas import table_files
 from txn_audit.schemas import PARTITION_STABILITY, REPLICA_COLUMNS, conform
 
@@ -47,9 +47,7 @@ def _extent_from_footers(batches: DataFrame) -> DataFrame | None:
         if table_file.replica_extents is None:
             return None
         for replica, highest, lowest in table_file.replica_extents:
-            key = (replica[topic], replica[partition])
-            before = extremes.get(key, (None, None))
-            extremes[key] = (sql_extreme(before[0], highest, max), sql_extreme(before[1], lowest, min))
+            widen_extent(extremes, (replica[topic], replica[partition]), highest, lowest)
     rows = [(t, p, None if highest is None else highest + 1, lowest)
             for (t, p), (highest, lowest) in sorted(extremes.items())]
     return batches.sparkSession.createDataFrame(

@@ -71,8 +71,12 @@ class _Lookup:
         return self.values.take(pa.array(inside, mask=~found))
 
 
+#: a producer id and its transactional id, as every pass task receives them
+PRODUCER_ID_FIELDS = pa.schema([pa.field("producer_id", pa.int64()), pa.field("transactional_id", pa.string())])
+
+
 def known_ids(producer_ids: pa.StructArray | None) -> _Lookup:
-    """Transactional ids by producer id, from ``(producer_id, transactional_id)`` structs."""
+    """Transactional ids by producer id, from ``PRODUCER_ID_FIELDS`` structs."""
     if producer_ids is None or len(producer_ids) == 0:
         return _Lookup(np.empty(0, np.int64), pa.array([], pa.string()))
     keys = pc.fill_null(producer_ids.field("producer_id").cast(pa.int64()), -1).to_numpy(zero_copy_only=False)

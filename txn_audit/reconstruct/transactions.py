@@ -40,6 +40,7 @@ from txn_audit.reconstruct.transaction_files import (
     FROM_LOG,
     MARKER_STATES,
     OPEN,
+    PRODUCER_ID_FIELDS,
     finish_table,
     new_job,
     pass_writing_transactions,
@@ -110,18 +111,20 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     if items is None:
         return None
     start_table(directory)
-    known = producer_ids.agg(F.collect_list(F.struct(
-        F.col("producer_id").cast("long").alias("producer_id"),
-        F.col("transactional_id").cast("string").alias("transactional_id"),
-    )).alias("producer_ids"))
-    prepared = prepares.agg(F.collect_list(F.struct(
-        *[F.col(f.name).cast(spark_schema(PREPARE_FIELDS)[f.name].dataType).alias(f.name) for f in PREPARE_FIELDS]
-    )).alias("prepares"))
+    shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids").crossJoin(
+        _one_row(prepares, PREPARE_FIELDS, "prepares"))
     output = _pass_output(batches, markers).add(StructField("follow", spark_schema(FOLLOW_FIELDS)))
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
                              output=to_arrow_schema(output))
-    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output, shared=known.crossJoin(prepared))
+    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared)
+
+
+def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
+    """All of ``frame``'s rows, as a list of ``fields`` structs in ``column`` of one row."""
+    struct = spark_schema(fields)
+    return frame.agg(F.collect_list(F.struct(
+        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])).alias(column))
 
 
 def prepare_follow_rows(passed: DataFrame) -> DataFrame:
