@@ -103,3 +103,48 @@ def test_transactions_and_flagged_rows_whatever_the_batch_boundaries(seed: int) 
         assert sorted(tuple(e[k] for k in KEY_FIELDS) for e in events) == expected_events, batch_rows
         assert sorted(txns, key=lambda t: (t["topic"], t["partition"], t["producer_id"], t["txn_seq"])) \
             == expected_txns, batch_rows
+
+
+def _interleaved(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """``rows`` with the keys' rows interleaved at random, each key's still in offset order (as a
+    partition's log holds them)."""
+    rng = random.Random(seed)
+    queues: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        queues.setdefault((row["topic"], row["partition"], row["producer_id"]), []).append(row)
+    waiting = [queue[::-1] for queue in queues.values()]
+    out = []
+    while waiting:
+        queue = rng.choice(waiting)
+        out.append(queue.pop())
+        if not queue:
+            waiting.remove(queue)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keys_may_interleave_in_the_stream(seed: int) -> None:
+    """Each key keeps its own state: the rows of a partition in log order give what the rows
+    sorted by key give."""
+    rows = _rows(seed)
+    shuffled = _interleaved(rows, seed)
+    assert shuffled != rows
+    walked, _ = walk(rows)
+    expected_txns = sorted(map(repr, transactions(rows, walked)))
+    inputs = {tuple(r[k] for k in KEY_FIELDS): r for r in rows}
+    expected_events = sorted(key for key, row in walked.items() if flagged(inputs[key] | row))
+    fields = list(next(iter(walked.values())))
+    for batch_rows in (len(rows), 1, 5, 64):
+        got = _passed(shuffled, batch_rows)
+        assert {key: {f: row[f] for f in fields} for key, row in got.items()} == walked, batch_rows
+        table = pa.Table.from_pylist(shuffled, schema=SCHEMA)
+        out = pa.Table.from_batches(list(transaction_pass(
+            table.to_batches(max_chunksize=batch_rows), late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED)))
+        events = [r["event"] for r in out.to_pylist() if r["event"] is not None]
+        txns = [r["txn"] for r in out.to_pylist() if r["txn"] is not None]
+        assert sorted(tuple(e[k] for k in KEY_FIELDS) for e in events) == expected_events, batch_rows
+        assert sorted(map(repr, txns)) == expected_txns, batch_rows
+        # a producer's transactions come out in their order, its open one last
+        for key in {(t["topic"], t["partition"], t["producer_id"]) for t in txns}:
+            mine = [t["txn_seq"] for t in txns if (t["topic"], t["partition"], t["producer_id"]) == key]
+            assert mine == sorted(mine)

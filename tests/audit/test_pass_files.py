@@ -22,10 +22,13 @@ from txn_audit.reconstruct.pass_files import (
     _Group,
     _Replica,
     _sorted_group,
+    log_order_input,
+    pass_input_rows,
     pass_items,
     read_table_file,
     sorted_pass_input,
 )
+from txn_audit.ingest.worker import replica_runs
 from txn_audit.schemas import RAW_TABLES, replicas_metadata, row_replicas
 
 LEADER_DIR, FOLLOWER_DIR = "broker-1", "broker-2"
@@ -126,6 +129,62 @@ def test_the_pass_over_the_files_equals_the_pass_in_memory(tmp_path: Path, seed:
     got = _outputs(batch for item in leader for batch in transaction_pass(
         sorted_pass_input(item, round_rows=round_rows, chunk_rows=5), late_tolerance_ms=TOLERANCE_MS,
         unsequenced_topics=COMPACTED))
+    expected = _expected(tables, 1)
+    assert got == expected
+    assert any(r["event"] for r in got) and any(r["txn"] for r in got)
+    # shuffled rows in row groups of 16: the replica's row groups overlap, so no log order
+    assert all(log_order_input(item) is None for item in items)
+
+
+def _in_segments(tables: dict[str, list[dict[str, Any]]], segment: int) -> dict[str, list[dict[str, Any]]]:
+    """The rows, each in the segment of ``segment`` offsets that holds it."""
+    def offset(name: str) -> str:
+        return "base_offset" if name == "batches" else "offset"
+
+    return {name: [{**row, "segment_base_offset": row[offset(name)] // segment * segment} for row in rows]
+            for name, rows in tables.items()}
+
+
+def _write_in_log_order(folder: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Each table as ingest writes it: a replica's rows in offset order, a row group per replica
+    and segment, the segments dealt over two files out of order."""
+    uris: dict[str, list[str]] = {}
+    for name, rows in tables.items():
+        offset = "base_offset" if name == "batches" else "offset"
+        ordered = sorted(rows, key=lambda r: (r["broker_id"], r["topic"], r["partition"], r[offset]))
+        table = pa.Table.from_pylist(ordered, schema=RAW_TABLES[name])
+        (folder / name).mkdir(parents=True)
+        parts = [folder / name / f"part-{n}.parquet" for n in range(2)]
+        writers = [pq.ParquetWriter(path, RAW_TABLES[name]) for path in parts]
+        runs = list(replica_runs(table))
+        for index, (_, run) in enumerate(runs):
+            writers[(index * 7) % 3 % 2].write_table(run)  # not file by file in offset order
+        for path, writer in zip(parts, writers, strict=True):
+            writer.add_key_value_metadata(replicas_metadata({replica for replica, _ in runs}))
+            writer.close()
+        uris[name] = [path.as_uri() for path in parts]
+    return uris
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("segment", "parallelism"), [(10**6, 1), (8, 1), (3, 8)])
+def test_the_pass_in_log_order_equals_the_pass_in_memory(tmp_path: Path, seed: int, segment: int,
+                                                         parallelism: int) -> None:
+    """Read row group by row group in offset order, producers interleaved: the same transactions
+    and flagged rows as the pass over each producer's rows sorted in memory."""
+    tables = _in_segments(_tables(seed), segment)
+    items = _items(_write_in_log_order(tmp_path, tables), parallelism, share_rows=1)
+    leader = [item for item in items if item["log_dir"] == LEADER_DIR]
+    assert (max(item["shares"] for item in items) > 1) == (parallelism > 1)  # shares of producers too
+    for item in leader:
+        rows = log_order_input(item, chunk_rows=4)
+        assert rows is not None
+        found = [row for batch in rows for row in batch.to_pylist()]
+        assert [r["offset"] for r in found] == sorted(r["offset"] for r in found)  # log order
+        assert sorted(map(repr, found)) == sorted(
+            repr(row) for batch in sorted_pass_input(item) for row in batch.to_pylist())
+    got = _outputs(batch for item in leader for batch in transaction_pass(
+        pass_input_rows(item), late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED))
     expected = _expected(tables, 1)
     assert got == expected
     assert any(r["event"] for r in got) and any(r["txn"] for r in got)

@@ -82,3 +82,23 @@ def test_each_row_group_holds_one_replica(sample_scan: Any) -> None:
                 groups += 1
             assert replicas_from_metadata(reader.metadata.metadata) is not None
     assert groups > 20
+
+
+def test_a_replicas_row_groups_hold_disjoint_offset_ranges(sample_scan: Any) -> None:
+    """One segment's rows per row group: a replica's row groups of one table then cover offset
+    ranges that do not overlap, so the producer pass reads them in log order."""
+    tables = sample_scan.out / "tables"
+    for table, offset in (("batches", "base_offset"), ("control_markers", "offset")):
+        ranges: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+        for path in sorted((tables / table).glob("*.parquet")):
+            reader = pq.ParquetFile(path)
+            for group in range(reader.metadata.num_row_groups):
+                rows = reader.read_row_group(group, columns=[*REPLICA_COLUMNS, offset, "segment_base_offset"])
+                assert len(set(rows.column("segment_base_offset").to_pylist())) == 1, (table, path.name, group)
+                replica = tuple(rows.column(name)[0].as_py() for name in REPLICA_COLUMNS)
+                offsets = rows.column(offset).to_pylist()
+                ranges.setdefault(replica, []).append((min(offsets), max(offsets)))
+        assert any(len(found) > 1 for found in ranges.values())
+        for replica, found in ranges.items():
+            found.sort()
+            assert all(later[0] > earlier[1] for earlier, later in zip(found, found[1:])), (table, replica)

@@ -616,15 +616,19 @@ def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536)
 
 
 def replica_runs(table: pa.Table) -> Iterator[tuple[Replica, pa.Table]]:
-    """``table`` cut where its rows' replica changes (rows come file by file, so each replica's
-    rows are together), each run with its replica. Written as row groups of their own, their
-    statistics show their replica: readers then skip other replicas' row groups and read extents
-    from the footer alone."""
+    """``table`` cut where its rows' replica or segment changes (rows come file by file, so each
+    replica's rows are together), each run with its replica. Written as row groups of their own,
+    their statistics show their replica, and the offsets of one segment's run: readers then skip
+    other replicas' row groups, read extents from the footer alone, and read a replica's row
+    groups in log order (``reconstruct.pass_files.log_order_input``)."""
     changes = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
     for name in REPLICA_COLUMNS:
         codes = pc.fill_null(pc.dictionary_encode(table.column(name).combine_chunks()).indices, -1)
         values = codes.to_numpy(zero_copy_only=False)
         changes |= values[1:] != values[:-1]
+    if "segment_base_offset" in table.column_names:
+        segments = pc.fill_null(table.column("segment_base_offset"), -1).to_numpy(zero_copy_only=False)
+        changes |= segments[1:] != segments[:-1]
     bounds = [0, *(np.flatnonzero(changes) + 1).tolist(), table.num_rows]
     for start, stop in zip(bounds, bounds[1:]):
         if stop > start:

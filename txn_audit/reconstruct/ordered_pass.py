@@ -1,16 +1,17 @@
 """The ordered pass per producer, column-wise over Arrow batches (no pyspark here).
 
-Input: every data batch with a producer id and every COMMIT/ABORT marker, sorted by (topic,
-partition, producer id, offset), as a stream of Arrow batches in which one producer's rows may
-span several batches. ``ordered_pass`` gives each row what the rows before it on the same
-partition say: how many markers came before (``txn_seq``), the previous marker, the previous
-batch with a sequence, the highest data, marker and coordinator epochs seen so far, and whether
-it is late. ``transaction_pass`` reduces that to what reconstruction and detection keep: one
-row per transaction, and the few rows a rule may flag.
+Input: every data batch with a producer id and every COMMIT/ABORT marker, each (topic,
+partition, producer id)'s rows in offset order, as a stream of Arrow batches: sorted by that
+key, or a partition's rows in log order with the producers interleaved. ``ordered_pass`` gives
+each row what the rows before it of its producer on the same partition say: how many markers
+came before (``txn_seq``), the previous marker, the previous batch with a sequence, the highest
+data, marker and coordinator epochs seen so far, and whether it is late. ``transaction_pass``
+reduces that to what reconstruction and detection keep: one row per transaction, and the few
+rows a rule may flag.
 
-Compiled loops (numba) walk the rows and carry their state from batch to batch; the fields of
-earlier rows are gathered with Arrow ``take`` rather than copied row by row. Spark's window
-functions and a grouping computed the same row by row in the JVM and shuffled every row twice.
+Compiled loops (numba) walk the rows; each key keeps its state (a row of a table indexed by a
+dense number per key), from batch to batch. Spark's window functions and a grouping computed
+the same row by row in the JVM and shuffled every row twice.
 """
 
 from __future__ import annotations
@@ -86,9 +87,6 @@ def pass_input(table: pa.Table | pa.RecordBatch, side: int) -> pa.Table:
             columns[name] = table.column(source)
     return pa.table(columns)
 
-#: where the carried state keeps each running value
-_MARKERS, _MARKER_AT, _SEQ_AT, _MAX_DATA, _MAX_MARKER, _MAX_COORD = range(6)
-
 #: previous-marker and previous-sequence fields: output name -> input column
 MARKER_FIELDS = {
     "prev_marker_offset": "offset",
@@ -103,42 +101,45 @@ SEQUENCE_FIELDS = {
 }
 MAXIMA = ("max_data_epoch_before", "max_marker_epoch_before", "max_coordinator_epoch_before")
 
+#: what the walk keeps per (topic, partition, producer): how many markers, the last marker's
+#: fields (``MARKER_FIELDS``' columns, in order), the last sequenced batch's (``SEQUENCE_FIELDS``'),
+#: the highest data, marker and coordinator epochs, and whether a marker and a sequenced batch were seen
+(_MARKERS, _M_OFF, _M_TYPE, _M_TS, _M_EP, _S_EP, _S_SEQ, _S_LAST, _MAX_DATA, _MAX_MARKER, _MAX_COORD, _HAS_MARKER,
+ _HAS_SEQ) = range(13)
+_WALK_STATE = 13
+
 
 @numba.njit(cache=True, nogil=True)
-def _walk(new_key: np.ndarray, is_marker: np.ndarray, with_sequence: np.ndarray, epoch: np.ndarray,
-          coordinator_epoch: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """One pass over a batch's rows, starting from ``state`` and leaving the new state there.
-
-    ``*_at`` values are positions in the batch plus one, 0 for a row of an earlier batch (its
-    fields are carried by the caller), -1 for none.
-    """
-    n = new_key.shape[0]
+def _walk(slot: np.ndarray, is_marker: np.ndarray, with_sequence: np.ndarray, epoch: np.ndarray,
+          coordinator_epoch: np.ndarray, offset: np.ndarray, marker_type: np.ndarray, max_ts: np.ndarray,
+          last_sequence: np.ndarray, last_offset: np.ndarray,
+          state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """One pass over a batch's rows, each walking on from its key's row of ``state`` (``slot``)
+    and leaving the new state there. Out: per row, ``txn_seq``, then the previous marker's and
+    previous sequenced batch's fields (``NONE``: none, or a null value), then ``MAXIMA``."""
+    n = slot.shape[0]
     txn_seq = np.empty(n, np.int64)
-    marker_at = np.empty(n, np.int64)
-    seq_at = np.empty(n, np.int64)
-    maxima = np.empty((3, n), np.int64)
-    markers, last_marker, last_seq = state[_MARKERS], state[_MARKER_AT], state[_SEQ_AT]
-    max_data, max_marker, max_coord = state[_MAX_DATA], state[_MAX_MARKER], state[_MAX_COORD]
+    out = np.empty((7 + 3, n), np.int64)
     for i in range(n):
-        if new_key[i]:
-            markers, last_marker, last_seq = 0, -1, -1
-            max_data, max_marker, max_coord = NONE, NONE, NONE
-        txn_seq[i] = markers
-        marker_at[i] = last_marker
-        seq_at[i] = last_seq if with_sequence[i] else -1
-        maxima[0, i], maxima[1, i], maxima[2, i] = max_data, max_marker, max_coord
+        s = state[slot[i]]
+        txn_seq[i] = s[_MARKERS]
+        for k in range(4):
+            out[k, i] = s[_M_OFF + k] if s[_HAS_MARKER] else NONE
+        for k in range(3):
+            out[4 + k, i] = s[_S_EP + k] if with_sequence[i] and s[_HAS_SEQ] else NONE
+        out[7, i], out[8, i], out[9, i] = s[_MAX_DATA], s[_MAX_MARKER], s[_MAX_COORD]
         if is_marker[i]:
-            markers += 1
-            last_marker = i + 1
-            max_marker = max(max_marker, epoch[i])
-            max_coord = max(max_coord, coordinator_epoch[i])
+            s[_MARKERS] += 1
+            s[_HAS_MARKER] = 1
+            s[_M_OFF], s[_M_TYPE], s[_M_TS], s[_M_EP] = offset[i], marker_type[i], max_ts[i], epoch[i]
+            s[_MAX_MARKER] = max(s[_MAX_MARKER], epoch[i])
+            s[_MAX_COORD] = max(s[_MAX_COORD], coordinator_epoch[i])
         else:
-            max_data = max(max_data, epoch[i])
+            s[_MAX_DATA] = max(s[_MAX_DATA], epoch[i])
             if with_sequence[i]:
-                last_seq = i + 1
-    state[_MARKERS], state[_MARKER_AT], state[_SEQ_AT] = markers, last_marker, last_seq
-    state[_MAX_DATA], state[_MAX_MARKER], state[_MAX_COORD] = max_data, max_marker, max_coord
-    return txn_seq, marker_at, seq_at, maxima
+                s[_HAS_SEQ] = 1
+                s[_S_EP], s[_S_SEQ], s[_S_LAST] = epoch[i], last_sequence[i], last_offset[i]
+    return txn_seq, out
 
 
 def _int64s(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -150,45 +151,132 @@ def _bools(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return pc.fill_null(column, False).to_numpy(zero_copy_only=False)
 
 
-class _Carried:
-    """What the walk left after the last batch: its key, state and the rows it points back to."""
+def _grown(table: np.ndarray, rows: int, fill: np.ndarray) -> np.ndarray:
+    """``table`` with at least ``rows`` rows, new rows set to ``fill``."""
+    if rows <= table.shape[0]:
+        return table
+    grown = np.empty((max(rows, 2 * table.shape[0]), table.shape[1]), np.int64)
+    grown[: table.shape[0]] = table
+    grown[table.shape[0]:] = fill
+    return grown
+
+
+class _Keys:
+    """Dense numbers (slots) for the (topic, partition, producer id) keys seen so far, and the
+    strings the walk codes as numbers (topics, marker types)."""
 
     def __init__(self) -> None:
-        self.key: tuple[object, ...] | None = None
-        self.state = np.array([0, -1, -1, NONE, NONE, NONE], np.int64)
-        self.rows: dict[str, pa.Array] = {}
+        self.slots: dict[tuple[int, int, int], int] = {}
+        self.topic_code = np.empty(0, np.int64)  # per slot, its key's parts (``NONE``: null)
+        self.partition = np.empty(0, np.int64)
+        self.producer_id = np.empty(0, np.int64)
+        self.topics = _Strings()
+        self.marker_types = _Strings()
 
-    def previous(self, batch: pa.RecordBatch, at: np.ndarray, fields: dict[str, str]) -> dict[str, pa.Array]:
-        """``fields`` of the rows ``at`` points to (0: the carried row, -1: null)."""
-        out = {}
-        indices = pa.array(at, mask=at < 0)
-        for name, column in fields.items():
-            values = batch.column(column)
-            carried = self.rows.get(name, pa.nulls(1, values.type))
-            out[name] = pc.take(pa.concat_arrays([carried.cast(values.type), values]), indices)
-        return out
+    def __len__(self) -> int:
+        return len(self.slots)
 
-    def keep(self, batch: pa.RecordBatch, at: int, fields: dict[str, str]) -> None:
-        """Carry ``fields`` of the row ``at`` points to into the next batch."""
-        if at > 0:
-            for name, column in fields.items():
-                self.rows[name] = batch.column(column).slice(at - 1, 1)
-        elif at < 0:
-            for name in fields:
-                self.rows.pop(name, None)
+    def of(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Each row's slot."""
+        topics = self.topics.codes(batch.column("topic"))
+        partitions, producers = _int64s(batch.column("partition")), _int64s(batch.column("producer_id"))
+        if (topics == topics[0]).all() and (partitions == partitions[0]).all():
+            unique, inverse = np.unique(producers, return_inverse=True)
+            keys = [(int(topics[0]), int(partitions[0]), producer) for producer in unique.tolist()]
+        else:
+            stacked, inverse = np.unique(np.stack([topics, partitions, producers], axis=1), axis=0, return_inverse=True)
+            keys = [tuple(key) for key in stacked.tolist()]
+        slots = np.empty(len(keys), np.int64)
+        added = []
+        for index, key in enumerate(keys):
+            slot = self.slots.get(key)  # type: ignore[arg-type]
+            if slot is None:
+                slot = self.slots[key] = len(self.slots)  # type: ignore[index]
+                added.append(key)
+            slots[index] = slot
+        if added:
+            parts = np.array(added, np.int64).reshape(-1, 3)
+            self.topic_code = np.concatenate([self.topic_code, parts[:, 0]])
+            self.partition = np.concatenate([self.partition, parts[:, 1]])
+            self.producer_id = np.concatenate([self.producer_id, parts[:, 2]])
+        return slots[inverse.reshape(-1)]
 
 
-def _new_keys(batch: pa.RecordBatch, previous: tuple[object, ...] | None) -> tuple[np.ndarray, tuple[object, ...]]:
-    """True where a row's (topic, partition, producer id) differs from the row before it
-    (``previous``: the key of the last row of the batch before); and the key of the last row."""
-    keys = [batch.column(name) for name in ("topic", "partition", "producer_id")]
-    changed = np.zeros(batch.num_rows, dtype=bool)
-    if batch.num_rows > 1:
-        differs = pc.or_(pc.or_(pc.not_equal(keys[0][1:], keys[0][:-1]), pc.not_equal(keys[1][1:], keys[1][:-1])),
-                         pc.not_equal(keys[2][1:], keys[2][:-1]))
-        changed[1:] = _bools(differs)
-    changed[0] = tuple(key[0].as_py() for key in keys) != previous
-    return changed, tuple(key[-1].as_py() for key in keys)
+class _Strings:
+    """Codes for the distinct strings of a column across batches (``NONE``: null)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def codes(self, column: pa.Array) -> np.ndarray:
+        encoded = pc.dictionary_encode(column)
+        known = np.array([self.index.setdefault(value, len(self.index)) for value in
+                          encoded.dictionary.to_pylist()], np.int64)
+        self.values = list(self.index)
+        indices = encoded.indices.to_numpy(zero_copy_only=False) if encoded.null_count == 0 else \
+            pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        codes = known[np.maximum(indices, 0)] if len(known) else np.zeros(len(indices), np.int64)
+        return np.where(indices < 0, NONE, codes)
+
+    def take(self, codes: np.ndarray, kind: pa.DataType) -> pa.Array:
+        missing = codes == NONE
+        return pa.array(self.values, kind).take(pa.array(np.where(missing, 0, codes), mask=missing)) \
+            if self.values else pa.nulls(len(codes), kind)
+
+
+def _values(values: np.ndarray, kind: pa.DataType) -> pa.Array:
+    return pa.array(values, mask=values == NONE).cast(kind)
+
+
+class _Walk:
+    """The walk's state across batches: per key, what its rows so far leave (``_WALK_STATE``)."""
+
+    def __init__(self) -> None:
+        self.keys = _Keys()
+        self.state = np.empty((0, _WALK_STATE), np.int64)
+        self.fresh = np.zeros(_WALK_STATE, np.int64)
+        self.fresh[[_MAX_DATA, _MAX_MARKER, _MAX_COORD]] = NONE
+
+    def batch(self, batch: pa.RecordBatch, late_tolerance_ms: int, unsequenced: pa.Array) -> tuple[pa.RecordBatch, np.ndarray]:
+        """``batch`` with the pass's columns appended; and each row's slot."""
+        slot = self.keys.of(batch)
+        self.state = _grown(self.state, len(self.keys), self.fresh)
+        is_marker = batch.column("is_marker")
+        with_sequence = pc.and_(
+            pc.and_(pc.invert(is_marker), pc.fill_null(pc.greater_equal(batch.column("base_sequence"), 0), False)),
+            pc.invert(pc.is_in(batch.column("topic"), unsequenced.cast(batch.column("topic").type))),
+        )
+        types = self.keys.marker_types.codes(batch.column("marker_type"))
+        txn_seq, previous = _walk(
+            slot, _bools(is_marker), _bools(with_sequence), _int64s(batch.column("epoch")),
+            _int64s(batch.column("coordinator_epoch")), _int64s(batch.column("offset")), types,
+            _int64s(batch.column("max_timestamp")), _int64s(batch.column("last_sequence")),
+            _int64s(batch.column("last_offset")), self.state,
+        )
+        columns: dict[str, pa.Array] = {"txn_seq": pa.array(txn_seq)}
+        for row, (name, source) in enumerate([*MARKER_FIELDS.items(), *SEQUENCE_FIELDS.items()]):
+            kind = batch.schema.field(source).type
+            if name == "prev_marker_type":
+                columns[name] = self.keys.marker_types.take(previous[row], kind)
+            else:
+                columns[name] = _values(previous[row], kind)
+        for row, name in enumerate(MAXIMA, start=7):
+            columns[name] = _values(previous[row], pa.int32())
+        columns["is_late"] = pc.and_kleene(
+            pc.and_kleene(pc.invert(is_marker), pc.fill_null(batch.column("is_transactional"), False)),
+            pc.and_kleene(
+                pc.is_valid(columns["prev_marker_offset"]),
+                pc.or_kleene(
+                    pc.greater(pc.subtract(columns["prev_marker_timestamp"], batch.column("max_timestamp")),
+                               late_tolerance_ms),
+                    pc.less(batch.column("epoch"), columns["prev_marker_epoch"]),
+                ),
+            ),
+        )
+        walked = pa.RecordBatch.from_arrays(list(batch.columns) + list(columns.values()),
+                                            names=batch.schema.names + list(columns))
+        return walked, slot
 
 
 def ordered_pass(
@@ -201,53 +289,19 @@ def ordered_pass(
     data batch is *late* when its newest record was created more than ``late_tolerance_ms``
     before the previous marker, or when its epoch is below that marker's.
     """
-    for batch, _ in _walked(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics):
+    for batch, _ in _walked(batches, _Walk(), late_tolerance_ms=late_tolerance_ms,
+                            unsequenced_topics=unsequenced_topics):
         yield batch
 
 
 def _walked(
-    batches: Iterable[pa.RecordBatch], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...]
+    batches: Iterable[pa.RecordBatch], walk: _Walk, *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...]
 ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
-    """``ordered_pass``'s batches, each with where a new (topic, partition, producer) begins."""
-    carried = _Carried()
+    """``ordered_pass``'s batches, each with its rows' slots in ``walk``."""
+    unsequenced = pa.array(unsequenced_topics, pa.string())
     for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        is_marker = batch.column("is_marker")
-        with_sequence = pc.and_(
-            pc.and_(pc.invert(is_marker), pc.fill_null(pc.greater_equal(batch.column("base_sequence"), 0), False)),
-            pc.invert(pc.is_in(batch.column("topic"), pa.array(unsequenced_topics, batch.column("topic").type))),
-        )
-        new_key, carried.key = _new_keys(batch, carried.key)
-        txn_seq, marker_at, seq_at, maxima = _walk(
-            new_key, _bools(is_marker), _bools(with_sequence),
-            _int64s(batch.column("epoch")), _int64s(batch.column("coordinator_epoch")), carried.state,
-        )
-        columns: dict[str, pa.Array] = {"txn_seq": pa.array(txn_seq)}
-        columns.update(carried.previous(batch, marker_at, MARKER_FIELDS))
-        columns.update(carried.previous(batch, seq_at, SEQUENCE_FIELDS))
-        for name, values in zip(MAXIMA, maxima, strict=True):
-            columns[name] = pa.array(values, mask=values == NONE).cast(pa.int32())
-        carried.keep(batch, int(carried.state[_MARKER_AT]), MARKER_FIELDS)
-        carried.keep(batch, int(carried.state[_SEQ_AT]), SEQUENCE_FIELDS)
-        # the walk's next batch points back to the carried rows
-        for at in (_MARKER_AT, _SEQ_AT):
-            carried.state[at] = min(carried.state[at], 0)
-        is_late = pc.and_kleene(
-            pc.and_kleene(pc.invert(is_marker), pc.fill_null(batch.column("is_transactional"), False)),
-            pc.and_kleene(
-                pc.is_valid(columns["prev_marker_offset"]),
-                pc.or_kleene(
-                    pc.greater(pc.subtract(columns["prev_marker_timestamp"], batch.column("max_timestamp")),
-                               late_tolerance_ms),
-                    pc.less(batch.column("epoch"), columns["prev_marker_epoch"]),
-                ),
-            ),
-        )
-        columns["is_late"] = is_late
-        yield pa.RecordBatch.from_arrays(
-            list(batch.columns) + list(columns.values()), names=batch.schema.names + list(columns)
-        ), new_key
+        if batch.num_rows:
+            yield walk.batch(batch, late_tolerance_ms, unsequenced)
 
 
 # -- transactions and the rows the rules look at, from the same pass ---------------------------
@@ -263,10 +317,11 @@ TXN_FIELDS = (
     "first_timestamp", "last_timestamp", "late_batches", "first_late_offset", "prev_marker_offset",
     "prev_marker_type", "prev_marker_timestamp", "last_event_timestamp",
 )
-(_SEQ, _FIRST, _LAST_DATA, _M_OFFSET, _M_TYPE, _M_EPOCH, _M_TS, _COORD, _MIN_EPOCH, _MAX_EPOCH, _BATCHES, _RECORDS,
+(_SEQ, _FIRST, _LAST_DATA, _T_OFFSET, _T_TYPE, _T_EPOCH, _T_TS, _COORD, _MIN_EPOCH, _MAX_EPOCH, _BATCHES, _RECORDS,
  _BYTES, _FIRST_TS, _LAST_TS, _LATE, _FIRST_LATE, _P_OFFSET, _P_TYPE, _P_TS, _EVENT_TS) = range(len(TXN_FIELDS))
-#: bookkeeping after the fields: is a transaction open, and its last row (position + 1, 0: earlier batch)
-_OPEN, _LAST_ROW = len(TXN_FIELDS), len(TXN_FIELDS) + 1
+#: bookkeeping after the fields: is a transaction open, the broker of its last row, its key's slot
+_OPEN, _BROKER, _SLOT = len(TXN_FIELDS), len(TXN_FIELDS) + 1, len(TXN_FIELDS) + 2
+_ACC = len(TXN_FIELDS) + 3
 _INT32_FIELDS = ("marker_epoch", "coordinator_epoch", "min_epoch", "max_epoch")
 _COUNTS = ("batches", "records", "bytes", "late_batches")
 
@@ -277,35 +332,33 @@ def _lower(current: int, value: int) -> int:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _aggregate(new_key: np.ndarray, is_transactional: np.ndarray, is_marker: np.ndarray, txn_seq: np.ndarray,
+def _aggregate(slot: np.ndarray, is_transactional: np.ndarray, is_marker: np.ndarray, txn_seq: np.ndarray,
                offset: np.ndarray, last_offset: np.ndarray, epoch: np.ndarray, record_count: np.ndarray,
                size_bytes: np.ndarray, first_ts: np.ndarray, max_ts: np.ndarray, marker_type: np.ndarray,
                coordinator_epoch: np.ndarray, is_late: np.ndarray, prev_offset: np.ndarray, prev_type: np.ndarray,
-               prev_ts: np.ndarray, acc: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+               prev_ts: np.ndarray, broker: np.ndarray, accs: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Transactions ended in this batch, one column each (``TXN_FIELDS`` + bookkeeping): a
-    marker ends its producer's transaction, a new (topic, partition, producer) ends an open one.
-    ``acc`` carries the open transaction from batch to batch."""
-    n = new_key.shape[0]
-    out = np.empty((acc.shape[0], n + 1), np.int64)
+    marker ends its producer's transaction. ``accs`` carries each key's open transaction (row
+    ``slot``) from batch to batch; what is open at the end of the stream is open."""
+    n = slot.shape[0]
+    out = np.empty((accs.shape[1], n), np.int64)
     ended = 0
     for i in range(n):
-        if new_key[i] and acc[_OPEN]:
-            out[:, ended] = acc
-            ended += 1
-            acc[_OPEN] = 0
         if not is_transactional[i]:
             continue
+        acc = accs[slot[i]]
         if not acc[_OPEN]:
             acc[:] = NONE
             acc[_OPEN] = 1
+            acc[_SLOT] = slot[i]
             acc[_SEQ] = txn_seq[i]
             acc[_BATCHES], acc[_RECORDS], acc[_BYTES], acc[_LATE] = 0, 0, 0, 0
             # the transaction's first row says which marker came before it
             acc[_P_OFFSET], acc[_P_TYPE], acc[_P_TS] = prev_offset[i], prev_type[i], prev_ts[i]
-        acc[_LAST_ROW] = i + 1
+        acc[_BROKER] = broker[i]
         acc[_EVENT_TS] = max_ts[i]
         if is_marker[i]:
-            acc[_M_OFFSET], acc[_M_TYPE], acc[_M_EPOCH], acc[_M_TS] = offset[i], marker_type[i], epoch[i], max_ts[i]
+            acc[_T_OFFSET], acc[_T_TYPE], acc[_T_EPOCH], acc[_T_TS] = offset[i], marker_type[i], epoch[i], max_ts[i]
             acc[_COORD] = coordinator_epoch[i]
             out[:, ended] = acc
             ended += 1
@@ -370,53 +423,53 @@ def transaction_pass(
     struct columns, ``event`` (the pass's rows a rule may flag, see ``_candidates``) and
     ``txn`` (one per transaction of a (topic, partition, producer): ``KEY_COLUMNS``, ``txn_fields``);
     each output row has one of them, the other is null. Transactions are taken over the rows
-    with the transactional flag and the markers, in offset order."""
-    acc = np.full(len(TXN_FIELDS) + 2, NONE, np.int64)
-    acc[_OPEN] = 0
-    last_key: pa.RecordBatch | None = None  # the previous batch's last row (its key columns)
+    with the transactional flag and the markers, in offset order. A key's rows must come in
+    offset order; the rows of different keys may interleave (each key keeps its own state)."""
+    walk = _Walk()
+    accs = np.empty((0, _ACC), np.int64)
+    closed = np.full(_ACC, NONE, np.int64)
+    closed[_OPEN] = 0
     types: tuple[pa.StructType, pa.StructType] | None = None  # of the event and txn columns
-    walked = _walked(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
-    for batch, new_key in walked:
-        keys = batch.select(list(KEY_COLUMNS))
+    for batch, slot in _walked(batches, walk, late_tolerance_ms=late_tolerance_ms,
+                               unsequenced_topics=unsequenced_topics):
         if types is None:
             types = (pa.struct(list(batch.schema)),
-                     pa.struct(list(keys.schema) + txn_fields(batch.schema.field("marker_type").type)))
+                     pa.struct(list(batch.select(list(KEY_COLUMNS)).schema)
+                               + txn_fields(batch.schema.field("marker_type").type)))
+        accs = _grown(accs, len(walk.keys), closed)
         ended = _aggregate(
-            new_key, _bools(batch.column("is_transactional")), _bools(batch.column("is_marker")),
+            slot, _bools(batch.column("is_transactional")), _bools(batch.column("is_marker")),
             _int64s(batch.column("txn_seq")), _int64s(batch.column("offset")), _int64s(batch.column("last_offset")),
             _int64s(batch.column("epoch")), _int64s(batch.column("record_count")),
             _int64s(batch.column("size_bytes")), _int64s(batch.column("first_timestamp")),
             _int64s(batch.column("max_timestamp")), _marker_codes(batch.column("marker_type")),
             _int64s(batch.column("coordinator_epoch")), _bools(batch.column("is_late")),
             _int64s(batch.column("prev_marker_offset")), _marker_codes(batch.column("prev_marker_type")),
-            _int64s(batch.column("prev_marker_timestamp")), acc,
+            _int64s(batch.column("prev_marker_timestamp")), _int64s(batch.column("broker_id")), accs,
         )
-        yield from _output(batch.filter(pa.array(_candidates(batch))), ended, keys, last_key, types)
-        last_key = keys.slice(batch.num_rows - 1, 1)
-        if acc[_OPEN]:
-            acc[_LAST_ROW] = 0  # the next batch finds this row as the carried one
-    if acc[_OPEN] and last_key is not None and types is not None:
-        # the stream's last transaction is open: its row is the carried one
-        yield from _output(None, acc.reshape(-1, 1), last_key.slice(0, 0), last_key, types)
+        events = batch.filter(pa.array(_candidates(batch)))
+        if events.num_rows:
+            struct = pa.StructArray.from_arrays(events.columns, fields=list(events.schema))
+            yield pa.RecordBatch.from_arrays([struct, pa.nulls(events.num_rows, types[1])], names=["event", "txn"])
+        if ended.shape[1]:
+            yield _txn_batch(ended, walk.keys, types)
+    if types is not None:
+        still_open = accs[: len(walk.keys)][accs[: len(walk.keys), _OPEN] == 1]
+        if len(still_open):  # each key's last transaction, without a marker
+            yield _txn_batch(np.ascontiguousarray(still_open.T), walk.keys, types)
 
 
-def _output(events: pa.RecordBatch | None, ended: np.ndarray, keys: pa.RecordBatch, last_key: pa.RecordBatch | None,
-            types: tuple[pa.StructType, pa.StructType]) -> Iterator[pa.RecordBatch]:
-    """Output batches: the candidate ``events``, then the ``ended`` transactions, whose key is
-    that of their last row (0: the carried row ``last_key``)."""
+def _txn_batch(ended: np.ndarray, keys: _Keys, types: tuple[pa.StructType, pa.StructType]) -> pa.RecordBatch:
+    """Output rows of the ``ended`` transactions (one column each), keyed by their slots."""
     event_type, txn_type = types
-    if events is not None and events.num_rows:
-        struct = pa.StructArray.from_arrays(events.columns, fields=list(events.schema))
-        yield pa.RecordBatch.from_arrays([struct, pa.nulls(events.num_rows, txn_type)], names=["event", "txn"])
-    count = ended.shape[1]
-    if not count:
-        return
-    rows = ended[_LAST_ROW]
-    if last_key is not None:
-        keys = pa.concat_batches([last_key, keys])
-    else:
-        rows = rows - 1
-    columns = [keys.column(k).take(pa.array(rows)) for k in KEY_COLUMNS]
+    slots = ended[_SLOT]
+    key_values = {
+        "topic": keys.topics.take(keys.topic_code[slots], txn_type.field("topic").type),
+        "partition": _values(keys.partition[slots], txn_type.field("partition").type),
+        "producer_id": _values(keys.producer_id[slots], txn_type.field("producer_id").type),
+        "broker_id": _values(ended[_BROKER], txn_type.field("broker_id").type),
+    }
+    columns = [key_values[k] for k in KEY_COLUMNS]
     names = pa.array(MARKER_TYPES, txn_type.field("marker_type").type)
     for index, name in enumerate(TXN_FIELDS):
         values = ended[index]
@@ -428,4 +481,4 @@ def _output(events: pa.RecordBatch | None, ended: np.ndarray, keys: pa.RecordBat
         else:
             columns.append(pa.array(values, mask=missing).cast(txn_type.field(name).type))
     txn = pa.StructArray.from_arrays(columns, fields=list(txn_type))
-    yield pa.RecordBatch.from_arrays([pa.nulls(count, event_type), txn], names=["event", "txn"])
+    return pa.RecordBatch.from_arrays([pa.nulls(len(slots), event_type), txn], names=["event", "txn"])

@@ -2,12 +2,16 @@
 
 When the batches and the markers are plain reads of files whose footers list the replicas of
 their rows (what ingest writes), each task reads one replica's rows of both tables with
-pyarrow, sorts them by (producer id, offset) and runs ``ordered_pass.transaction_pass`` on
-them. Spark then neither shuffles nor sorts every producer row, nor converts it for the
-Python worker. A task holds at most about ``ROUND_ROWS`` rows: a larger replica is first
-counted per producer, then read in groups of whole producers, and a producer with more rows
-than that in offset windows, so that a worker's memory stays bounded whatever the size of the
-partition. No pyspark here: ``transactions.producer_pass`` runs it.
+pyarrow and runs ``ordered_pass.transaction_pass`` on them. Spark then neither shuffles nor
+sorts every producer row, nor converts it for the Python worker.
+
+Ingest writes a row group per replica and segment, so a replica's row groups of each table
+cover offset ranges that do not overlap: a task then reads them in log order, a few row groups
+at a time, whatever the size of the partition (``log_order_input``). Other files are read
+sorted by (producer id, offset), at most about ``ROUND_ROWS`` rows at a time: a larger replica
+is first counted per producer, then read in groups of whole producers, and a producer with more
+rows than that in offset windows (``sorted_pass_input``). Either way a worker's memory stays
+bounded. No pyspark here: ``transactions.producer_pass`` runs it.
 """
 
 from __future__ import annotations
@@ -347,10 +351,117 @@ def _sorted_group(replica: _Replica, group: _Group | None) -> pa.Table | None:
     return pa.table(columns, names=names)
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """A row group of one replica's rows: its side, file and index, and its lowest and highest offset."""
+
+    low: int
+    high: int
+    side: int
+    uri: str
+    index: int
+
+
+def _pieces(item: Mapping[str, object]) -> list[_Piece] | None:
+    """The row groups of ``item``'s replica in both tables, by lowest offset; None unless every
+    row group of its files shows its one replica and, for the item's, offsets without nulls, and
+    the row groups of each table do not overlap (each table's rows of the replica in log order)."""
+    replica = tuple(item[name] for name in REPLICA_COLUMNS)
+    pieces = []
+    for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
+        found = []
+        for uri in list(item[key] or []):  # type: ignore[call-overload]
+            filesystem, path = fs.FileSystem.from_uri(uri)
+            metadata = pq.read_metadata(path, filesystem=filesystem)
+            names = metadata.schema.to_arrow_schema().names
+            where, offset = [names.index(name) for name in REPLICA_COLUMNS], names.index(_OFFSET[side])
+            for index in range(metadata.num_row_groups):
+                group = metadata.row_group(index)
+                shown = _one_replica(group, where)
+                if shown is None:
+                    return None
+                if shown != replica or not group.num_rows:
+                    continue
+                stats = group.column(offset).statistics
+                if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
+                    return None
+                found.append(_Piece(stats.min, stats.max, side, uri, index))
+        found.sort(key=lambda piece: piece.low)
+        if any(later.low <= earlier.high for earlier, later in zip(found, found[1:])):
+            return None
+        pieces += found
+    return sorted(pieces, key=lambda piece: (piece.low, piece.side))
+
+
+def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iterator[pa.RecordBatch] | None:
+    """``item``'s pass input rows in offset order (data before a marker of the same offset), as
+    batches of at most ``chunk_rows``, read row group by row group: a task holds a few row groups
+    at a time, whatever the size of the replica, and sorts nothing but within them. None when the
+    files do not allow it (``_pieces``): then ``sorted_pass_input``."""
+    pieces = _pieces(item)
+    if pieces is None:
+        return None
+    return _log_order_rows(item, pieces, chunk_rows)
+
+
+def _log_order_rows(item: Mapping[str, object], pieces: list[_Piece], chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
+    bounds = sorted({piece.low for piece in pieces})
+    held: list[tuple[_Piece, pa.Table]] = []  # read, with the rows of later windows
+    ready: list[pa.Table] = []  # windows in order, not yet passed on
+    ready_rows = 0
+    waiting = list(pieces)
+    for number, low in enumerate(bounds):
+        high = bounds[number + 1] if number + 1 < len(bounds) else None
+        while waiting and waiting[0].low == low:
+            piece = waiting.pop(0)
+            held.append((piece, _read_piece(piece, shares, share)))
+        held.sort(key=lambda entry: entry[0].side)  # data first: a marker after data of its offset
+        parts, kept = [], []
+        for piece, rows in held:
+            if high is None or piece.high < high:
+                parts.append(rows)
+                continue
+            offsets = rows.column("offset")
+            parts.append(rows.filter(pc.less(offsets, high)))
+            rest = rows.filter(pc.greater_equal(offsets, high))
+            if rest.num_rows:
+                kept.append((piece, rest))
+        held = kept
+        parts = [part for part in parts if part.num_rows]
+        if parts:
+            rows = pa.concat_tables(parts)
+            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
+            ready_rows += rows.num_rows
+        if ready and (ready_rows >= chunk_rows or high is None):
+            # windows are in order: a few together make batches large enough for the pass
+            yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
+            ready, ready_rows = [], 0
+
+
+def _read_piece(piece: _Piece, shares: int, share: int) -> pa.Table:
+    """A row group's pass input rows (of the item's share of producers)."""
+    filesystem, path = fs.FileSystem.from_uri(piece.uri)
+    with filesystem.open_input_file(path) as source:
+        raw = pq.ParquetFile(source).read_row_group(piece.index, columns=pass_source_columns(piece.side))
+    rows = pass_input(raw, piece.side)
+    if shares > 1:
+        producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
+        rows = rows.filter(pa.array(producers % shares == share))
+    return rows
+
+
+def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:
+    """``item``'s pass input rows, each producer's in offset order: in log order when the files
+    allow it (``log_order_input``), otherwise sorted by producer (``sorted_pass_input``)."""
+    rows = log_order_input(item)
+    return sorted_pass_input(item) if rows is None else rows
+
+
 def pass_over_files(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                     unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``PASS_ITEM`` rows in, ``transaction_pass`` output of each out."""
     for batch in items:
         for item in batch.to_pylist():
-            yield from transaction_pass(sorted_pass_input(item), late_tolerance_ms=late_tolerance_ms,
+            yield from transaction_pass(pass_input_rows(item), late_tolerance_ms=late_tolerance_ms,
                                         unsequenced_topics=unsequenced_topics)

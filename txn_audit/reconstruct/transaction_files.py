@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from txn_audit.reconstruct.ordered_pass import transaction_pass
-from txn_audit.reconstruct.pass_files import sorted_pass_input
+from txn_audit.reconstruct.pass_files import pass_input_rows
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
@@ -101,8 +101,8 @@ def new_job() -> str:
 
 class TransactionFile:
     """One task's transactions (``ordered_pass.transaction_pass``'s ``txn`` rows of one replica,
-    in the pass's order, so that each producer's rows come together and its last is its last
-    transaction), written as the Parquet file ``directory/name``, atomically, on ``close``."""
+    in the pass's order, in which each producer's transactions come in their order, its last one
+    last), written as the Parquet file ``directory/name``, atomically, on ``close``."""
 
     def __init__(self, directory: str, name: str, transactional_ids: _Lookup) -> None:
         self.directory, self.name, self.transactional_ids = directory, name, transactional_ids
@@ -130,7 +130,7 @@ class TransactionFile:
         if not txns.num_rows:
             return
         producers = txns.column("producer_id").to_numpy(zero_copy_only=False)
-        last = np.append(producers[1:] != producers[:-1], True)  # each producer's last row in the batch
+        last = np.append(producers[1:] != producers[:-1], True)  # the last row of each run of one producer
         self._last_producers.append(producers[last])
         self._last_events.append(txns.column("last_event_timestamp").filter(pa.array(last)))
         self._pending.append(txns)
@@ -206,7 +206,7 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
             known = known_ids(ids[row].values)
             follower = PrepareFollower(_prepares_of(item, prepares[row].values))
             with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:
-                for out in transaction_pass(_seen_by(follower, sorted_pass_input(item)),
+                for out in transaction_pass(_seen_by(follower, pass_input_rows(item)),
                                             late_tolerance_ms=late_tolerance_ms,
                                             unsequenced_topics=unsequenced_topics):
                     txn = out.column("txn")

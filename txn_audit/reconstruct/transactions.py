@@ -66,7 +66,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     """One ordered pass over every data batch written with a producer id (transactional or
     idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
     order. When both frames are plain reads of the raw tables' files, each task reads one
-    replica's rows from them and sorts them itself (``pass_files``); otherwise Spark shuffles
+    replica's rows from them in log order (``pass_files``); otherwise Spark shuffles
     and sorts the rows. Its rows have two struct columns, one of them null
     (``ordered_pass.transaction_pass``):
 
@@ -85,7 +85,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     items = _pass_items(batches, markers)
     output = _pass_output(batches, markers)
     if items is not None:
-        # each task reads one replica's rows from the files and sorts them itself
+        # each task reads one replica's rows from the files itself
         body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
                                  unsequenced_topics=COMPACTED_TOPICS)
         return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output)
