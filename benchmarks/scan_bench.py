@@ -14,6 +14,10 @@ detection, the data-quality suites and the HTML report), and measures:
 In the same run it times kafka-python iterating 1 GiB of the same batches on one core
 (``MemoryRecords.next_batch`` reading the header fields and checking each CRC), then prints
 one table with the ratios that issue D sets as targets.
+
+Single scans of the same dump move by several seconds on a small machine, so each size is
+scanned ``--repeat`` times, the sizes taking turns, and kafka-python timed as often; the table
+shows each size's median scan and kafka-python's median time, and lists every scan's time.
 """
 
 from __future__ import annotations
@@ -223,6 +227,15 @@ def machine() -> str:
     return (f"{os.cpu_count()} CPUs ({model}), {mem_kb / (1 << 20):.1f} GiB RAM, Python {platform.python_version()}")
 
 
+def median_run(runs: list[ScanRun]) -> ScanRun:
+    """The run of median wall time (the lower one of an even count); a failed run if any failed."""
+    failed = [run for run in runs if run.failed]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda run: run.wall_s)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _is_stage(line: str) -> bool:
     """The CLI's stage lines (not the JVM's log lines or a traceback)."""
     return bool(line) and line[0].islower() and not line.startswith(("at ", "org.", "java.", "scala.", "py4j"))
@@ -246,21 +259,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--driver-memory", default=None,
                         help="Spark driver memory for the scan, e.g. 4g (default: txn-audit's, a quarter of RAM)")
     parser.add_argument("--scan-flags", default="", help="extra flags for txn-audit scan, e.g. '--no-quality'")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="scans per size, the sizes taking turns, and kafka-python timings; the table shows "
+                             "the medians (default 3)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     flags = args.scan_flags.split()
 
     load_before = os.getloadavg()
-    runs: list[ScanRun] = []
-    for size in args.sizes:
-        dump = dump_dir(args.data_dir, size, args.partitions, args.segment_mb)
-        warmed = warm(dump)
-        run = run_scan(dump, args.data_dir / f"out-{size:g}g", size, flags, args.driver_memory)
-        runs.append(run)
-        print(f"# {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): {run.wall_s:.1f} s, exit {run.exit_code}, "
-              f"{run.findings} findings, rows {run.rows}", file=sys.stderr)
+    scans: dict[float, list[ScanRun]] = {size: [] for size in args.sizes}
+    for turn in range(args.repeat):
+        for size in args.sizes:
+            dump = dump_dir(args.data_dir, size, args.partitions, args.segment_mb)
+            warmed = warm(dump)
+            run = run_scan(dump, args.data_dir / f"out-{size:g}g", size, flags, args.driver_memory)
+            scans[size].append(run)
+            print(f"# scan {turn + 1}/{args.repeat} of the {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): "
+                  f"{run.wall_s:.1f} s, exit {run.exit_code}, {run.findings} findings, rows {run.rows}", file=sys.stderr)
+    runs = [median_run(scans[size]) for size in args.sizes]
     smallest = dump_dir(args.data_dir, min(args.sizes), args.partitions, args.segment_mb)
-    kp_s, kp_batches, kp_bytes = kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB))
+    timings = sorted(kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB))
+                     for _ in range(args.repeat))
+    kp_s, kp_batches, kp_bytes = timings[(len(timings) - 1) // 2]
     kp_per_gib = kp_s / (kp_bytes / GIB)
     load_after = os.getloadavg()
 
@@ -271,7 +293,10 @@ def main(argv: list[str] | None = None) -> None:
           f"driver memory {args.driver_memory or local_driver_memory() + ' (default)'}; {args.partitions} partitions, "
           f"{args.segment_mb} MiB segments")
     print(f"kafka-python: {kp_batches:,} batches, {kp_bytes / GIB:.2f} GiB in {kp_s:.1f} s on one core "
-          f"= {kp_per_gib:.1f} s/GiB")
+          f"= {kp_per_gib:.1f} s/GiB (median of {', '.join(f'{t[0]:.1f}' for t in timings)} s)")
+    for size in args.sizes:
+        print(f"scans of {size:g} GiB: {', '.join(f'{r.wall_s:.1f}' for r in scans[size])} s "
+              f"(median {median_run(scans[size]).wall_s:.1f} s)")
     print()
     print("| measure | value | target | met |")
     print("| --- | ---: | --- | --- |")

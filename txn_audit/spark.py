@@ -21,18 +21,19 @@ LOCAL_MEMORY_MIB = (1024, 16 * 1024)  # at least Spark's default, at most this
 
 #: HotSpot hands a method to its optimising compiler (C2) after about 5 000 calls or 40 000 loop
 #: iterations. A scan runs a few hundred short Spark queries, each with classes of its own, and on
-#: two cores C2 took about as much CPU compiling them as the tasks took running. At 30 times those
-#: thresholds only the loops over every row get C2; the rest stays with the quick compiler (C1).
-#: Measured on the 1 GiB benchmark dump: C2's CPU 38-44 s -> 16 s, tasks' CPU unchanged, and the
-#: scan about 8 s faster on average (docs/performance.md).
+#: two cores C2 took about as much CPU compiling them as the tasks took running. At 10 times those
+#: thresholds the loops over every row still get C2 soon, most of the rest stays with the quick
+#: compiler (C1). Paired scans of the benchmark dumps against 30 times (docs/performance.md,
+#: 2026-11-25): 4 GiB 61-66 s against 67-77 s with less CPU (103-111 s against 109-121 s), 1 GiB
+#: 45-51 s against 47-55 s. At 30 times the thresholds the cost per extra GiB was higher.
 #: The throughput collector (Parallel GC) instead of G1: a scan is a batch job that wants the most
 #: work per CPU second, not short pauses, and G1's concurrent marking and write barriers cost CPU
 #: the tasks need. Measured on the 1 GiB benchmark dump, in process, 3 pairs of runs: the scan's
 #: CPU 95-96 s against 100-109 s, its wall 58-59 s against 60-66 s.
 #: A JVM without these options ignores them.
 LOCAL_JVM_OPTIONS = (
-    "-XX:+IgnoreUnrecognizedVMOptions -XX:Tier4InvocationThreshold=150000 -XX:Tier4MinInvocationThreshold=18000 "
-    "-XX:Tier4CompileThreshold=450000 -XX:Tier4BackEdgeThreshold=1200000 -XX:+UseParallelGC"
+    "-XX:+IgnoreUnrecognizedVMOptions -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000 -XX:+UseParallelGC"
 )
 
 
