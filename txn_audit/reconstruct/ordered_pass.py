@@ -167,9 +167,9 @@ class _Keys:
 
     def __init__(self) -> None:
         self.slots: dict[tuple[int, int, int], int] = {}
-        self.topic_code = np.empty(0, np.int64)  # per slot, its key's parts (``NONE``: null)
-        self.partition = np.empty(0, np.int64)
-        self.producer_id = np.empty(0, np.int64)
+        #: per slot, its key's parts (``NONE``: null): topic code, partition, producer id; grown by
+        #: doubling, so that keys added batch after batch cost no more than once each
+        self._parts = np.empty((0, 3), np.int64)
         self.topics = _Strings()
         self.marker_types = _Strings()
 
@@ -195,11 +195,22 @@ class _Keys:
                 added.append(key)
             slots[index] = slot
         if added:
-            parts = np.array(added, np.int64).reshape(-1, 3)
-            self.topic_code = np.concatenate([self.topic_code, parts[:, 0]])
-            self.partition = np.concatenate([self.partition, parts[:, 1]])
-            self.producer_id = np.concatenate([self.producer_id, parts[:, 2]])
+            first = len(self.slots) - len(added)
+            self._parts = _grown(self._parts, len(self.slots), np.full(3, NONE, np.int64))
+            self._parts[first:len(self.slots)] = np.array(added, np.int64).reshape(-1, 3)
         return slots[inverse.reshape(-1)]
+
+    @property
+    def topic_code(self) -> np.ndarray:
+        return self._parts[: len(self.slots), 0]
+
+    @property
+    def partition(self) -> np.ndarray:
+        return self._parts[: len(self.slots), 1]
+
+    @property
+    def producer_id(self) -> np.ndarray:
+        return self._parts[: len(self.slots), 2]
 
 
 class _Strings:
