@@ -148,3 +148,68 @@ def test_keys_may_interleave_in_the_stream(seed: int) -> None:
         for key in {(t["topic"], t["partition"], t["producer_id"]) for t in txns}:
             mine = [t["txn_seq"] for t in txns if (t["topic"], t["partition"], t["producer_id"]) == key]
             assert mine == sorted(mine)
+
+
+def _one_transaction_each(producers: int) -> list[dict[str, Any]]:
+    """A partition's log where ``producers`` producers, one after another, each write a batch and
+    commit it: many keys, one transaction open at a time."""
+    rows = []
+    for index in range(producers):
+        common = dict(topic="orders", partition=0, producer_id=10**12 + index, broker_id=1, epoch=0,
+                      first_timestamp=index, max_timestamp=index, is_transactional=True)
+        rows.append(common | dict(record_count=1, size_bytes=100, offset=2 * index, last_offset=2 * index,
+                                  is_marker=False, base_sequence=0, last_sequence=0, marker_type=None,
+                                  coordinator_epoch=None))
+        rows.append(common | dict(record_count=1, size_bytes=78, offset=2 * index + 1, last_offset=2 * index + 1,
+                                  is_marker=True, base_sequence=None, last_sequence=None, marker_type="COMMIT",
+                                  coordinator_epoch=0))
+    return rows
+
+
+def test_open_transactions_take_rows_as_they_open_not_per_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica of millions of short-lived producers: the running aggregates are kept for the
+    transactions open at a time (freed rows are taken again), not for every producer seen."""
+    from txn_audit.reconstruct import ordered_pass as module
+
+    made: list[Any] = []
+
+    class Recorded(module._OpenTransactions):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(module, "_OpenTransactions", Recorded)
+    producers, batch_rows = 5_000, 64
+    table = pa.Table.from_pylist(_one_transaction_each(producers), schema=SCHEMA)
+    out = pa.Table.from_batches(list(transaction_pass(table.to_batches(max_chunksize=batch_rows),
+                                                      late_tolerance_ms=TOLERANCE_MS)))
+    txns = [t for t in out.column("txn").to_pylist() if t is not None]
+    assert sorted((t["producer_id"], t["marker_type"], t["batches"]) for t in txns) == \
+        [(10**12 + index, "COMMIT", 1) for index in range(producers)]
+    (open_transactions,) = made
+    assert len(open_transactions.row_of) >= producers  # a slot per producer
+    assert open_transactions.accs.shape[0] <= 2 * batch_rows  # a row per transaction open at once
+
+
+def test_key_slots_across_topics_partitions_and_batches() -> None:
+    """One slot per (topic, partition, producer): the same producer on two partitions has two;
+    a key keeps its slot from batch to batch, in batches of one partition or of several."""
+    from txn_audit.reconstruct.ordered_pass import _Keys
+
+    keys = _Keys()
+    batches = [
+        [("a", 0, 7), ("a", 0, 8), ("a", 0, 7)],
+        [("a", 1, 7), ("b", 0, 7), ("a", 0, 8), ("a", 0, 9)],
+        [("b", 0, 7), ("a", 1, 7)],
+    ]
+    seen: dict[tuple[str, int, int], int] = {}
+    for batch in batches:
+        record_batch = pa.RecordBatch.from_pylist([dict(topic=t, partition=p, producer_id=i) for t, p, i in batch],
+                                                  schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()),
+                                                                    ("producer_id", pa.int64())]))
+        for key, slot in zip(batch, keys.of(record_batch).tolist()):
+            assert seen.setdefault(key, slot) == slot, key
+    assert sorted(seen.values()) == list(range(len(keys))) == list(range(5))
+    topics = keys.topics.take(keys.topic_code, pa.string()).to_pylist()
+    by_slot = sorted(seen, key=seen.__getitem__)
+    assert list(zip(topics, keys.partition.tolist(), keys.producer_id.tolist())) == by_slot

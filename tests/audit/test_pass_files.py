@@ -25,6 +25,8 @@ from txn_audit.reconstruct.pass_files import (
     log_order_input,
     pass_input_rows,
     pass_items,
+    pass_over_files,
+    producer_rounds,
     read_table_file,
     sorted_pass_input,
 )
@@ -264,3 +266,64 @@ def test_footers_give_each_replicas_extent_or_nothing(tmp_path: Path, seed: int)
     mixed = tmp_path / "mixed.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), mixed, row_group_size=len(rows) // 2)
     assert read_table_file(mixed.as_uri()).replica_extents is None  # type: ignore[union-attr]
+
+
+def _producers(tables: dict[str, list[dict[str, Any]]], item: dict[str, Any]) -> set[int]:
+    """The producer ids of ``item``'s rows that the pass reads (its replica and share)."""
+    return {r["producer_id"] for name in tables for r in tables[name]
+            if (r["broker_id"], r["log_dir"], r["topic"], r["partition"]) ==
+            (item["broker_id"], item["log_dir"], item["topic"], item["partition"])
+            and r["producer_id"] >= 0 and not r.get("is_control") and r["producer_id"] % item["shares"] == item["share"]}
+
+
+@pytest.mark.parametrize(("log_order", "parallelism"), [(True, 1), (True, 8), (False, 1), (False, 8)])
+def test_a_replica_of_many_producers_is_passed_in_rounds(tmp_path: Path, log_order: bool, parallelism: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task whose share of a replica holds more producers than a round passes over them in
+    rounds of whole producers, reading the files once per round: the same transactions and
+    flagged rows as one pass."""
+    tables = _in_segments(_tables(0), 8)
+    uris = _write_in_log_order(tmp_path, tables) if log_order else _write(tmp_path, tables, 0)
+    items = _items(uris, parallelism, share_rows=1)
+    leader = [item for item in items if item["log_dir"] == LEADER_DIR]
+    for round_producers in (1, 2):
+        split = False
+        for item in leader:
+            producers = _producers(tables, item)
+            rounds = producer_rounds(item, round_producers)
+            assert len(rounds) == max(1, -(-len(producers) // round_producers))
+            split |= len(rounds) > 1
+            # every producer of the item in exactly one round
+            assert sorted(p for part in rounds for p in _producers(tables, part)) == sorted(producers)
+        assert split
+    monkeypatch.setattr(pass_files, "ROUND_PRODUCERS", 1)
+    got = _outputs(pass_over_files(iter([pa.RecordBatch.from_pylist(leader, schema=pass_files.PASS_ITEM)]),
+                                   late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED))
+    assert got == _expected(tables, 1)
+    assert any(r["event"] for r in got) and any(r["txn"] for r in got)
+
+
+def test_producers_within_a_round_by_their_ids_are_not_counted(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the footers show a replica's producer ids within a span no wider than a round, the
+    task passes at once without reading the ids; otherwise it counts them."""
+    # producer ids from 2 up, so that a replica holds more rows than the span of its ids
+    tables = {name: [r | {"producer_id": r["producer_id"] - 998 if r["producer_id"] >= 0 else -1} for r in rows]
+              for name, rows in _in_segments(_tables(1), 8).items()}
+    leader = [item for item in _items(_write_in_log_order(tmp_path, tables)) if item["log_dir"] == LEADER_DIR]
+    assert all(item["rows"] > 20 for item in leader)
+    spans = []  # by every row of the replica, as the footers count them: plain batches' -1 too
+    for item in leader:
+        ids = [r["producer_id"] for name in tables for r in tables[name]
+               if (r["log_dir"], r["topic"], r["partition"]) == (item["log_dir"], item["topic"], item["partition"])]
+        spans.append(max(ids) - min(ids) + 1)
+    assert max(len(_producers(tables, item)) for item in leader) < max(spans)  # spans wider than the counts
+
+    def unread(item: Any) -> None:
+        raise AssertionError("the ids were read")
+
+    monkeypatch.setattr(pass_files, "_Replica", unread)
+    for item, span in zip(leader, spans, strict=True):
+        assert producer_rounds(item, span) == [item]
+        with pytest.raises(AssertionError, match="were read"):
+            producer_rounds(item, span - 1)

@@ -14,7 +14,7 @@ import pytest
 from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
 from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
 from tests.conftest import SampleScan
-from txn_audit.reconstruct import transaction_files
+from txn_audit.reconstruct import pass_files, transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFollower
@@ -69,13 +69,17 @@ def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("chunk_rows", [10**6, 3])
+@pytest.mark.parametrize(("chunk_rows", "round_producers"), [(10**6, None), (3, None), (10**6, 1)])
 def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, chunk_rows: int,
+                                                    round_producers: int | None,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(transaction_files, "CHUNK_ROWS", chunk_rows)  # last writes carried across chunks
+    if round_producers is not None:  # a task passes over its producers in rounds, into one file
+        monkeypatch.setattr(pass_files, "ROUND_PRODUCERS", round_producers)
     tables = _tables(seed)
     items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=1)
              if item["log_dir"] == LEADER_DIR]
+    assert any(len(pass_files.producer_rounds(item)) > 1 for item in items) == (round_producers is not None)
     producers = sorted({r["producer_id"] for r in tables["batches"] if r["producer_id"] >= 0})
     # some producers' transactional ids known (none for seed 2: a dump without a transaction log)
     ids = {} if seed == 2 else {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}

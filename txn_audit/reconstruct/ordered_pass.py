@@ -151,66 +151,110 @@ def _bools(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return pc.fill_null(column, False).to_numpy(zero_copy_only=False)
 
 
-def _grown(table: np.ndarray, rows: int, fill: np.ndarray) -> np.ndarray:
+def _grown(table: np.ndarray, rows: int, fill: np.ndarray | np.int64) -> np.ndarray:
     """``table`` with at least ``rows`` rows, new rows set to ``fill``."""
     if rows <= table.shape[0]:
         return table
-    grown = np.empty((max(rows, 2 * table.shape[0]), table.shape[1]), np.int64)
+    grown = np.empty((max(rows, 2 * table.shape[0]), *table.shape[1:]), np.int64)
     grown[: table.shape[0]] = table
     grown[table.shape[0]:] = fill
     return grown
 
 
+@numba.njit(cache=True, nogil=True)
+def _bucket(topic: int, partition: int, producer: int, mask: int) -> int:  # pragma: no cover - compiled
+    """A key's first bucket in a table of ``mask + 1`` buckets (a multiplicative hash)."""
+    mixed = np.uint64(producer) * np.uint64(0x9E3779B97F4A7C15)
+    mixed ^= np.uint64(partition) * np.uint64(0xC2B2AE3D27D4EB4F)
+    mixed ^= np.uint64(topic) * np.uint64(0x165667B19E3779F9)
+    mixed ^= mixed >> np.uint64(31)
+    return np.int64(mixed & np.uint64(mask))
+
+
+@numba.njit(cache=True, nogil=True)
+def _place(parts: np.ndarray, count: int, buckets: np.ndarray, topics: np.ndarray, partitions: np.ndarray,
+           producers: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
+    """Each row's slot: the slot its key has in ``buckets`` (open addressing, linear probing; a
+    bucket holds a slot, -1: empty, and ``parts[slot]`` the slot's key), else the next new one,
+    its key written to ``parts``. Also the number of slots after. The caller leaves room: rows
+    for every key new in ``parts``, and more empty buckets than keys."""
+    mask = buckets.shape[0] - 1
+    slots = np.empty(producers.shape[0], np.int64)
+    for i in range(producers.shape[0]):
+        bucket = _bucket(topics[i], partitions[i], producers[i], mask)
+        while True:
+            slot = buckets[bucket]
+            if slot < 0:
+                slot = count
+                count += 1
+                buckets[bucket] = slot
+                parts[slot, 0], parts[slot, 1], parts[slot, 2] = topics[i], partitions[i], producers[i]
+                break
+            if parts[slot, 2] == producers[i] and parts[slot, 1] == partitions[i] and parts[slot, 0] == topics[i]:
+                break
+            bucket = (bucket + 1) & mask
+        slots[i] = slot
+    return slots, count
+
+
+@numba.njit(cache=True, nogil=True)
+def _buckets_for(parts: np.ndarray, count: int, size: int) -> np.ndarray:  # pragma: no cover - compiled
+    """A table of ``size`` buckets (a power of two) holding the first ``count`` slots of ``parts``."""
+    buckets = np.full(size, -1, np.int64)
+    for slot in range(count):
+        bucket = _bucket(parts[slot, 0], parts[slot, 1], parts[slot, 2], size - 1)
+        while buckets[bucket] >= 0:
+            bucket = (bucket + 1) & (size - 1)
+        buckets[bucket] = slot
+    return buckets
+
+
 class _Keys:
     """Dense numbers (slots) for the (topic, partition, producer id) keys seen so far, and the
-    strings the walk codes as numbers (topics, marker types)."""
+    strings the walk codes as numbers (topics, marker types).
+
+    A replica may hold millions of producers, so a key costs no Python object: a compiled hash
+    table maps keys to slots, its buckets holding slots only (16-32 bytes a key). numba's typed
+    dictionary would serve too, but costs each worker process about 0.3 s to set up."""
 
     def __init__(self) -> None:
-        self.slots: dict[tuple[int, int, int], int] = {}
+        self._count = 0
         #: per slot, its key's parts (``NONE``: null): topic code, partition, producer id; grown by
         #: doubling, so that keys added batch after batch cost no more than once each
         self._parts = np.empty((0, 3), np.int64)
+        self._buckets = np.full(16, -1, np.int64)
         self.topics = _Strings()
         self.marker_types = _Strings()
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return self._count
 
     def of(self, batch: pa.RecordBatch) -> np.ndarray:
         """Each row's slot."""
         topics = self.topics.codes(batch.column("topic"))
         partitions, producers = _int64s(batch.column("partition")), _int64s(batch.column("producer_id"))
-        if (topics == topics[0]).all() and (partitions == partitions[0]).all():
-            unique, inverse = np.unique(producers, return_inverse=True)
-            keys = [(int(topics[0]), int(partitions[0]), producer) for producer in unique.tolist()]
-        else:
-            stacked, inverse = np.unique(np.stack([topics, partitions, producers], axis=1), axis=0, return_inverse=True)
-            keys = [tuple(key) for key in stacked.tolist()]
-        slots = np.empty(len(keys), np.int64)
-        added = []
-        for index, key in enumerate(keys):
-            slot = self.slots.get(key)  # type: ignore[arg-type]
-            if slot is None:
-                slot = self.slots[key] = len(self.slots)  # type: ignore[index]
-                added.append(key)
-            slots[index] = slot
-        if added:
-            first = len(self.slots) - len(added)
-            self._parts = _grown(self._parts, len(self.slots), np.full(3, NONE, np.int64))
-            self._parts[first:len(self.slots)] = np.array(added, np.int64).reshape(-1, 3)
-        return slots[inverse.reshape(-1)]
+        most = self._count + len(producers)
+        self._parts = _grown(self._parts, most, np.full(3, NONE, np.int64))
+        if 2 * most > len(self._buckets):  # at most half the buckets full
+            size = len(self._buckets)
+            while 2 * most > size:
+                size *= 2
+            self._buckets = _buckets_for(self._parts, self._count, size)
+        slots, self._count = _place(self._parts, self._count, self._buckets, np.ascontiguousarray(topics),
+                                    np.ascontiguousarray(partitions), np.ascontiguousarray(producers))
+        return slots
 
     @property
     def topic_code(self) -> np.ndarray:
-        return self._parts[: len(self.slots), 0]
+        return self._parts[: self._count, 0]
 
     @property
     def partition(self) -> np.ndarray:
-        return self._parts[: len(self.slots), 1]
+        return self._parts[: self._count, 1]
 
     @property
     def producer_id(self) -> np.ndarray:
-        return self._parts[: len(self.slots), 2]
+        return self._parts[: self._count, 2]
 
 
 class _Strings:
@@ -330,9 +374,11 @@ TXN_FIELDS = (
 )
 (_SEQ, _FIRST, _LAST_DATA, _T_OFFSET, _T_TYPE, _T_EPOCH, _T_TS, _COORD, _MIN_EPOCH, _MAX_EPOCH, _BATCHES, _RECORDS,
  _BYTES, _FIRST_TS, _LAST_TS, _LATE, _FIRST_LATE, _P_OFFSET, _P_TYPE, _P_TS, _EVENT_TS) = range(len(TXN_FIELDS))
-#: bookkeeping after the fields: is a transaction open, the broker of its last row, its key's slot
-_OPEN, _BROKER, _SLOT = len(TXN_FIELDS), len(TXN_FIELDS) + 1, len(TXN_FIELDS) + 2
-_ACC = len(TXN_FIELDS) + 3
+#: bookkeeping after the fields: the broker of its last row, its key's slot
+_BROKER, _SLOT = len(TXN_FIELDS), len(TXN_FIELDS) + 1
+_ACC = len(TXN_FIELDS) + 2
+#: ``_OpenTransactions.counters``: how many rows are free, how many rows have ever been taken
+_FREE, _TAKEN = 0, 1
 _INT32_FIELDS = ("marker_epoch", "coordinator_epoch", "min_epoch", "max_epoch")
 _COUNTS = ("batches", "records", "bytes", "late_batches")
 
@@ -347,25 +393,35 @@ def _aggregate(slot: np.ndarray, is_transactional: np.ndarray, is_marker: np.nda
                offset: np.ndarray, last_offset: np.ndarray, epoch: np.ndarray, record_count: np.ndarray,
                size_bytes: np.ndarray, first_ts: np.ndarray, max_ts: np.ndarray, marker_type: np.ndarray,
                coordinator_epoch: np.ndarray, is_late: np.ndarray, prev_offset: np.ndarray, prev_type: np.ndarray,
-               prev_ts: np.ndarray, broker: np.ndarray, accs: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+               prev_ts: np.ndarray, broker: np.ndarray, row_of: np.ndarray, accs: np.ndarray, free: np.ndarray,
+               counters: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Transactions ended in this batch, one column each (``TXN_FIELDS`` + bookkeeping): a
-    marker ends its producer's transaction. ``accs`` carries each key's open transaction (row
-    ``slot``) from batch to batch; what is open at the end of the stream is open."""
+    marker ends its producer's transaction. Each key's open transaction is a row of ``accs``
+    (``row_of[slot]``, -1: none), from batch to batch; a marker frees its row. What is open at
+    the end of the stream is open. See ``_OpenTransactions`` for ``free`` and ``counters``."""
     n = slot.shape[0]
     out = np.empty((accs.shape[1], n), np.int64)
     ended = 0
     for i in range(n):
         if not is_transactional[i]:
             continue
-        acc = accs[slot[i]]
-        if not acc[_OPEN]:
+        row = row_of[slot[i]]
+        if row < 0:
+            if counters[_FREE]:
+                counters[_FREE] -= 1
+                row = free[counters[_FREE]]
+            else:
+                row = counters[_TAKEN]
+                counters[_TAKEN] += 1
+            row_of[slot[i]] = row
+            acc = accs[row]
             acc[:] = NONE
-            acc[_OPEN] = 1
             acc[_SLOT] = slot[i]
             acc[_SEQ] = txn_seq[i]
             acc[_BATCHES], acc[_RECORDS], acc[_BYTES], acc[_LATE] = 0, 0, 0, 0
             # the transaction's first row says which marker came before it
             acc[_P_OFFSET], acc[_P_TYPE], acc[_P_TS] = prev_offset[i], prev_type[i], prev_ts[i]
+        acc = accs[row]
         acc[_BROKER] = broker[i]
         acc[_EVENT_TS] = max_ts[i]
         if is_marker[i]:
@@ -373,7 +429,9 @@ def _aggregate(slot: np.ndarray, is_transactional: np.ndarray, is_marker: np.nda
             acc[_COORD] = coordinator_epoch[i]
             out[:, ended] = acc
             ended += 1
-            acc[_OPEN] = 0
+            row_of[slot[i]] = -1
+            free[counters[_FREE]] = row
+            counters[_FREE] += 1
             continue
         acc[_FIRST] = _lower(acc[_FIRST], offset[i])
         acc[_LAST_DATA] = max(acc[_LAST_DATA], last_offset[i])
@@ -427,6 +485,30 @@ def _candidates(batch: pa.RecordBatch) -> np.ndarray:
     return _bools(batch.column("is_late")) | sequence | fenced | coordinator
 
 
+class _OpenTransactions:
+    """The running aggregates of the transactions open now, one row each, rather than one per
+    key: most of a replica's producers have no transaction open at a time, and many never open
+    one. A marker's row goes on a free stack for the next transaction that opens."""
+
+    def __init__(self) -> None:
+        self.row_of = np.empty(0, np.int64)  # per key's slot: its open transaction's row, -1: none
+        self.accs = np.empty((0, _ACC), np.int64)
+        self.free = np.empty(0, np.int64)  # a stack of the rows free again
+        self.counters = np.zeros(2, np.int64)  # _FREE, _TAKEN
+
+    def make_room(self, keys: int, rows: int) -> None:
+        """Room for ``keys`` keys and for ``rows`` more transactions to open."""
+        self.row_of = _grown(self.row_of, keys, np.int64(-1))
+        taken = int(self.counters[_TAKEN]) + rows
+        self.accs = _grown(self.accs, taken, np.full(_ACC, NONE, np.int64))
+        self.free = _grown(self.free, taken, np.int64(0))
+
+    def still_open(self, keys: int) -> np.ndarray:
+        """The open transactions' rows, one column each, in slot order."""
+        rows = self.row_of[:keys]
+        return np.ascontiguousarray(self.accs[rows[rows >= 0]].T)
+
+
 def transaction_pass(
     batches: Iterable[pa.RecordBatch], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...] = ()
 ) -> Iterator[pa.RecordBatch]:
@@ -437,9 +519,7 @@ def transaction_pass(
     with the transactional flag and the markers, in offset order. A key's rows must come in
     offset order; the rows of different keys may interleave (each key keeps its own state)."""
     walk = _Walk()
-    accs = np.empty((0, _ACC), np.int64)
-    closed = np.full(_ACC, NONE, np.int64)
-    closed[_OPEN] = 0
+    open_transactions = _OpenTransactions()
     types: tuple[pa.StructType, pa.StructType] | None = None  # of the event and txn columns
     for batch, slot in _walked(batches, walk, late_tolerance_ms=late_tolerance_ms,
                                unsequenced_topics=unsequenced_topics):
@@ -447,7 +527,7 @@ def transaction_pass(
             types = (pa.struct(list(batch.schema)),
                      pa.struct(list(batch.select(list(KEY_COLUMNS)).schema)
                                + txn_fields(batch.schema.field("marker_type").type)))
-        accs = _grown(accs, len(walk.keys), closed)
+        open_transactions.make_room(len(walk.keys), batch.num_rows)
         ended = _aggregate(
             slot, _bools(batch.column("is_transactional")), _bools(batch.column("is_marker")),
             _int64s(batch.column("txn_seq")), _int64s(batch.column("offset")), _int64s(batch.column("last_offset")),
@@ -456,7 +536,8 @@ def transaction_pass(
             _int64s(batch.column("max_timestamp")), _marker_codes(batch.column("marker_type")),
             _int64s(batch.column("coordinator_epoch")), _bools(batch.column("is_late")),
             _int64s(batch.column("prev_marker_offset")), _marker_codes(batch.column("prev_marker_type")),
-            _int64s(batch.column("prev_marker_timestamp")), _int64s(batch.column("broker_id")), accs,
+            _int64s(batch.column("prev_marker_timestamp")), _int64s(batch.column("broker_id")),
+            open_transactions.row_of, open_transactions.accs, open_transactions.free, open_transactions.counters,
         )
         events = batch.filter(pa.array(_candidates(batch)))
         if events.num_rows:
@@ -465,9 +546,9 @@ def transaction_pass(
         if ended.shape[1]:
             yield _txn_batch(ended, walk.keys, types)
     if types is not None:
-        still_open = accs[: len(walk.keys)][accs[: len(walk.keys), _OPEN] == 1]
-        if len(still_open):  # each key's last transaction, without a marker
-            yield _txn_batch(np.ascontiguousarray(still_open.T), walk.keys, types)
+        still_open = open_transactions.still_open(len(walk.keys))
+        if still_open.shape[1]:  # each key's last transaction, without a marker
+            yield _txn_batch(still_open, walk.keys, types)
 
 
 def _txn_batch(ended: np.ndarray, keys: _Keys, types: tuple[pa.StructType, pa.StructType]) -> pa.RecordBatch:

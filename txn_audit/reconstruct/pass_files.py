@@ -10,8 +10,10 @@ cover offset ranges that do not overlap: a task then reads them in log order, a 
 at a time, whatever the size of the partition (``log_order_input``). Other files are read
 sorted by (producer id, offset), at most about ``ROUND_ROWS`` rows at a time: a larger replica
 is first counted per producer, then read in groups of whole producers, and a producer with more
-rows than that in offset windows (``sorted_pass_input``). Either way a worker's memory stays
-bounded. No pyspark here: ``transactions.producer_pass`` runs it.
+rows than that in offset windows (``sorted_pass_input``). The pass itself keeps state per
+producer until its input ends, so a replica of very many producers is passed over in rounds of
+its producers (``producer_rounds``). Either way a worker's memory stays bounded. No pyspark
+here: ``transactions.producer_pass`` runs it.
 """
 
 from __future__ import annotations
@@ -362,30 +364,41 @@ class _Piece:
     index: int
 
 
+def _replica_groups(item: Mapping[str, object], key: str,
+                    column: str) -> list[tuple[str, int, pq.Statistics | None]] | None:
+    """Each row group of ``item``'s replica in its ``key`` files, with rows: the file, the group's
+    index and ``column``'s statistics; None unless every row group of the files shows its one replica."""
+    replica = tuple(item[name] for name in REPLICA_COLUMNS)
+    groups = []
+    for uri in list(item[key] or []):  # type: ignore[call-overload]
+        filesystem, path = fs.FileSystem.from_uri(uri)
+        metadata = pq.read_metadata(path, filesystem=filesystem)
+        names = metadata.schema.to_arrow_schema().names
+        where, wanted = [names.index(name) for name in REPLICA_COLUMNS], names.index(column)
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            shown = _one_replica(group, where)
+            if shown is None:
+                return None
+            if shown == replica and group.num_rows:
+                groups.append((uri, index, group.column(wanted).statistics))
+    return groups
+
+
 def _pieces(item: Mapping[str, object]) -> list[_Piece] | None:
     """The row groups of ``item``'s replica in both tables, by lowest offset; None unless every
     row group of its files shows its one replica and, for the item's, offsets without nulls, and
     the row groups of each table do not overlap (each table's rows of the replica in log order)."""
-    replica = tuple(item[name] for name in REPLICA_COLUMNS)
     pieces = []
     for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
+        groups = _replica_groups(item, key, _OFFSET[side])
+        if groups is None:
+            return None
         found = []
-        for uri in list(item[key] or []):  # type: ignore[call-overload]
-            filesystem, path = fs.FileSystem.from_uri(uri)
-            metadata = pq.read_metadata(path, filesystem=filesystem)
-            names = metadata.schema.to_arrow_schema().names
-            where, offset = [names.index(name) for name in REPLICA_COLUMNS], names.index(_OFFSET[side])
-            for index in range(metadata.num_row_groups):
-                group = metadata.row_group(index)
-                shown = _one_replica(group, where)
-                if shown is None:
-                    return None
-                if shown != replica or not group.num_rows:
-                    continue
-                stats = group.column(offset).statistics
-                if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
-                    return None
-                found.append(_Piece(stats.min, stats.max, side, uri, index))
+        for uri, index, stats in groups:
+            if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
+                return None
+            found.append(_Piece(stats.min, stats.max, side, uri, index))
         found.sort(key=lambda piece: piece.low)
         if any(later.low <= earlier.high for earlier, later in zip(found, found[1:])):
             return None
@@ -451,6 +464,62 @@ def _read_piece(piece: _Piece, shares: int, share: int) -> pa.Table:
     return rows
 
 
+#: the pass holds state for every producer of its input until the input ends (about 240-330
+#: bytes each at its peak): a task whose replica holds more producers than this passes over
+#: them in rounds of at most about this many, reading the replica's files once per round
+ROUND_PRODUCERS = 1_500_000
+
+
+def producer_rounds(item: Mapping[str, object], round_producers: int | None = None) -> list[dict[str, object]]:
+    """The items a task passes over one after another for ``item``: itself, or, when its share
+    of the replica holds more than ``round_producers`` (default ``ROUND_PRODUCERS``) producers,
+    shares of that share (``shares`` times as many, each a ``share`` that ``producer_id % shares``
+    keeps within ``item``'s)."""
+    round_producers = ROUND_PRODUCERS if round_producers is None else round_producers
+    if int(item["rows"]) <= round_producers:  # type: ignore[call-overload]
+        return [dict(item)]  # no more producers than rows
+    rounds = math.ceil(_producer_count(item, round_producers) / round_producers)
+    if rounds <= 1:
+        return [dict(item)]
+    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
+    return [{**item, "shares": shares * rounds, "share": share + shares * number} for number in range(rounds)]
+
+
+def _producer_count(item: Mapping[str, object], enough: int) -> int:
+    """How many producers ``item``'s rows hold, or a bound on that no greater than ``enough``:
+    the span of their ids in the footers when it is at most ``enough``, else a count of the ids read."""
+    span = _producer_span(item)
+    if span is not None and span <= enough:
+        return span
+    replica = _Replica(item)
+    distinct: list[pa.Array] = []
+    held = known = 0
+    for side in replica.tables:
+        for batch in replica.read(side, ["producer_id"]):
+            distinct.append(pc.unique(batch.column("producer_id")))
+            held += len(distinct[-1])
+            if held > 2 * known + 65536:  # keep the ids held within about twice the distinct ones
+                distinct = [pc.unique(pa.concat_arrays(distinct))]
+                held = known = len(distinct[0])
+    return len(pc.unique(pa.concat_arrays(distinct))) if distinct else 0
+
+
+def _producer_span(item: Mapping[str, object]) -> int | None:
+    """``max - min + 1`` of the producer ids in the row groups of ``item``'s replica, by their
+    statistics; None when a row group's statistics do not show its replica or its ids."""
+    low = high = None
+    for key in ("batch_files", "marker_files"):
+        groups = _replica_groups(item, key, "producer_id")
+        if groups is None:
+            return None
+        for _, _, stats in groups:
+            if stats is None or not stats.has_min_max:
+                return None
+            low = stats.min if low is None else min(low, stats.min)
+            high = stats.max if high is None else max(high, stats.max)
+    return 0 if low is None else int(high) - int(low) + 1  # type: ignore[arg-type]
+
+
 def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:
     """``item``'s pass input rows, each producer's in offset order: in log order when the files
     allow it (``log_order_input``), otherwise sorted by producer (``sorted_pass_input``)."""
@@ -463,5 +532,6 @@ def pass_over_files(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
     """``mapInArrow`` body: ``PASS_ITEM`` rows in, ``transaction_pass`` output of each out."""
     for batch in items:
         for item in batch.to_pylist():
-            yield from transaction_pass(pass_input_rows(item), late_tolerance_ms=late_tolerance_ms,
-                                        unsequenced_topics=unsequenced_topics)
+            for part in producer_rounds(item):
+                yield from transaction_pass(pass_input_rows(part), late_tolerance_ms=late_tolerance_ms,
+                                            unsequenced_topics=unsequenced_topics)
