@@ -527,11 +527,25 @@ def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:
     return sorted_pass_input(item) if rows is None else rows
 
 
+def item_pass(item: Mapping[str, object], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...],
+              seen: Callable[[pa.RecordBatch], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """``transaction_pass`` over ``item``'s rows, in rounds of its producers (``producer_rounds``);
+    each input batch is first shown to ``seen``, if given."""
+    for part in producer_rounds(item):
+        rows = pass_input_rows(part)
+        yield from transaction_pass(rows if seen is None else _shown(rows, seen), late_tolerance_ms=late_tolerance_ms,
+                                    unsequenced_topics=unsequenced_topics)
+
+
+def _shown(rows: Iterator[pa.RecordBatch], seen: Callable[[pa.RecordBatch], None]) -> Iterator[pa.RecordBatch]:
+    for batch in rows:
+        seen(batch)
+        yield batch
+
+
 def pass_over_files(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                     unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``PASS_ITEM`` rows in, ``transaction_pass`` output of each out."""
     for batch in items:
         for item in batch.to_pylist():
-            for part in producer_rounds(item):
-                yield from transaction_pass(pass_input_rows(part), late_tolerance_ms=late_tolerance_ms,
-                                            unsequenced_topics=unsequenced_topics)
+            yield from item_pass(item, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)

@@ -28,8 +28,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from txn_audit.reconstruct.ordered_pass import transaction_pass
-from txn_audit.reconstruct.pass_files import pass_input_rows, producer_rounds
+from txn_audit.reconstruct.pass_files import item_pass
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
@@ -206,7 +205,8 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
             known = known_ids(ids[row].values)
             follower = PrepareFollower(_prepares_of(item, prepares[row].values))
             with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:
-                for out in _passed_in_rounds(item, follower, late_tolerance_ms, unsequenced_topics):
+                for out in item_pass(item, late_tolerance_ms=late_tolerance_ms,
+                                     unsequenced_topics=unsequenced_topics, seen=follower.add):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
                         # every batch of one task's output has one schema: ``output``'s
@@ -235,22 +235,6 @@ def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) ->
         producers = pc.fill_null(table.column("producer_id"), -1).to_numpy()
         mine = pc.and_(mine, pa.array(producers % shares == share))
     return table.filter(pc.fill_null(mine, False))
-
-
-def _passed_in_rounds(item: Mapping[str, object], follower: PrepareFollower, late_tolerance_ms: int,
-                      unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
-    """``transaction_pass`` over ``item``'s rows, in rounds of its producers (``producer_rounds``);
-    ``follower`` sees every row."""
-    for part in producer_rounds(item):
-        yield from transaction_pass(_seen_by(follower, pass_input_rows(part)), late_tolerance_ms=late_tolerance_ms,
-                                    unsequenced_topics=unsequenced_topics)
-
-
-def _seen_by(follower: PrepareFollower, rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``rows``, each shown to ``follower`` on its way to the pass."""
-    for batch in rows:
-        follower.add(batch)
-        yield batch
 
 
 def start_table(directory: str) -> None:
