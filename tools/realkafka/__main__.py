@@ -1,0 +1,124 @@
+"""``python -m tools.realkafka``: write real-broker scenario folders (``make kafka-corpus``).
+
+    python -m tools.realkafka --versions 4.4.0 3.6.2 --scenarios healthy crashed-producer \
+        [--out tests/corpus] [--work DIR] [--keep-work]
+
+For each version and scenario: fetch the release (Maven Central, cached), start a fresh cluster
+on 127.0.0.1, run the scenario, record what Kafka's tools say while the brokers run, stop them,
+and write ``<out>/kafka-<version>/<scenario>/`` (built beside it and swapped in when complete).
+A scenario a release cannot run is listed with the reason and skipped; any other failure stops
+that scenario with its message and the run goes on with the next, exiting 1 at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tools.realkafka.cluster import Cluster
+from tools.realkafka.dist import HarnessError, fetch
+from tools.realkafka.index import write_index
+from tools.realkafka.record import Recorder
+from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario
+
+DEFAULT_VERSIONS = ("2.8.2", "3.6.2", "3.9.2", "4.0.2", "4.1.2", "4.4.0")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Path, *, keep_work: bool = False) -> Path:
+    """One scenario on one release; returns the folder written."""
+    dist = fetch(version)
+    target = out_root / f"kafka-{version}" / scenario.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{scenario.name}-", dir=target.parent))
+    work = work_root / f"kafka-{version}-{scenario.name}"
+    shutil.rmtree(work, ignore_errors=True)
+    cluster = Cluster(dist, work, size=scenario.brokers, settings=dict(scenario.settings),
+                      features=scenario.features(dist))
+    started = time.time_ns() // 1_000_000
+    try:
+        cluster.start()
+        for t in scenario.topics:
+            cluster.create_topics(f"{t.name}:{t.partitions}:{scenario.brokers}", **dict(t.configs))
+        recorder = Recorder(cluster, building)
+        outcome = scenario.run(cluster)
+        topics = [t.name for t in scenario.topics]
+        recorder.describe_features()
+        recorder.read_offsets(topics)
+        recorder.describe_transactions()
+        for t in scenario.topics:
+            recorder.describe_producers(t.name, t.partitions)
+        if outcome.wait_for_hanging:
+            time.sleep(HANGING_WAIT_S)
+            recorder.read_offsets(topics, after_wait=True)
+        recorder.run_find_hanging()
+        cluster.stop_all()
+        recorder.copy_log_dirs()
+        recorder.dump_logs()
+        recorder.write_expected(scenario.name, description=outcome.description, anomalies=outcome.anomalies,
+                                notes=outcome.notes, started_ms=started)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    finally:
+        cluster.close()
+        if not keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    old = target.with_name(f".{scenario.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    building.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.realkafka", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS),
+                        help=f"Kafka releases (default: {' '.join(DEFAULT_VERSIONS)})")
+    parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS),
+                        metavar="SCENARIO", help=f"scenarios (default: all: {' '.join(SCENARIOS)})")
+    parser.add_argument("--out", type=Path, default=REPO / "tests" / "corpus", help="corpus root (default: tests/corpus)")
+    parser.add_argument("--work", type=Path, default=None, help="brokers' work folder (default: a temporary one)")
+    parser.add_argument("--keep-work", action="store_true", help="keep the brokers' folders and logs")
+    args = parser.parse_args(argv)
+    work_root = args.work or Path(tempfile.mkdtemp(prefix="realkafka-"))
+    failed = []
+    for version in args.versions:
+        try:
+            dist = fetch(version)
+        except HarnessError as e:
+            print(f"[realkafka] {version}: {e}", file=sys.stderr)
+            failed.append((version, "fetch"))
+            continue
+        for name in args.scenarios:
+            scenario = SCENARIOS[name]
+            why = scenario.unsupported(dist)
+            if why:
+                print(f"[realkafka] {version} {name}: not run: {why}", flush=True)
+                continue
+            t0 = time.monotonic()
+            print(f"[realkafka] {version} {name}: running", flush=True)
+            try:
+                folder = run_scenario(version, scenario, args.out, work_root, keep_work=args.keep_work)
+            except (HarnessError, OSError, ValueError, KeyError, StopIteration) as e:
+                print(f"[realkafka] {version} {name}: FAILED: {e}", file=sys.stderr, flush=True)
+                failed.append((version, name))
+                continue
+            print(f"[realkafka] {version} {name}: wrote {folder} in {time.monotonic() - t0:.0f} s", flush=True)
+    if not args.work and not args.keep_work:
+        shutil.rmtree(work_root, ignore_errors=True)
+    print(f"[realkafka] index: {write_index(args.out)}", flush=True)
+    if failed:
+        print(f"[realkafka] failed: {', '.join(f'{v} {n}' for v, n in failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,534 @@
+// The scenario client of the real-broker harness: Kafka's own Java client, compiled with javac
+// against the kafka-clients jar of the release under test (2.8 to 4.x; only APIs present in all
+// of them are used).
+//
+//   java -cp <jars>:<classes> TxnDriver <bootstrap> <mode> [key=value ...]
+//
+// Every mode prints one JSON object per event on stdout ("{"event": ...}"), which the harness
+// reads; errors go to stderr and give exit code 1. Modes:
+//
+//   txn         N transactions of a transactional producer, some aborted (after a flush, so that
+//               ABORT markers exist): id, topic, partitions, count, records, abort_every,
+//               compression, timeout_ms
+//   idempotent  N records of an idempotent, non-transactional producer: topic, count, compression,
+//               partition (default: by key)
+//   plain       N records of a plain producer (acks=1, no idempotence): topic, count, compression
+//   open        begin a transaction, write to the partitions, flush, say "open", then wait on
+//               stdin: "commit", "abort" or end of input (the harness kills the process)
+//   zombie      two producers with one transactional.id: the first writes and flushes, the second
+//               initialises (fencing it) and commits; the first then tries to write again
+//   eos         consume-transform-produce: read `source`, write `sink` in transactions that commit
+//               the group's offsets with sendOffsetsToTransaction; with hang=true the last
+//               transaction is left open (waits on stdin like `open`)
+//   epochs      `count` small committed transactions as fast as possible (epoch exhaustion)
+//   create      create `topics` (name:partitions[:replication], comma-separated) with `configs`
+//               (key=value;key=value) and wait until every partition has a leader
+//   delete      delete the records of `topic` partition `partition` before offset `before`
+//               (DeleteRecords: the log start offset moves up, older segments go)
+//   alter       set `configs` (key=value;key=value) on `topic` (incrementalAlterConfigs)
+//   offsets     high watermark (read_uncommitted), last stable offset (read_committed) and log
+//               start offset of every partition of `topics` (and of the internal topics with
+//               internal=true)
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Future;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public final class TxnDriver {
+    private final String bootstrap;
+    private final Map<String, String> opts;
+
+    private TxnDriver(String bootstrap, Map<String, String> opts) {
+        this.bootstrap = bootstrap;
+        this.opts = opts;
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: TxnDriver <bootstrap> <mode> [key=value ...]");
+            System.exit(2);
+        }
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 2; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq < 0) {
+                System.err.println("not key=value: " + args[i]);
+                System.exit(2);
+            }
+            opts.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
+        TxnDriver d = new TxnDriver(args[0], opts);
+        try {
+            switch (args[1]) {
+                case "txn": d.transactions(); break;
+                case "idempotent": d.nonTransactional(true); break;
+                case "plain": d.nonTransactional(false); break;
+                case "open": d.open(); break;
+                case "zombie": d.zombie(); break;
+                case "eos": d.eos(); break;
+                case "epochs": d.epochs(); break;
+                case "offsets": d.offsets(); break;
+                case "create": d.create(); break;
+                case "delete": d.deleteRecords(); break;
+                case "alter": d.alterTopic(); break;
+                default:
+                    System.err.println("unknown mode " + args[1]);
+                    System.exit(2);
+            }
+        } catch (Exception e) {
+            e.printStackTrace();
+            System.exit(1);
+        }
+        System.exit(0);
+    }
+
+    // -- options ------------------------------------------------------------------------------
+
+    private String str(String key, String dflt) {
+        String v = opts.get(key);
+        if (v == null && dflt == null) {
+            throw new IllegalArgumentException("missing option " + key);
+        }
+        return v == null ? dflt : v;
+    }
+
+    private int integer(String key, int dflt) {
+        return Integer.parseInt(str(key, Integer.toString(dflt)));
+    }
+
+    private List<Integer> partitions() {
+        List<Integer> out = new ArrayList<>();
+        for (String p : str("partitions", "0").split(",")) {
+            out.add(Integer.parseInt(p.trim()));
+        }
+        return out;
+    }
+
+    // -- output -------------------------------------------------------------------------------
+
+    private static String quote(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\');
+            }
+            b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    private static void emit(Object... kv) {
+        StringBuilder b = new StringBuilder("{");
+        for (int i = 0; i < kv.length; i += 2) {
+            if (i > 0) {
+                b.append(", ");
+            }
+            b.append(quote(String.valueOf(kv[i]))).append(": ");
+            Object v = kv[i + 1];
+            b.append(v instanceof Number || v instanceof Boolean ? String.valueOf(v) : quote(String.valueOf(v)));
+        }
+        System.out.println(b.append('}'));
+        System.out.flush();
+    }
+
+    private static void emitSent(String event, RecordMetadata m, long createTime) {
+        emit("event", event, "topic", m.topic(), "partition", m.partition(), "offset", m.offset(),
+             "create_time", createTime);
+    }
+
+    // -- clients ------------------------------------------------------------------------------
+
+    private Properties producerProps(String compression) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        return p;
+    }
+
+    private KafkaProducer<String, String> transactional(String id) {
+        Properties p = producerProps(str("compression", "none"));
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, str("timeout_ms", "60000"));
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        producer.initTransactions();
+        return producer;
+    }
+
+    private static String value(String tag, int n) {
+        return tag + "-" + n + "|lorem ipsum";
+    }
+
+    /** Write `records` records to each partition in the current transaction; returns the futures. */
+    private static List<Future<RecordMetadata>> write(KafkaProducer<String, String> producer, String topic,
+                                                      List<Integer> partitions, int records, String tag, int n) {
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        for (int p : partitions) {
+            for (int r = 0; r < records; r++) {
+                sent.add(producer.send(new ProducerRecord<>(topic, p, "k" + (n * records + r), value(tag, n))));
+            }
+        }
+        return sent;
+    }
+
+    // -- modes --------------------------------------------------------------------------------
+
+    private void transactions() throws Exception {
+        String id = str("id", null);
+        String topic = str("topic", null);
+        List<Integer> partitions = partitions();
+        int count = integer("count", 10);
+        int records = integer("records", 3);
+        int abortEvery = integer("abort_every", 0);
+        int commits = 0;
+        int aborts = 0;
+        try (KafkaProducer<String, String> producer = transactional(id)) {
+            for (int n = 0; n < count; n++) {
+                producer.beginTransaction();
+                List<Future<RecordMetadata>> sent = write(producer, topic, partitions, records, id, n);
+                if (abortEvery > 0 && n % abortEvery == abortEvery - 1) {
+                    producer.flush();
+                    for (Future<RecordMetadata> f : sent) {
+                        f.get();
+                    }
+                    producer.abortTransaction();
+                    aborts++;
+                } else {
+                    producer.commitTransaction();
+                    commits++;
+                }
+            }
+        }
+        emit("event", "done", "id", id, "commits", commits, "aborts", aborts);
+    }
+
+    private void nonTransactional(boolean idempotent) throws Exception {
+        String topic = str("topic", null);
+        int count = integer("count", 100);
+        Properties p = producerProps(str("compression", "none"));
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
+        p.put(ProducerConfig.ACKS_CONFIG, idempotent ? "all" : "1");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            String partition = opts.get("partition");
+            for (int n = 0; n < count; n++) {
+                String v = value(idempotent ? "idem" : "plain", n);
+                producer.send(partition == null ? new ProducerRecord<>(topic, "k" + n, v)
+                              : new ProducerRecord<>(topic, Integer.parseInt(partition), "k" + n, v));
+            }
+            producer.flush();
+        }
+        emit("event", "done", "records", count);
+    }
+
+    /** Block until the harness writes a line; null at end of input. */
+    private static String waitForHarness() throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line = in.readLine();
+        return line == null ? null : line.trim();
+    }
+
+    private void open() throws Exception {
+        String id = str("id", null);
+        String topic = str("topic", null);
+        int records = integer("records", 10);
+        KafkaProducer<String, String> producer = transactional(id);
+        producer.beginTransaction();
+        for (Future<RecordMetadata> f : write(producer, topic, partitions(), records, id, 0)) {
+            emitSent("sent", f.get(), System.currentTimeMillis());
+        }
+        producer.flush();
+        emit("event", "open", "id", id);
+        String order = waitForHarness();
+        if ("commit".equals(order)) {
+            producer.commitTransaction();
+            emit("event", "committed", "id", id);
+        } else if ("abort".equals(order)) {
+            producer.abortTransaction();
+            emit("event", "aborted", "id", id);
+        } else {
+            // end of input without an order: leave the transaction open and stop at once
+            Runtime.getRuntime().halt(0);
+        }
+        // a further transaction on other partitions, when asked for
+        String after = opts.get("then_partitions");
+        if (after != null) {
+            List<Integer> next = new ArrayList<>();
+            for (String p : after.split(",")) {
+                next.add(Integer.parseInt(p.trim()));
+            }
+            producer.beginTransaction();
+            write(producer, topic, next, records, id, 1);
+            producer.commitTransaction();
+            emit("event", "committed", "id", id);
+        }
+        producer.close(Duration.ofSeconds(10));
+    }
+
+    private void zombie() throws Exception {
+        String id = str("id", null);
+        String topic = str("topic", null);
+        List<Integer> partitions = partitions();
+        KafkaProducer<String, String> first = transactional(id);
+        first.beginTransaction();
+        for (Future<RecordMetadata> f : write(first, topic, partitions, 5, "first", 0)) {
+            f.get();
+        }
+        first.flush();
+        emit("event", "first_open", "id", id);
+        KafkaProducer<String, String> second = transactional(id);  // fences the first
+        emit("event", "second_initialised", "id", id);
+        second.beginTransaction();
+        write(second, topic, partitions, 5, "second", 0);
+        second.commitTransaction();
+        emit("event", "second_committed", "id", id);
+        String outcome;
+        try {
+            for (Future<RecordMetadata> f : write(first, topic, partitions, 5, "first", 1)) {
+                f.get();
+            }
+            first.commitTransaction();
+            outcome = "committed";
+        } catch (Exception e) {
+            Throwable cause = e.getCause() != null ? e.getCause() : e;
+            outcome = cause.getClass().getSimpleName();
+        }
+        emit("event", "first_after_fence", "outcome", outcome);
+        first.close(Duration.ofSeconds(5));
+        second.close(Duration.ofSeconds(10));
+    }
+
+    private void eos() throws Exception {
+        String id = str("id", null);
+        String source = str("source", null);
+        String sink = str("sink", null);
+        String group = str("group", null);
+        int batches = integer("count", 5);
+        boolean hang = Boolean.parseBoolean(str("hang", "false"));
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        c.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, str("max_poll", "20"));
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        KafkaProducer<String, String> producer = transactional(id);
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c);
+        consumer.subscribe(Collections.singletonList(source));
+        int done = 0;
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (done < batches && System.currentTimeMillis() < deadline) {
+            ConsumerRecords<String, String> polled = consumer.poll(Duration.ofMillis(500));
+            if (polled.isEmpty()) {
+                continue;
+            }
+            producer.beginTransaction();
+            Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+            for (ConsumerRecord<String, String> r : polled) {
+                producer.send(new ProducerRecord<>(sink, r.key(), r.value().toUpperCase()));
+                next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+            }
+            producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
+            done++;
+            if (hang && done == batches) {
+                producer.flush();
+                emit("event", "open", "id", id, "group", group);
+                waitForHarness();
+                Runtime.getRuntime().halt(0);
+            }
+            producer.commitTransaction();
+            emit("event", "committed", "id", id, "records", polled.count());
+        }
+        consumer.close(Duration.ofSeconds(10));
+        producer.close(Duration.ofSeconds(10));
+        emit("event", "done", "id", id, "transactions", done);
+    }
+
+    private void epochs() throws Exception {
+        String id = str("id", null);
+        String topic = str("topic", null);
+        int count = integer("count", 100);
+        int partition = partitions().get(0);
+        long start = System.currentTimeMillis();
+        try (KafkaProducer<String, String> producer = transactional(id)) {
+            for (int n = 0; n < count; n++) {
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, partition, "e", Integer.toString(n)));
+                producer.commitTransaction();
+                if (n % 1000 == 999) {
+                    emit("event", "progress", "transactions", n + 1, "ms", System.currentTimeMillis() - start);
+                }
+            }
+        }
+        emit("event", "done", "id", id, "transactions", count);
+    }
+
+    private void create() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        Map<String, String> configs = new HashMap<>();
+        for (String kv : str("configs", "").split(";")) {
+            if (!kv.isEmpty()) {
+                configs.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
+        try (Admin admin = Admin.create(p)) {
+            List<org.apache.kafka.clients.admin.NewTopic> topics = new ArrayList<>();
+            List<String> names = new ArrayList<>();
+            for (String spec : str("topics", null).split(",")) {
+                String[] parts = spec.split(":");
+                short rf = parts.length > 2 ? Short.parseShort(parts[2]) : 1;
+                topics.add(new org.apache.kafka.clients.admin.NewTopic(parts[0], Integer.parseInt(parts[1]), rf)
+                           .configs(configs));
+                names.add(parts[0]);
+            }
+            admin.createTopics(topics).all().get();
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (true) {
+                boolean ready = true;
+                try {
+                    for (TopicDescription d : describe(admin, names).values()) {
+                        for (TopicPartitionInfo info : d.partitions()) {
+                            ready &= info.leader() != null && info.isr().size() == info.replicas().size();
+                        }
+                    }
+                } catch (Exception e) {
+                    ready = false;
+                }
+                if (ready) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("topics have no leader after 60 s: " + names);
+                }
+                Thread.sleep(200);
+            }
+            emit("event", "created", "topics", String.join(",", names));
+        }
+    }
+
+    private void alterTopic() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        org.apache.kafka.common.config.ConfigResource topic = new org.apache.kafka.common.config.ConfigResource(
+            org.apache.kafka.common.config.ConfigResource.Type.TOPIC, str("topic", null));
+        List<org.apache.kafka.clients.admin.AlterConfigOp> ops = new ArrayList<>();
+        for (String kv : str("configs", null).split(";")) {
+            ops.add(new org.apache.kafka.clients.admin.AlterConfigOp(
+                new org.apache.kafka.clients.admin.ConfigEntry(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1)),
+                org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET));
+        }
+        try (Admin admin = Admin.create(p)) {
+            admin.incrementalAlterConfigs(Collections.singletonMap(topic, ops)).all().get();
+        }
+        emit("event", "altered", "topic", topic.name());
+    }
+
+    private void deleteRecords() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        TopicPartition tp = new TopicPartition(str("topic", null), integer("partition", 0));
+        long before = Long.parseLong(str("before", null));
+        try (Admin admin = Admin.create(p)) {
+            admin.deleteRecords(Collections.singletonMap(
+                tp, org.apache.kafka.clients.admin.RecordsToDelete.beforeOffset(before))).all().get();
+            emit("event", "deleted", "topic", tp.topic(), "partition", tp.partition(), "before", before);
+        }
+    }
+
+    private void offsets() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            List<String> topics = new ArrayList<>();
+            for (String t : str("topics", null).split(",")) {
+                topics.add(t.trim());
+            }
+            if (Boolean.parseBoolean(str("internal", "false"))) {
+                // the internal topics that exist: __consumer_offsets, __transaction_state
+                for (String t : admin.listTopics(new org.apache.kafka.clients.admin.ListTopicsOptions().listInternal(true))
+                                     .names().get()) {
+                    if (t.startsWith("__") && !topics.contains(t)) {
+                        topics.add(t);
+                    }
+                }
+            }
+            Map<String, TopicDescription> described = describe(admin, topics);
+            List<TopicPartition> tps = new ArrayList<>();
+            Map<TopicPartition, Integer> leaders = new HashMap<>();
+            for (TopicDescription d : described.values()) {
+                for (TopicPartitionInfo info : d.partitions()) {
+                    TopicPartition tp = new TopicPartition(d.name(), info.partition());
+                    tps.add(tp);
+                    leaders.put(tp, info.leader() == null ? -1 : info.leader().id());
+                }
+            }
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> hw = list(admin, tps, OffsetSpec.latest(),
+                                                                                     IsolationLevel.READ_UNCOMMITTED);
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> lso = list(admin, tps, OffsetSpec.latest(),
+                                                                                      IsolationLevel.READ_COMMITTED);
+            Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> start = list(admin, tps, OffsetSpec.earliest(),
+                                                                                        IsolationLevel.READ_UNCOMMITTED);
+            for (TopicPartition tp : tps) {
+                emit("event", "offsets", "topic", tp.topic(), "partition", tp.partition(),
+                     "high_watermark", hw.get(tp).offset(), "last_stable_offset", lso.get(tp).offset(),
+                     "log_start_offset", start.get(tp).offset(), "leader", leaders.get(tp));
+            }
+        }
+    }
+
+    /** Topic descriptions: ``allTopicNames()`` from 3.1, ``all()`` before (removed in 4.0). */
+    @SuppressWarnings("unchecked")
+    private static Map<String, TopicDescription> describe(Admin admin, List<String> topics) throws Exception {
+        Object result = admin.describeTopics(topics);
+        java.lang.reflect.Method all;
+        try {
+            all = result.getClass().getMethod("allTopicNames");
+        } catch (NoSuchMethodException e) {
+            all = result.getClass().getMethod("all");
+        }
+        return ((org.apache.kafka.common.KafkaFuture<Map<String, TopicDescription>>) all.invoke(result)).get();
+    }
+
+    private static Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> list(
+            Admin admin, List<TopicPartition> tps, OffsetSpec spec, IsolationLevel level) throws Exception {
+        Map<TopicPartition, OffsetSpec> request = new LinkedHashMap<>();
+        for (TopicPartition tp : tps) {
+            request.put(tp, spec);
+        }
+        return admin.listOffsets(request, new ListOffsetsOptions(level)).all().get();
+    }
+}

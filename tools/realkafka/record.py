@@ -1,0 +1,269 @@
+"""What Kafka's own tools say about a running cluster, and the scenario folder written from it.
+
+A ``Recorder`` runs the tools while the brokers are up (``kafka-transactions.sh`` ``list``,
+``describe``, ``describe-producers``, ``find-hanging``; the high watermark, last stable offset
+and log start offset of every partition from the Admin client), writes each tool's output to
+``tools/`` with the command line, exit code and time above it, and after the brokers stopped
+copies their log dirs, runs ``kafka-dump-log.sh`` over every copied ``.log``, ``.snapshot``
+and ``.txnindex`` and writes ``expected.json``. The folder has the layout of the 3.6.2
+corpus (``../shared/realcorpus``, its ``SCENARIOS.md``): ``logdirs/``, ``tools/``,
+``expected.json``; a cluster of several brokers has one ``logdirs/broker-<id>/`` each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tools.realkafka.cluster import Cluster
+from tools.realkafka.dist import HarnessError
+
+__all__ = ["Recorder"]
+
+TOOL_TIMEOUT_S = 120.0
+# lines of the broker's log worth keeping beside the data
+EXCERPT = re.compile(r"WARN|ERROR|[Tt]ransaction|[Pp]roducer|[Rr]olled new log segment|[Ff]enc|[Mm]arker|"
+                     r"TransactionCoordinator|Shutdown|shut down")
+DUMP_SUFFIXES = (".log", ".snapshot", ".txnindex")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S+0000")
+
+
+def parse_table(text: str) -> list[dict[str, str]]:
+    """Rows of a ``kafka-transactions.sh`` table (tab-separated, header first)."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    if not lines:
+        return []
+    header = [h.strip() for h in lines[0].split("\t") if h.strip()]
+    rows = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split("\t")]
+        rows.append(dict(zip(header, cells, strict=False)))
+    return rows
+
+
+@dataclass
+class Recorder:
+    cluster: Cluster
+    folder: Path
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    offsets_after: dict[str, dict[str, Any]] = field(default_factory=dict)
+    find_hanging: dict[str, Any] | None = None
+    transactional_ids: dict[str, dict[str, Any]] = field(default_factory=dict)
+    features: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        (self.folder / "tools").mkdir(parents=True)
+
+    @property
+    def tools(self) -> Path:
+        return self.folder / "tools"
+
+    # -- tools while the brokers run ------------------------------------------------------------
+
+    def _run_tool(self, file: str, shown: str, cmd: list[str]) -> tuple[int, str]:
+        at = _now_ms()
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+        body = run.stdout + (run.stderr if run.returncode != 0 else "")
+        (self.tools / file).write_text(f"# $ {shown}\n# exit code {run.returncode}, run at {_iso(at)}\n{body}")
+        self.commands.append({"file": f"tools/{file}", "command": shown, "rc": run.returncode, "at_ms": at,
+                              "main_class": cmd[cmd.index("-cp") + 2]})
+        return run.returncode, run.stdout
+
+    def transactions_tool(self, file: str, *args: str) -> tuple[int, str]:
+        dist = self.cluster.dist
+        if not dist.has_tool("transactions"):
+            return -1, ""
+        bootstrap = self.cluster.bootstrap.split(",")[0]
+        shown = f"bin/kafka-transactions.sh --bootstrap-server {bootstrap} {' '.join(args)}"
+        return self._run_tool(file, shown, dist.java("transactions", "--bootstrap-server", bootstrap, *args))
+
+    def describe_transactions(self) -> None:
+        """``list``, then ``describe`` of every transactional id it lists."""
+        rc, out = self.transactions_tool("kafka-transactions-list.txt", "list")
+        if rc != 0:
+            return
+        for row in parse_table(out):
+            tid = row.get("TransactionalId", "")
+            rc, described = self.transactions_tool(f"kafka-transactions-describe-{tid}.txt", "describe",
+                                                   "--transactional-id", tid)
+            info = parse_table(described)[0] if rc == 0 and parse_table(described) else {}
+            self.transactional_ids[tid] = {
+                "producer_id": int(row.get("ProducerId", "-1")),
+                "state": row.get("TransactionState"),
+                "coordinator": int(row.get("Coordinator", "-1")),
+                "producer_epoch": int(info["ProducerEpoch"]) if "ProducerEpoch" in info else None,
+                "transaction_timeout_ms": info.get("TransactionTimeoutMs"),
+                "topic_partitions": info.get("TopicPartitions"),
+                "current_transaction_start_ms": info.get("CurrentTransactionStartTimeMs"),
+            }
+
+    def describe_producers(self, topic: str, partitions: int) -> None:
+        for p in range(partitions):
+            self.transactions_tool(f"kafka-transactions-describe-producers-{topic}-{p}.txt", "describe-producers",
+                                   "--topic", topic, "--partition", str(p))
+
+    def run_find_hanging(self) -> None:
+        live = next(b.node_id for b in self.cluster.brokers if b.running)
+        rc, out = self.transactions_tool("kafka-transactions-find-hanging.txt", "find-hanging", "--broker-id",
+                                         str(live), "--max-transaction-timeout", "1")
+        if rc == -1:
+            return
+        if rc != 0:
+            raise HarnessError(f"find-hanging failed:\n{(self.tools / 'kafka-transactions-find-hanging.txt').read_text()}")
+        self.find_hanging = {"command": self.commands[-1]["command"], "at_ms": self.commands[-1]["at_ms"],
+                             "rows": parse_table(out)}
+
+    def read_offsets(self, topics: list[str], *, after_wait: bool = False) -> dict[str, dict[str, Any]]:
+        """HW (read_uncommitted latest), LSO (read_committed latest), log start of every partition."""
+        at = _now_ms()
+        events = self.cluster.run_client("offsets", topics=",".join(topics), internal="true")
+        out = {
+            f"{e['topic']}-{e['partition']}": {k: e[k] for k in ("topic", "partition", "high_watermark",
+                                                               "last_stable_offset", "log_start_offset", "leader")}
+            for e in events if e.get("event") == "offsets"
+        }
+        self.commands.append({"file": "tools/offsets.json", "command": "TxnDriver offsets topics=" + ",".join(topics)
+                              + " internal=true (Admin.listOffsets latest read_uncommitted / read_committed, "
+                              "earliest; the internal topics too)",
+                              "rc": 0, "at_ms": at, "main_class": "TxnDriver"})
+        if after_wait:
+            self.offsets_after = out
+        else:
+            self.offsets = out
+            (self.tools / "offsets.json").write_text(json.dumps(
+                {k: {f: v[f] for f in ("high_watermark", "last_stable_offset", "log_start_offset", "partition",
+                                       "topic")} for k, v in out.items()}, indent=2, sort_keys=True) + "\n")
+        return out
+
+    def describe_features(self) -> None:
+        dist = self.cluster.dist
+        if dist.zookeeper or not dist.has_tool("features"):
+            return
+        bootstrap = self.cluster.bootstrap.split(",")[0]
+        run = subprocess.run(dist.java("features", "--bootstrap-server", bootstrap, "describe"),
+                             capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+        for line in run.stdout.splitlines():
+            m = re.search(r"Feature: (\S+)\s.*FinalizedVersionLevel: (\d+)", line)
+            if m:
+                self.features[m.group(1)] = int(m.group(2))
+        (self.tools / "kafka-features-describe.txt").write_text(
+            f"# $ bin/kafka-features.sh --bootstrap-server {bootstrap} describe\n"
+            f"# exit code {run.returncode}, run at {_iso(_now_ms())}\n{run.stdout}")
+
+    # -- after the brokers stopped -------------------------------------------------------------
+
+    def copy_log_dirs(self) -> None:
+        multi = len(self.cluster.brokers) > 1
+        for b in self.cluster.brokers:
+            target = self.folder / "logdirs" / (f"broker-{b.node_id}" if multi else "")
+            shutil.copytree(b.log_dir, target, ignore=_left_out, dirs_exist_ok=True)
+            excerpt = [line for line in b.server_log.read_text(errors="replace").splitlines() if EXCERPT.search(line)]
+            name = f"broker-server-log-excerpt-{b.node_id}.txt" if multi else "broker-server-log-excerpt.txt"
+            (self.tools / name).write_text("\n".join(excerpt[-3000:]) + "\n")
+
+    def dump_logs(self) -> None:
+        """``kafka-dump-log.sh`` over every copied file, one text file per partition folder."""
+        logdirs = self.folder / "logdirs"
+        holders = sorted({p.parent.parent for p in logdirs.rglob("*") if p.suffix in DUMP_SUFFIXES})
+        for holder in holders:
+            groups: dict[str, list[str]] = {"data": [], "txn": [], "offsets": []}
+            for part in sorted(holder.iterdir()):
+                if not part.is_dir() or part.name.startswith("__cluster_metadata"):
+                    continue
+                files = sorted(str(f.relative_to(self.folder)) for f in part.iterdir() if f.suffix in DUMP_SUFFIXES)
+                kind = ("txn" if part.name.startswith("__transaction_state-") else
+                        "offsets" if part.name.startswith("__consumer_offsets-") else "data")
+                groups[kind] += files
+            rel_holder = holder.relative_to(logdirs)
+            out_dir = self.tools / "dump-log" / rel_holder
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for kind, files in groups.items():
+                if files:
+                    self._dump(kind, files, out_dir)
+
+    def _dump(self, kind: str, files: list[str], out_dir: Path) -> None:
+        flags = ["--print-data-log"] + {"data": ["--deep-iteration"], "txn": ["--transaction-log-decoder"],
+                                        "offsets": ["--offsets-decoder"]}[kind]
+        dist = self.cluster.dist
+        cmd = dist.java("dump-log", *flags, "--files", ",".join(files))
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=self.folder, timeout=600)
+        if run.returncode != 0:
+            raise HarnessError(f"kafka-dump-log failed:\n{run.stderr[-3000:]}")
+        # one file per partition folder, each with the command that printed it
+        sections: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        for line in run.stdout.splitlines():
+            if line.startswith("Dumping "):
+                partition = Path(line[len("Dumping "):].strip()).parent.name
+                current = sections.setdefault(partition, [])
+            if current is not None:
+                current.append(line)
+        for partition, lines in sections.items():
+            own = [f for f in files if Path(f).parent.name == partition]
+            shown = f"bin/kafka-dump-log.sh {' '.join(flags)} --files {','.join(own)}"
+            (out_dir / f"{partition}.txt").write_text(f"# $ {shown}\n# exit code 0\n" + "\n".join(lines) + "\n")
+
+    def write_expected(self, scenario: str, *, description: str, anomalies: list[dict[str, Any]],
+                       notes: dict[str, Any], started_ms: int) -> dict[str, Any]:
+        c = self.cluster
+        expected = {
+            "scenario": scenario,
+            "kafka_version": c.dist.version,
+            "mode": c.mode,
+            "brokers": [b.node_id for b in c.brokers],
+            "features": self.features,
+            "transaction_version": self.features.get("transaction.version", 0 if not c.dist.zookeeper else None),
+            "broker_settings": c.shared_settings(),
+            "clients": {"java": f"org.apache.kafka:kafka-clients:{c.dist.version} (tools/realkafka/driver/TxnDriver.java)",
+                        "kafka-python": _kafka_python_version()},
+            "generated_at_ms": started_ms,
+            "copy": "log.dirs copied after the brokers stopped (SIGTERM; SIGKILL where the scenario says); "
+                    ".lock and __cluster_metadata-0/*.index, *.timeindex left out",
+            "description": description,
+            "transactional_ids": self.transactional_ids,
+            "partitions": self.offsets,
+            "partitions_after_find_hanging_wait": self.offsets_after or self.offsets,
+            "find_hanging": self.find_hanging,
+            "tool_commands": self.commands,
+            "anomalies": anomalies,
+            **notes,
+            "provenance": {"harness": "tools/realkafka", "command": f"make kafka-corpus KAFKA_VERSIONS={c.dist.version} "
+                                                                    f"SCENARIOS={scenario}",
+                           "maven": f"org.apache.kafka:kafka_2.13:{c.dist.version}, "
+                                    f"org.apache.kafka:kafka-tools:{c.dist.version}"},
+        }
+        (self.folder / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
+        return expected
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    """What the copy leaves out: ``.lock``, and the KRaft metadata log's offset and time indexes,
+    which 4.x brokers leave at their preallocated 10 MiB of zeros on shutdown."""
+    out = {n for n in names if n == ".lock"}
+    if Path(folder).name.startswith("__cluster_metadata-"):
+        out |= {n for n in names if n.endswith((".index", ".timeindex"))}
+    return out
+
+
+def _kafka_python_version() -> str | None:
+    try:
+        import kafka
+    except ImportError:
+        return None
+    return str(kafka.__version__)

@@ -1,0 +1,395 @@
+"""The scenarios: what the clients do to a fresh cluster, and what is expected of it.
+
+Each scenario drives a fresh cluster of one release with the Java scenario client
+(``driver/TxnDriver.java``) and, where the Java client cannot misbehave on purpose, a raw
+produce (``stray.py``). It returns a description, the anomalies it planted (type, topic,
+partition, producer id and epoch, offsets) and notes (the raw produce's request and answer,
+client events), which go into ``expected.json`` beside Kafka's own verdicts. A scenario that a
+release cannot run says why (``Scenario.unsupported``); ``SCENARIOS.md`` lists those.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.realkafka.cluster import Cluster
+from tools.realkafka.dist import Dist, HarnessError, version_tuple
+from tools.realkafka.stray import StrayBatch, produce
+
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic"]
+
+# find-hanging's smallest --max-transaction-timeout is one minute: wait past it
+HANGING_WAIT_S = 65.0
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+    replication: int = 1
+    configs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.partitions}:{self.replication}"
+
+
+@dataclass
+class Outcome:
+    description: str
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    # wait past find-hanging's one-minute timeout before running it
+    wait_for_hanging: bool = False
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    topics: tuple[Topic, ...]
+    run: Callable[[Cluster], Outcome]
+    brokers: int = 1
+    settings: tuple[tuple[str, str], ...] = ()
+    min_version: str = "2.8"
+    transaction_version: int | None = None  # finalized on 4.x: 2 unless a scenario says otherwise
+    tv2_only: bool = False
+    why_not: str = ""
+
+    def unsupported(self, dist: Dist) -> str | None:
+        """Why this release cannot run the scenario, or None."""
+        if version_tuple(dist.version) < version_tuple(self.min_version):
+            return self.why_not or f"needs Kafka {self.min_version} or newer"
+        if self.tv2_only and version_tuple(dist.version) < (4, 0):
+            return "transaction version 2 exists from Kafka 4.0"
+        return None
+
+    def features(self, dist: Dist) -> dict[str, int]:
+        if version_tuple(dist.version) < (4, 0):
+            return {}
+        return {"transaction.version": 2 if self.transaction_version is None else self.transaction_version}
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _parallel(cluster: Cluster, runs: list[tuple[str, dict[str, Any]]]) -> list[list[str]]:
+    """Run several clients at once; their stdout lines."""
+    procs = [subprocess.Popen(cluster.client(mode, **opts), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for mode, opts in runs]
+    outs = []
+    for (mode, _), proc in zip(runs, procs, strict=True):
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise HarnessError(f"client {mode} failed:\n{err[-3000:]}")
+        outs.append(out.splitlines())
+    return outs
+
+
+_BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?lastSequence: (-?\d+) producerId: (-?\d+) "
+                    r"producerEpoch: (-?\d+) .*?isTransactional: (\w+)")
+
+
+def live_producer(cluster: Cluster, topic: str, partition: int) -> dict[str, int]:
+    """Producer id, epoch and last sequence of the last transactional batch on a partition, as
+    ``kafka-dump-log.sh`` prints the live segment (any release, whatever the client exposes)."""
+    for broker in cluster.brokers:
+        folder = broker.log_dir / f"{topic}-{partition}"
+        if not folder.is_dir():
+            continue
+        segment = sorted(folder.glob("*.log"))[-1]
+        run = subprocess.run(cluster.dist.java("dump-log", "--files", str(segment)), capture_output=True, text=True)
+        found = [m for m in _BATCH.finditer(run.stdout) if m.group(6) == "true"]
+        if found:
+            m = found[-1]
+            return {"producer_id": int(m.group(4)), "producer_epoch": int(m.group(5)),
+                    "last_sequence": int(m.group(3)), "last_offset": int(m.group(2))}
+    raise HarnessError(f"no transactional batch on {topic}-{partition}")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _verification_off(dist_version: str) -> tuple[tuple[str, str], ...]:
+    return (("transaction.partition.verification.enable", "false"),)
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+
+def healthy(cluster: Cluster) -> Outcome:
+    runs: list[tuple[str, dict[str, Any]]] = [
+        ("txn", {"id": "healthy-txn-a", "topic": "orders", "partitions": "0,1", "count": 40, "records": 3,
+                 "abort_every": 5, "compression": "gzip"}),
+        ("txn", {"id": "healthy-txn-b", "topic": "payments", "partitions": "0,2", "count": 40, "records": 2,
+                 "abort_every": 4, "compression": "zstd"}),
+        ("txn", {"id": "healthy-txn-c", "topic": "orders", "partitions": "2", "count": 40, "records": 2,
+                 "abort_every": 6, "compression": "none"}),
+        ("idempotent", {"topic": "orders", "count": 200, "compression": "lz4"}),
+        ("plain", {"topic": "payments", "count": 200, "compression": "snappy"}),
+    ]
+    _parallel(cluster, runs)
+    return Outcome("three transactional producers (gzip, zstd, none) running at once, every 4th-6th transaction "
+                   "aborted after a flush, beside an idempotent (lz4) and a plain acks=1 (snappy) producer")
+
+
+def crashed_producer(cluster: Cluster) -> Outcome:
+    cluster.run_client("txn", id="crash-bg", topic="crash", partitions="0,1,2", count=10, records=2)
+    with cluster.open_client("open", id="crash-txn", topic="crash", partitions="0,1", records=10,
+                             timeout_ms=900000) as client:
+        client.wait_for("open")
+        pid = live_producer(cluster, "crash", 0)
+        client.kill()
+    return Outcome(
+        "crash-bg commits 10 transactions on crash-0..2; crash-txn (transaction.timeout.ms 900000) writes 10 records "
+        "to crash-0 and crash-1 and its process is SIGKILLed; the tools run within the timeout",
+        anomalies=[{"type": "open_transaction", "topic": "crash", "partition": p, **pid} for p in (0, 1)],
+    )
+
+
+def timeout_abort(cluster: Cluster) -> Outcome:
+    with cluster.open_client("open", id="tmo-txn", topic="tmo", partitions="0,1", records=5,
+                             timeout_ms=10000) as client:
+        client.wait_for("open")
+        pid = live_producer(cluster, "tmo", 0)
+        client.kill()
+    # the coordinator aborts the transaction once its timeout is past
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        rows = [e for e in cluster.run_client("offsets", topics="tmo") if e.get("event") == "offsets"]
+        if all(e["last_stable_offset"] == e["high_watermark"] for e in rows):
+            break
+        time.sleep(2)
+    else:
+        raise HarnessError("the coordinator did not abort tmo-txn within 90 s")
+    return Outcome("tmo-txn (transaction.timeout.ms 10000) writes 5 records to tmo-0 and tmo-1 and is SIGKILLed; "
+                   "the coordinator aborts it after the timeout (ABORT markers with a bumped epoch)",
+                   anomalies=[{"type": "coordinator_timeout_abort", "topic": "tmo", "partition": p, **pid}
+                              for p in (0, 1)])
+
+
+def _stray_to_unadded(cluster: Cluster, topic: str) -> Outcome:
+    """A transactional batch on a partition the transaction never added (raw ProduceRequest)."""
+    with cluster.open_client("open", id=f"{topic}-txn", topic=topic, partitions="0", records=5,
+                             then_partitions="2") as client:
+        client.wait_for("open")
+        pid = live_producer(cluster, topic, 0)
+        ts = _now_ms()
+        batch = StrayBatch(topic=topic, partition=1, producer_id=pid["producer_id"],
+                           producer_epoch=pid["producer_epoch"], base_sequence=0,
+                           transactional_id=f"{topic}-txn", timestamps=(ts,),
+                           payload="raw batch to a never-added partition")
+        leader = cluster.brokers[0]
+        answer = produce("127.0.0.1", leader.port, batch)
+        client.order("commit", wait_for="committed")
+        client.wait_for("committed")  # the second transaction, on partition 2
+    cluster.run_client("plain", topic=topic, partition=1, count=10)
+    accepted = answer["error_code"] == 0
+    anomalies = []
+    if accepted:
+        anomalies.append({"type": "hanging_transaction", "subtype": "partition_never_added_to_transaction",
+                          "topic": topic, "partition": 1, "producer_id": pid["producer_id"],
+                          "producer_epoch": pid["producer_epoch"], "first_offset": answer["base_offset"]})
+    return Outcome(
+        f"{topic}-txn writes 5 records to {topic}-0; a raw ProduceRequest v3 with the same producer id and epoch "
+        f"puts one transactional record on {topic}-1, which the transaction never added "
+        f"({'accepted' if accepted else 'rejected with error ' + str(answer['error_code'])}); the producer commits "
+        f"(marker on {topic}-0 only), then commits a second transaction on {topic}-2; 10 plain records follow on "
+        f"{topic}-1",
+        anomalies=anomalies,
+        notes={"raw_produce": {"request": {**batch.__dict__, "timestamps": list(batch.timestamps)},
+                               "response": answer}},
+        wait_for_hanging=True,
+    )
+
+
+def hanging(cluster: Cluster) -> Outcome:
+    return _stray_to_unadded(cluster, "hang")
+
+
+def verification_rejects(cluster: Cluster) -> Outcome:
+    return _stray_to_unadded(cluster, "verify")
+
+
+def late_arrival(cluster: Cluster) -> Outcome:
+    """Batches created before their transaction's marker but appended after it (raw produce with the
+    producer's id and epoch): on late-0 a new instance of the producer then runs a transaction on the
+    partition, whose marker closes the late batch with it (absorbed); on late-1 nothing follows
+    (it hangs)."""
+    with cluster.open_client("open", id="late-txn", topic="late", partitions="0,1", records=3) as client:
+        client.wait_for("open")
+        pid = live_producer(cluster, "late", 0)
+        created = _now_ms()
+        time.sleep(0.2)
+        client.order("commit", wait_for="committed")
+        time.sleep(0.5)  # the markers are written after the EndTxn answer
+        answers = {}
+        for p in (0, 1):
+            batch = StrayBatch(topic="late", partition=p, producer_id=pid["producer_id"],
+                               producer_epoch=pid["producer_epoch"], base_sequence=pid["last_sequence"] + 1,
+                               transactional_id="late-txn", timestamps=(created,),
+                               payload="created before the marker, appended after it")
+            answers[p] = produce("127.0.0.1", cluster.brokers[0].port, batch)
+        client.kill()
+    cluster.run_client("txn", id="late-txn", topic="late", partitions="0", count=1, records=2)
+    anomalies = []
+    for p, answer in answers.items():
+        if answer["error_code"] == 0:
+            anomalies.append({"type": "absorbed_late_record" if p == 0 else "late_arrival_hanging", "topic": "late",
+                              "partition": p, "producer_id": pid["producer_id"],
+                              "producer_epoch": pid["producer_epoch"], "first_offset": answer["base_offset"],
+                              "create_time": created})
+    said = ", ".join(f"late-{p}: " + ("accepted" if a["error_code"] == 0 else f"rejected with error {a['error_code']}")
+                     for p, a in answers.items())
+    return Outcome(
+        "late-txn writes 3 records to late-0 and late-1 and commits; then a raw ProduceRequest with its producer id, "
+        f"epoch and next sequence puts on each partition a record created before the commit ({said}); a new "
+        "instance of late-txn then commits a transaction on late-0 (absorbing the late record there, if accepted); "
+        "late-1 gets nothing more",
+        anomalies=anomalies,
+        notes={"raw_produce": {str(p): a for p, a in answers.items()}},
+        wait_for_hanging=True,
+    )
+
+
+def fenced_zombie(cluster: Cluster) -> Outcome:
+    events = cluster.run_client("zombie", id="zombie-txn", topic="zombie", partitions="0,1")
+    after = next(e for e in events if e["event"] == "first_after_fence")
+    return Outcome(
+        "zombie-txn writes 5 records to zombie-0 and zombie-1 and flushes; a second producer with the same "
+        "transactional.id initialises (the coordinator aborts the first's transaction and fences its epoch) and "
+        f"commits 5 records; the first then tries to write again ({after['outcome']})",
+        notes={"client_events": events},
+    )
+
+
+def _seed(cluster: Cluster, topic: str, count: int) -> None:
+    cluster.run_client("idempotent", topic=topic, count=count, compression="none")
+
+
+def eos(cluster: Cluster) -> Outcome:
+    _seed(cluster, "eos-in", 120)
+    events = cluster.run_client("eos", id="eos-app", source="eos-in", sink="eos-out", group="eos-group", count=5)
+    return Outcome("consume-transform-produce: eos-app reads eos-in (120 records) and writes eos-out in 5 "
+                   "transactions, each committing the group's offsets with sendOffsetsToTransaction",
+                   notes={"client_events": events})
+
+
+def eos_crashed(cluster: Cluster) -> Outcome:
+    _seed(cluster, "eos-in", 120)
+    with cluster.open_client("eos", id="eos-app", source="eos-in", sink="eos-out", group="eos-group", count=3,
+                             hang="true", timeout_ms=900000) as client:
+        client.wait_for("open")
+        client.kill()
+    return Outcome("consume-transform-produce as in eos; the producer commits 2 transactions and dies (SIGKILL) "
+                   "in the 3rd after sendOffsetsToTransaction: __consumer_offsets holds the group's transactional "
+                   "offset commit with no marker, and eos-out an open transaction",
+                   anomalies=[{"type": "pending_offset_commit", "group": "eos-group", "transactional_id": "eos-app"}])
+
+
+def follower_killed(cluster: Cluster) -> Outcome:
+    cluster.run_client("txn", id="repl-txn", topic="repl", partitions="0,1", count=10, records=3, abort_every=4)
+    cluster.kill(3)
+    cluster.run_client("txn", id="repl-txn", topic="repl", partitions="0,1", count=10, records=3, abort_every=4)
+    cluster.restart(3)
+    time.sleep(5)  # the follower catches up
+    cluster.run_client("txn", id="repl-txn", topic="repl", partitions="0,1", count=5, records=3)
+    return Outcome("3 brokers, replication factor 3: repl-txn commits and aborts transactions on repl-0 and repl-1; "
+                   "broker 3 is SIGKILLed, 10 more transactions run without it, it is restarted and catches up, "
+                   "5 more transactions follow; all brokers then shut down cleanly")
+
+
+def coordinator_killed(cluster: Cluster) -> Outcome:
+    with cluster.open_client("open", id="coord-txn", topic="coord", partitions="0,1", records=5,
+                             timeout_ms=60000) as client:
+        client.wait_for("open")
+        pid = live_producer(cluster, "coord", 0)
+        coordinator = _coordinator_of(cluster, "coord-txn")
+        cluster.kill(coordinator)
+        try:
+            client.order("commit", wait_for="committed", timeout_s=90)
+            outcome = "committed through the new coordinator"
+        except HarnessError as e:
+            outcome = f"commit failed: {str(e)[-300:]}"
+    return Outcome(
+        f"3 brokers, replication factor 3: coord-txn writes 5 records to coord-0 and coord-1; its coordinator "
+        f"(broker {coordinator}) is SIGKILLed mid-transaction and stays down; the producer then commits "
+        f"({outcome}); broker {coordinator}'s log dirs are copied as the crash left them",
+        anomalies=[{"type": "coordinator_killed", "broker": coordinator, "transactional_id": "coord-txn", **pid}],
+        notes={"killed_broker": coordinator, "commit": outcome},
+    )
+
+
+def _coordinator_of(cluster: Cluster, transactional_id: str) -> int:
+    run = subprocess.run(cluster.dist.java("transactions", "--bootstrap-server", cluster.bootstrap.split(",")[0],
+                                           "describe", "--transactional-id", transactional_id),
+                         capture_output=True, text=True)
+    lines = [line for line in run.stdout.splitlines() if line.strip()]
+    header = [h.strip() for h in lines[0].split("\t")]
+    row = [c.strip() for c in lines[1].split("\t")]
+    return int(row[header.index("CoordinatorId")])
+
+
+def epoch_rotation(cluster: Cluster) -> Outcome:
+    """TV2 bumps the epoch at every commit: 32900 one-record transactions run one producer id past
+    epoch 32767. Only the last records are kept (DeleteRecords, a one-second segment roll on the
+    topic, a small compacted coordinator log) so that the folder stays small."""
+    cluster.run_client("epochs", id="rotate-txn", topic="rotate", partitions="0", count=1)
+    # the coordinator log rolls every second, so that the cleaner compacts all but the last second
+    cluster.run_client("alter", topic="__transaction_state", configs="segment.ms=1000")
+    events = cluster.run_client("epochs", id="rotate-txn", topic="rotate", partitions="0",
+                                count=ROTATION_TRANSACTIONS - 1, timeout_s=1800)
+    high = next(e for e in cluster.run_client("offsets", topics="rotate") if e.get("event") == "offsets")
+    keep_from = max(0, int(high["high_watermark"]) - KEEP_ROTATION_OFFSETS)
+    cluster.run_client("delete", topic="rotate", partition=0, before=keep_from)
+    time.sleep(8)  # the retention check removes the segments below the new log start; the cleaner compacts
+    return Outcome(f"TV2: rotate-txn commits {ROTATION_TRANSACTIONS} one-record transactions on rotate-0; every commit bumps the "
+                   f"epoch, so past epoch 32767 the coordinator gives the id a new producer id; the records "
+                   f"before offset {keep_from} are then deleted (DeleteRecords) to keep the folder small",
+                   notes={"client_events": events[-3:], "deleted_before": keep_from})
+
+
+ROTATION_TRANSACTIONS = 32900  # the id's producer id rotates after ~32767 of them
+KEEP_ROTATION_OFFSETS = 1000
+ROTATION_SETTINGS = (("log.retention.check.interval.ms", "1000"), ("log.segment.delete.delay.ms", "1000"),
+                     ("log.cleaner.backoff.ms", "1000"))
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario("healthy", "mixed traffic: commits and aborts, several codecs, idempotent and plain producers",
+             (Topic("orders", 3), Topic("payments", 3)), healthy),
+    Scenario("crashed-producer", "a producer killed inside its transaction (open, within its timeout)",
+             (Topic("crash", 3),), crashed_producer),
+    Scenario("timeout-abort", "the coordinator aborts a crashed producer's transaction after its timeout",
+             (Topic("tmo", 2),), timeout_abort),
+    Scenario("hanging-unadded-partition", "a transactional batch on a partition never added (verification off)",
+             (Topic("hang", 3),), hanging, settings=_verification_off("")),
+    Scenario("verification-rejects", "the same stray batch with partition verification on (KIP-890, 3.6+)",
+             (Topic("verify", 3),), verification_rejects, min_version="3.6",
+             why_not="transaction.partition.verification.enable exists from Kafka 3.6"),
+    Scenario("late-arrival", "records created before their marker appended after it: one absorbed, one hanging",
+             (Topic("late", 2),), late_arrival, settings=_verification_off("")),
+    Scenario("late-arrival-tv1", "late-arrival on a 4.x cluster left at transaction version 1",
+             (Topic("late", 2),), late_arrival, settings=_verification_off(""), min_version="4.0",
+             transaction_version=1, why_not="transaction versions are finalized from Kafka 4.0 (3.9: always 0)"),
+    Scenario("fenced-zombie", "a second instance of a transactional.id fences the first",
+             (Topic("zombie", 2),), fenced_zombie),
+    Scenario("eos", "consume-transform-produce with sendOffsetsToTransaction",
+             (Topic("eos-in", 2), Topic("eos-out", 2)), eos),
+    Scenario("eos-crashed", "consume-transform-produce whose producer dies before the commit",
+             (Topic("eos-in", 2), Topic("eos-out", 2)), eos_crashed),
+    Scenario("follower-killed", "3 brokers: a follower killed and restarted during transactions",
+             (Topic("repl", 2, 3),), follower_killed, brokers=3),
+    Scenario("coordinator-killed", "3 brokers: the transaction coordinator's broker killed mid-transaction",
+             (Topic("coord", 2, 3),), coordinator_killed, brokers=3, min_version="3.0",
+             why_not="finding the coordinator needs kafka-transactions.sh (Kafka 3.0+)"),
+    Scenario("epoch-rotation", "TV2: a producer past epoch 32767 gets a new producer id",
+             (Topic("rotate", 1, configs=(("segment.ms", "1000"),)),), epoch_rotation, tv2_only=True,
+             settings=ROTATION_SETTINGS),
+]}
