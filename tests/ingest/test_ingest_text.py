@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kafkacorpus import CorpusScenario
+from tests.kafkacorpus import scenarios as kafka_scenarios
 from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, offsets_json, scenario_dir
 from txn_audit.ingest.discover import discover
 from txn_audit.ingest.worker import TableRows, decode_task
@@ -113,3 +115,35 @@ def _raw(dump: Path, kind: str) -> dict[str, list[dict[str, object]]]:
         name = batch.column(0)[0].as_py()
         tables.setdefault(name, []).extend(batch.column(name).to_pylist())
     return tables
+
+
+def _offsets_scenarios() -> list[CorpusScenario]:
+    return [s for s in kafka_scenarios() if any((s.folder / "tools" / "dump-log").glob("__consumer_offsets-*.txt"))]
+
+
+_OFFSETS = _offsets_scenarios()
+#: offset_commits columns only the JSON form of --offsets-decoder (3.8+) prints
+_OFFSETS_JSON_ONLY = ("key_version", "value_version", "leader_epoch", "commit_timestamp", "expire_timestamp")
+
+
+@pytest.mark.parametrize("scenario", _OFFSETS, ids=[s.id for s in _OFFSETS])
+def test_offset_commits_from_text_equal_binary(scenario: CorpusScenario) -> None:
+    """The ``--offsets-decoder`` dumps of a real cluster give the binary path's ``offset_commits`` rows;
+    the columns older tools do not print are null (the key version, a non-null column, -1)."""
+    binary = _raw(scenario.folder / "logdirs", "logdirs").get("offset_commits", [])
+    text: list[dict[str, object]] = []
+    for dump in sorted((scenario.folder / "tools" / "dump-log").glob("__consumer_offsets-*.txt")):
+        rows = _raw(dump, "text")
+        assert rows.get("decode_issues", []) == []
+        text += rows.get("offset_commits", [])
+    assert binary, "the scenario commits offsets"
+    json_form = tuple(int(p) for p in scenario.version.split(".")[:2]) >= (3, 8)
+    if not json_form:
+        assert all(r["key_version"] == -1 for r in text)
+        assert all(r[c] is None for r in text for c in _OFFSETS_JSON_ONLY[1:])
+    skip = {"broker_id", "log_dir", "file"} | (set() if json_form else set(_OFFSETS_JSON_ONLY))
+
+    def key(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        return sorted(({k: v for k, v in r.items() if k not in skip} for r in rows), key=repr)
+
+    assert key(text) == key(binary)

@@ -5,17 +5,21 @@ The parser streams one text file line by line and yields, in file order, the thi
 dump shows: a ``DumpSection`` per ``Dumping <path>`` line (topic, partition and log dir come
 from that path), a ``TextBatch`` per batch line (with its record lines), a ``TextMarker`` per
 COMMIT/ABORT control batch, a ``TextTxnLogRecord`` per ``__transaction_state`` record printed
-by ``--transaction-log-decoder``, a ``TextSnapshotEntry`` per producer-snapshot line, a
+by ``--transaction-log-decoder``, a ``TextOffsetCommit`` per ``__consumer_offsets`` offset
+commit printed by ``--offsets-decoder``, a ``TextSnapshotEntry`` per producer-snapshot line, a
 ``TextAbortedTxn`` per ``.txnindex`` line, and a ``TextIssue`` per line that does not parse
 (with its line number and an excerpt). ``.index``/``.timeindex`` dumps and KRaft snapshots are
 recognised and skipped. Field names follow the raw-table columns of ``txn_audit.schemas``;
 a field the text does not carry is ``None`` (never a guess): the batch's first timestamp
 under ``LogAppendTime`` or without record lines, the computed CRC of an invalid batch, the
 marker type of a control batch dumped without ``--deep-iteration``, the value version,
-start timestamp and tagged fields of a coordinator record before the JSON form, and so on.
+start timestamp and tagged fields of a coordinator record before the JSON form, the key and
+value versions, leader epoch and commit/expire timestamps of an offset commit before the JSON
+form, and so on.
 
-Every variant Kafka 2.4 → 4.2 prints is read (kafka-formats.md section 7, checked against
-``DumpLogSegments.scala`` at each tag):
+Every variant Kafka 2.4 → 4.4 prints is read (kafka-formats.md section 7, checked against
+``DumpLogSegments`` at each tag, and against the real output of 2.8.2, 3.6.2, 3.9.2, 4.0.2, 4.1.2
+and 4.4.0 brokers in ``tests/corpus``):
 
 * batch line: codec in upper case (enum name) up to 2.8, lower case from 3.0;
   ``deleteHorizonMs: OptionalLong...`` from 3.2; legacy (magic 0/1) ``offset: ...`` lines;
@@ -27,6 +31,13 @@ Every variant Kafka 2.4 → 4.2 prints is read (kafka-formats.md section 7, chec
   (2.4.0), ``transaction_metadata::`` keys with ``Set(...)`` (2.4.1), ``[t-p,...]`` (2.5 - 4.0),
   JSON keys and values (4.1+, numeric or named ``transactionStatus``), ``<DELETE>``
   tombstones, ``unknown::version=`` and ``Unknown record type``/``Error at offset`` keys;
+* ``--offsets-decoder`` (``__consumer_offsets``): ``offset::<group>:<topic>:<partition>`` keys
+  with ``<offset>[:<metadata>]`` values and ``{"metadata":...}`` group keys (2.4.0; a deleted
+  offset is printed without key and payload), ``offset_commit::group=<g>,partition=<t>-<p>`` keys
+  with ``offset=<n>[,metadata=<m>]`` or ``<DELETE>`` values and ``group_metadata::`` keys
+  (2.4.1 - 3.7), JSON ``{"type":"<key version>","data":{...}}`` keys and
+  ``{"version":"<value version>","data":{...}}`` values (3.8+); group metadata and the other
+  record types of the group coordinator are skipped, as the binary decoder skips them;
 * snapshot lines: ``Some(n)``/``None`` up to 3.4, ``OptionalLong[n]``/``OptionalLong.empty``
   from 3.5, ``lastTimestamp:`` from 3.1, with or without the batch-metadata part;
 * ``.txnindex`` lines (unchanged), the ``Found N invalid bytes`` trailer, and stderr
@@ -158,25 +169,41 @@ _TXN_UNKNOWN_KEY = re.compile(r"unknown::version=(?P<v>-?\d+)$")
 _TXN_SKIPPED = re.compile(r"(?:Unknown record type (?P<type>-?\d+)|Error) at offset (?P<off>-?\d+), skipping\.(?P<msg>.*)$")
 _PARTITION_ENTRY = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)$")
 
+# --offsets-decoder payloads (a topic name is [a-zA-Z0-9._-]+, so the last separator is the right one)
+_OFFSET_KEY_PLAIN = re.compile(r"offset::(?P<group>.*):(?P<topic>[\w.-]+):(?P<partition>\d+)$", re.S)
+_OFFSET_VALUE_PLAIN = re.compile(r"(?P<offset>-?\d+)(?::(?P<metadata>.*))?$", re.S)
+_OFFSET_KEY_TEXT = re.compile(r"offset_commit::group=(?P<group>.*),partition=(?P<topic>[\w.-]+)-(?P<partition>\d+)$",
+                              re.S)
+_OFFSET_VALUE_TEXT = re.compile(r"offset=(?P<offset>-?\d+)(?:,metadata=(?P<metadata>.*))?$", re.S)
+_GROUP_KEY_TEXT = re.compile(r"group_metadata::group=.*$", re.S)
+#: key versions (record types) of an offset commit; group metadata is 2, the new coordinator's records 3+
+_OFFSET_COMMIT_KEY_TYPES: Final = (0, 1)
+_OFFSET_COMMIT_VALUE_VERSIONS: Final = (0, 1, 2, 3, 4)
+
+#: the newest Kafka release whose kafka-dump-log output is checked against real brokers (tests/corpus)
+NEWEST_VERIFIED: Final = "4.4"
 #: feature → (first, last) Kafka version printing it; a parsed file's features bound its tool version
 FEATURE_VERSIONS: Final[dict[str, tuple[str, str]]] = {
     "starting_offset": ("2.4", "3.2"),
-    "log_starting_offset": ("3.3", "4.2"),
+    "log_starting_offset": ("3.3", NEWEST_VERIFIED),
     "codec_upper": ("2.4", "2.8"),
-    "codec_lower": ("3.0", "4.2"),
+    "codec_lower": ("3.0", NEWEST_VERIFIED),
     "no_delete_horizon": ("2.4", "3.1"),
-    "delete_horizon": ("3.2", "4.2"),
+    "delete_horizon": ("3.2", NEWEST_VERIFIED),
     "record_lowercase_sizes": ("2.4", "2.7"),
     "record_verbose": ("2.8", "2.8"),
-    "record_camelcase_sizes": ("3.0", "4.2"),
+    "record_camelcase_sizes": ("3.0", NEWEST_VERIFIED),
     "snapshot_scala_option": ("2.4", "3.4"),
-    "snapshot_optionallong": ("3.5", "4.2"),
+    "snapshot_optionallong": ("3.5", NEWEST_VERIFIED),
     "snapshot_no_last_timestamp": ("2.4", "3.0"),
-    "snapshot_last_timestamp": ("3.1", "4.2"),
+    "snapshot_last_timestamp": ("3.1", NEWEST_VERIFIED),
     "txn_key_plain": ("2.4", "2.4"),
     "txn_partitions_set": ("2.4", "2.4"),
     "txn_text": ("2.4", "4.0"),
-    "txn_json": ("4.1", "4.2"),
+    "txn_json": ("4.1", NEWEST_VERIFIED),
+    "offsets_key_plain": ("2.4", "2.4"),
+    "offsets_text": ("2.4", "3.7"),
+    "offsets_json": ("3.8", NEWEST_VERIFIED),
 }
 
 
@@ -336,6 +363,41 @@ TXN_VALUE_FIELDS = tuple(f for f in TextTxnLogRecord.__dataclass_fields__
 
 
 @dataclass(frozen=True, slots=True)
+class TextOffsetCommit:
+    """An offset commit of ``__consumer_offsets`` printed by ``--offsets-decoder`` (the columns of
+    ``offset_commits``; the batch fields come from its batch line). The text forms before 3.8
+    print the group, the partition, the offset and the metadata only: the key and value
+    versions, the leader epoch and the commit and expire timestamps are None. The JSON form of
+    3.8+ prints the versions, so a field the value version does not have is its default (-1),
+    as the binary decoder gives it."""
+
+    section: DumpSection
+    line: int
+    position: int  # the batch's byte position
+    offset: int
+    record_timestamp: int
+    group_id: str
+    commit_topic: str
+    commit_partition: int
+    key_version: int | None
+    value_version: int | None
+    tombstone: bool
+    committed_offset: int | None
+    leader_epoch: int | None
+    metadata: str | None
+    commit_timestamp: int | None
+    expire_timestamp: int | None
+    is_transactional: bool
+    producer_id: int
+    producer_epoch: int
+
+
+# the fields of a TextOffsetCommit that come from the record's value, named as in the parsed payload
+OFFSET_VALUE_FIELDS: Final = ("value_version", "committed_offset", "leader_epoch", "metadata", "commit_timestamp",
+                              "expire_timestamp")
+
+
+@dataclass(frozen=True, slots=True)
 class TextSnapshotEntry:
     """A producer-snapshot line (the columns of ``producer_snapshots``).
 
@@ -377,7 +439,8 @@ class TextAbortedTxn:
         return AbortedTxn(self.version, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
 
-DumpItem = DumpSection | TextBatch | TextMarker | TextTxnLogRecord | TextSnapshotEntry | TextAbortedTxn | TextIssue
+DumpItem = (DumpSection | TextBatch | TextMarker | TextTxnLogRecord | TextOffsetCommit | TextSnapshotEntry
+            | TextAbortedTxn | TextIssue)
 
 
 @dataclass
@@ -390,6 +453,7 @@ class ParsedDumpLog:
     batches: list[TextBatch] = field(default_factory=list)
     markers: list[TextMarker] = field(default_factory=list)
     txn_log: list[TextTxnLogRecord] = field(default_factory=list)
+    offset_commits: list[TextOffsetCommit] = field(default_factory=list)
     snapshots: list[TextSnapshotEntry] = field(default_factory=list)
     aborted_txns: list[TextAbortedTxn] = field(default_factory=list)
     issues: list[TextIssue] = field(default_factory=list)
@@ -401,9 +465,9 @@ class ParsedDumpLog:
 
 
 def kafka_versions(features: Iterable[str]) -> tuple[str, str] | None:
-    low, high = "2.4", "4.2"
+    low, high = "2.4", NEWEST_VERIFIED
     for f in features:
-        first, last = FEATURE_VERSIONS.get(f, ("2.4", "4.2"))
+        first, last = FEATURE_VERSIONS.get(f, ("2.4", NEWEST_VERIFIED))
         if _version_key(first) > _version_key(low):
             low = first
         if _version_key(last) < _version_key(high):
@@ -544,6 +608,98 @@ def _parse_txn_json(key: str, payload: str | None) -> _TxnPayload | None:
     return _TxnPayload(tid, key_version, value)
 
 
+@dataclass(frozen=True, slots=True)
+class _OffsetsPayload:
+    """What an ``--offsets-decoder`` key/payload pair says. ``commit`` is False for the records that
+    are no offset commit (group metadata, the new coordinator's record types): they are skipped."""
+
+    commit: bool
+    group: str = ""
+    topic: str = ""
+    partition: int = -1
+    key_version: int | None = None
+    value: dict[str, object] | None = None  # None: tombstone
+    unknown_value_version: int | None = None  # a JSON value of a version no broker writes
+
+
+_NOT_A_COMMIT: Final = _OffsetsPayload(commit=False)
+
+
+def _parse_offsets(key: str, payload: str | None) -> tuple[_OffsetsPayload | None, set[str]]:
+    """An ``--offsets-decoder`` key/payload pair of any version; (None, features) when it is not one.
+
+    ``ValueError`` when the key is one of the decoder's forms but the pair does not parse.
+    """
+    if key.startswith("{"):
+        try:
+            k = json.loads(key)
+        except ValueError:
+            return None, set()
+        if not isinstance(k, dict):
+            return None, set()
+        if "type" not in k:
+            if set(k) == {"metadata"}:  # 2.4.0 group metadata key
+                return _NOT_A_COMMIT, {"offsets_key_plain"}
+            return None, set()
+        return _parse_offsets_json(k, payload), {"offsets_json"}
+    if (m := _OFFSET_KEY_TEXT.match(key)) is not None:
+        features = {"offsets_text"}
+        if payload == "<DELETE>":
+            return _OffsetsPayload(True, m["group"], m["topic"], int(m["partition"])), features
+        v = _OFFSET_VALUE_TEXT.match(payload or "")
+        if v is None:
+            raise ValueError("offset commit value is not offset=<n>[,metadata=<m>] or <DELETE>")
+        value: dict[str, object] = {"committed_offset": int(v["offset"]), "metadata": v["metadata"] or ""}
+        return _OffsetsPayload(True, m["group"], m["topic"], int(m["partition"]), value=value), features
+    if _GROUP_KEY_TEXT.match(key):
+        return _NOT_A_COMMIT, {"offsets_text"}
+    if (m := _OFFSET_KEY_PLAIN.match(key)) is not None:
+        v = _OFFSET_VALUE_PLAIN.match(payload or "")
+        if v is None:
+            raise ValueError("offset commit value is not <offset>[:<metadata>]")
+        value = {"committed_offset": int(v["offset"]), "metadata": v["metadata"] or ""}
+        return _OffsetsPayload(True, m["group"], m["topic"], int(m["partition"]), value=value), {"offsets_key_plain"}
+    return None, set()
+
+
+def _parse_offsets_json(key: dict[str, object], payload: str | None) -> _OffsetsPayload:
+    """A 3.8+ JSON key/payload pair (key already parsed). Raises ``ValueError`` when it does not parse."""
+    try:
+        key_type = int(key["type"])  # type: ignore[call-overload]
+        if key_type not in _OFFSET_COMMIT_KEY_TYPES:
+            return _NOT_A_COMMIT
+        d = key["data"]
+        if not isinstance(d, dict):
+            raise TypeError("the key's data is not an object")
+        group, topic, partition = d["group"], d["topic"], int(d["partition"])
+        if not isinstance(group, str) or not isinstance(topic, str):
+            raise TypeError("group and topic must be strings")
+        if payload == "<DELETE>":
+            return _OffsetsPayload(True, group, topic, partition, key_type)
+        v = json.loads(payload or "")
+        version = int(v["version"])
+        if version not in _OFFSET_COMMIT_VALUE_VERSIONS:
+            return _OffsetsPayload(True, group, topic, partition, key_type, unknown_value_version=version)
+        data = v["data"]
+        metadata = data["metadata"]
+        if not isinstance(metadata, str):
+            raise TypeError("metadata must be a string")
+        value: dict[str, object] = {
+            "value_version": version,
+            "committed_offset": int(data["offset"]),
+            # a field the version does not have is its default, as the binary decoder gives it
+            "leader_epoch": int(data["leaderEpoch"]) if version >= 3 else -1,
+            "metadata": metadata,
+            "commit_timestamp": int(data["commitTimestamp"]),
+            "expire_timestamp": int(data["expireTimestamp"]) if version == 1 else -1,
+        }
+    except KeyError as err:
+        raise ValueError(f"offset commit JSON lacks the field {err}") from err
+    except TypeError as err:
+        raise ValueError(f"offset commit JSON has a field of the wrong type: {err}") from err
+    return _OffsetsPayload(True, group, topic, partition, key_type, value)
+
+
 def _split_content(rest: str) -> tuple[str | None, str | None] | None:
     """`` key: K payload: V`` (either part optional) → (K, V); None if ``rest`` is not content."""
     if not rest.strip():
@@ -576,6 +732,7 @@ class DumpLogParser:
         self._pending_bytes = 0  # content bytes a record line still owes (payload with newlines)
         self._in_stack = False
         self._txn_undecoded = 0  # __transaction_state records printed without the decoder
+        self._offsets_undecoded = 0  # __consumer_offsets records printed without the decoder (or their key)
         self._control_without_records = 0
 
     # public API
@@ -850,6 +1007,8 @@ class DumpLogParser:
             yield from self._markers(batch)
         elif section.topic == TRANSACTION_STATE_TOPIC:
             yield from self._txn_records(batch)
+        elif section.topic == CONSUMER_OFFSETS_TOPIC:
+            yield from self._offset_records(batch)
 
     def _markers(self, batch: TextBatch) -> Iterator[DumpItem]:
         if not batch.crc_ok:
@@ -933,6 +1092,59 @@ class DumpLogParser:
                 **{name: value.get(name) for name in TXN_VALUE_FIELDS},
             )
 
+    def _offset_records(self, batch: TextBatch) -> Iterator[DumpItem]:
+        if not batch.crc_ok:
+            return  # like the binary path: the contents of a batch failing its CRC are not trusted
+        for r in batch.records:
+            if r.offset is None or r.timestamp is None:
+                continue
+            if r.key is None:
+                # no --print-data-log/--offsets-decoder, or a deleted offset as 2.4.0 prints it (no key, no payload)
+                self._offsets_undecoded += 1
+                continue
+            if (u := _TXN_UNKNOWN_KEY.match(r.key)) is not None:
+                if int(u["v"]) < 0:  # 3+ are the new coordinator's record types: skipped, as the binary does
+                    yield self._issue(IssueKind.UNKNOWN_VERSION, Severity.WARNING,
+                                      f"record at offset {r.offset}: key version {u['v']} is not known", at=r.line)
+                continue
+            if (s := _TXN_SKIPPED.match(r.key)) is not None:
+                if s["type"] is None:
+                    yield self._issue(IssueKind.CORRUPT_RECORD, Severity.ERROR,
+                                      f"record at offset {r.offset}: kafka-dump-log could not decode it:{s['msg']}",
+                                      at=r.line)
+                elif int(s["type"]) < 0:
+                    yield self._issue(IssueKind.UNKNOWN_VERSION, Severity.WARNING,
+                                      f"record at offset {r.offset}: record type {s['type']} is not known",
+                                      at=r.line)
+                continue  # a record type the tool does not know is none of the offset commits it knows
+            try:
+                parsed, feats = _parse_offsets(r.key, r.payload)
+            except ValueError as err:
+                yield self._issue(IssueKind.UNPARSED_LINE, Severity.WARNING,
+                                  f"__consumer_offsets record at offset {r.offset} does not parse ({err})",
+                                  r.key + (" payload: " + r.payload if r.payload is not None else ""), at=r.line)
+                continue
+            self.features |= feats
+            if parsed is None:
+                self._offsets_undecoded += 1  # raw bytes: dumped without --offsets-decoder
+                continue
+            if not parsed.commit:
+                continue
+            if parsed.unknown_value_version is not None:
+                yield self._issue(IssueKind.UNKNOWN_VERSION, Severity.WARNING,
+                                  f"record at offset {r.offset}: OffsetCommitValue version "
+                                  f"{parsed.unknown_value_version}, only 0-4 are known", at=r.line)
+                continue
+            value = parsed.value or {}
+            yield TextOffsetCommit(
+                section=batch.section, line=r.line, position=batch.position, offset=r.offset,
+                record_timestamp=r.timestamp, group_id=parsed.group, commit_topic=parsed.topic,
+                commit_partition=parsed.partition, key_version=parsed.key_version, tombstone=parsed.value is None,
+                is_transactional=batch.is_transactional, producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch,
+                **{name: value.get(name) for name in OFFSET_VALUE_FIELDS},  # type: ignore[arg-type]
+            )
+
     def _close_section(self) -> Iterator[DumpItem]:
         yield from self._flush_batch()
         section = self._section
@@ -943,6 +1155,14 @@ class DumpLogParser:
                 "--transaction-log-decoder: the coordinator's records cannot be read from this dump",
                 at=section.line,
             )
+        if section is not None and self._offsets_undecoded:
+            yield self._issue(
+                IssueKind.INCOMPLETE_TEXT, Severity.WARNING,
+                f"{self._offsets_undecoded} __consumer_offsets records printed without --print-data-log and "
+                "--offsets-decoder (or, by kafka-dump-log 2.4.0, deleted offsets printed without their key): "
+                "their offset commits cannot be read from this dump",
+                at=section.line,
+            )
         if section is not None and self._control_without_records:
             yield self._issue(
                 IssueKind.INCOMPLETE_TEXT, Severity.WARNING,
@@ -951,6 +1171,7 @@ class DumpLogParser:
                 at=section.line,
             )
         self._txn_undecoded = 0
+        self._offsets_undecoded = 0
         self._control_without_records = 0
 
     # .snapshot and .txnindex sections
@@ -1011,7 +1232,8 @@ def parse_dump_log(source: str | Path | Iterable[str | bytes], file: str = "") -
     out = ParsedDumpLog(file=parser.file)
     sinks: dict[type, list] = {  # type: ignore[type-arg]
         DumpSection: out.sections, TextBatch: out.batches, TextMarker: out.markers, TextTxnLogRecord: out.txn_log,
-        TextSnapshotEntry: out.snapshots, TextAbortedTxn: out.aborted_txns, TextIssue: out.issues,
+        TextOffsetCommit: out.offset_commits, TextSnapshotEntry: out.snapshots, TextAbortedTxn: out.aborted_txns,
+        TextIssue: out.issues,
     }
 
     def consume(lines: Iterable[str | bytes]) -> None:

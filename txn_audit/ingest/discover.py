@@ -53,6 +53,8 @@ class PartitionReplica:
     log_base_offsets: list[int] = field(default_factory=list)
     #: a high watermark from outside the log dir (an offsets file beside a text dump)
     reported_high_watermark: int | None = None
+    #: a log start offset from an offsets file (a text dump has no log-start-offset-checkpoint)
+    reported_log_start_offset: int | None = None
 
 
 @dataclass
@@ -100,6 +102,9 @@ class Inventory:
 
             first = min(r.log_base_offsets) if r.log_base_offsets else None
             lso_ckpt = ckpt("log-start-offset-checkpoint")
+            if lso_ckpt is None and r.reported_log_start_offset is not None:
+                # the cluster's own log start (DeleteRecords moves it past the first segment's base)
+                lso_ckpt = r.reported_log_start_offset
             hw, hw_source = ckpt("replication-offset-checkpoint"), "checkpoint"
             if hw is None:
                 hw, hw_source = r.reported_high_watermark, "offsets_file"

@@ -13,7 +13,8 @@ the workers like the binary decoders and adds rows in the same column order.
 
 What the text does not carry is filled with Kafka's own sentinels only where the column cannot
 be null and nothing downstream reads it (marker key/value versions -1, delete horizon -1 when
-the tool predates it, computed CRC -1 for a batch Kafka called invalid); a first timestamp the
+the tool predates it, computed CRC -1 for a batch Kafka called invalid, the key version -1 of an
+offset commit printed before the JSON form); a first timestamp the
 text lacks falls back to the batch's max timestamp, and every such gap is reported as an
 ``incomplete_text`` issue of the file. A marker whose type the text does not show (no
 ``--deep-iteration``) still closes its transaction, with ``marker_type = UNKNOWN`` and coordinator
@@ -39,6 +40,7 @@ from txn_audit.formats.dumplog_text import (
     TextBatch,
     TextIssue,
     TextMarker,
+    TextOffsetCommit,
     TextSnapshotEntry,
     TextTxnLogRecord,
     section_of,
@@ -95,6 +97,7 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
     inv = Inventory(root=holder.task_path("."), location=holder)
     replicas: dict[tuple[str, str, int], PartitionReplica] = {}
     reported_hw: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (high watermark, file)
+    reported_start: dict[tuple[str, int], int] = {}  # (topic, partition) -> log start offset, where reported
     for entry in files:
         rel = entry.rel
         inv.mtimes[rel] = entry.mtime_ns
@@ -116,7 +119,7 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         skip = None if decoded or read_here else f"{kind} file: not a Kafka tool's text output that txn-audit reads"
         inv.segments.append(_segment_row(entry, kind, decoded or read_here, skip))
         if read_here:
-            _read_side_file(inv, holder, rel, kind, reported_hw)
+            _read_side_file(inv, holder, rel, kind, reported_hw, reported_start)
             continue
         if not decoded:
             continue
@@ -146,6 +149,7 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
     for replica in inv.replicas:
         known = reported_hw.get((replica.topic, replica.partition))
         replica.reported_high_watermark = known[0] if known else None
+        replica.reported_log_start_offset = reported_start.get((replica.topic, replica.partition))
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
 
@@ -159,7 +163,8 @@ def _option_int(command: str | None, name: str) -> int | None:
 
 
 def _read_side_file(
-    inv: Inventory, holder: DumpLocation, rel: str, kind: str, reported_hw: dict[tuple[str, int], tuple[int, str]]
+    inv: Inventory, holder: DumpLocation, rel: str, kind: str, reported_hw: dict[tuple[str, int], tuple[int, str]],
+    reported_start: dict[tuple[str, int], int],
 ) -> None:
     """Read an offsets file or a kafka-transactions.sh output (small files) on the driver."""
 
@@ -187,6 +192,8 @@ def _read_side_file(
     for entry in entries:
         key = (entry.topic, entry.partition)
         seen = reported_hw.get(key)
+        if entry.log_start_offset is not None:
+            reported_start.setdefault(key, entry.log_start_offset)
         if seen is None:
             reported_hw[key] = (entry.high_watermark, rel)
         elif seen[0] != entry.high_watermark:
@@ -332,6 +339,13 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
                     item.next_producer_id, item.next_producer_epoch, item.txn_timeout_ms, item.state_code,
                     item.state, parts, item.txn_last_update_timestamp, item.txn_start_timestamp,
                     item.client_transaction_version, seg, file,
+                ))
+            elif isinstance(item, TextOffsetCommit):
+                add(section, item, "offset_commits", replica + (
+                    item.offset, item.record_timestamp, item.group_id, item.commit_topic, item.commit_partition,
+                    item.key_version if item.key_version is not None else _SENTINEL, item.value_version,
+                    item.tombstone, item.committed_offset, item.leader_epoch, item.metadata, item.commit_timestamp,
+                    item.expire_timestamp, item.is_transactional, item.producer_id, item.producer_epoch, seg, file,
                 ))
             elif isinstance(item, TextSnapshotEntry):
                 add(section, item, "producer_snapshots", replica + (
