@@ -1,5 +1,6 @@
-"""Real ``kafka-dump-log`` text of every Kafka release in ``tests/corpus`` read back into exactly
-what the binary decoders give for the same files.
+"""Real ``kafka-dump-log`` text of every Kafka release in ``tests/corpus`` (and of the 3.6.2
+corpus in ``../shared/realcorpus``) read back into exactly what the binary decoders give for the
+same files.
 
 Each ``tools/dump-log/[broker-<id>/]<partition>.txt`` of a corpus scenario is what the real
 release's ``kafka-dump-log.sh --print-data-log`` (``--deep-iteration``, ``--transaction-log-decoder``
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.kafkacorpus import scenarios
+from tests.realcorpus import SCENARIOS as REALCORPUS_SCENARIOS
+from tests.realcorpus import expected_json, scenario_dir
 from txn_audit.formats.dumplog_text import ParsedDumpLog, TextBatch, parse_dump_log
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, parse_log_file_name
 from txn_audit.formats.model import TIMESTAMP_TYPE_NAMES, BatchHeader, DecodeIssue, IssueKind, Record
@@ -52,8 +55,12 @@ class RealDump:
 
 
 def _real_dumps() -> list[RealDump]:
-    return [RealDump(s.version, s.name, s.folder, p) for s in scenarios()
-            for p in sorted((s.folder / "tools" / "dump-log").rglob("*.txt"))]
+    """The committed corpus, and the 3.6.2 corpus read in place from ``../shared/realcorpus``."""
+    folders = [(s.version, s.name, s.folder) for s in scenarios()]
+    folders += [(str(expected_json(name)["kafka_version"]), f"shared-{name}", scenario_dir(name))
+                for name in REALCORPUS_SCENARIOS]
+    return [RealDump(version, name, folder, p) for version, name, folder in folders
+            for p in sorted((folder / "tools" / "dump-log").rglob("*.txt"))]
 
 
 DUMPS = _real_dumps()

@@ -19,15 +19,14 @@ from tests.realcorpus import SCENARIOS, needs_corpus, scenario_dir
 from txn_audit.formats.consumer_offsets import decode_offset_commit_value, decode_offsets_key
 from txn_audit.formats.dumplog_text import (
     DumpSection,
-    ParsedDumpLog,
     TextBatch,
+    TextOffsetCommit,
     iter_dump_log,
     parse_dump_log,
     section_of,
 )
-from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC, parse_log_file_name
+from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC
 from txn_audit.formats.model import (
-    TIMESTAMP_TYPE_NAMES,
     AbortedTxn,
     BatchHeader,
     GroupMetadataKey,
@@ -35,16 +34,13 @@ from txn_audit.formats.model import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from txn_audit.formats.record_batch import control_marker_of, decode_records
+from txn_audit.formats.record_batch import decode_records
 from txn_audit.formats.segment import iter_batches
-from txn_audit.formats.snapshot import decode_producer_snapshot, first_sequence, has_batch_metadata
-from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
-from txn_audit.formats.txnindex import decode_txn_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dumplog"
 
 
-# -- (a) the realcorpus text equals the binary decode ------------------------------------
+# -- (a) the 3.6.2 realcorpus text (field by field against the binary: test_dumplog_real.py) ----
 
 
 def _dump_files() -> list[tuple[str, Path]]:
@@ -52,115 +48,6 @@ def _dump_files() -> list[tuple[str, Path]]:
 
 
 DUMP_FILES = _dump_files()
-
-
-def _by_section(parsed: ParsedDumpLog, items: list) -> dict[str, list]:  # type: ignore[type-arg]
-    out: dict[str, list] = {s.path: [] for s in parsed.sections}  # type: ignore[type-arg]
-    for item in items:
-        out[item.section.path].append(item)
-    return out
-
-
-def _binary_batch(h: BatchHeader) -> tuple[object, ...]:
-    return (
-        h.position, h.base_offset, h.last_offset, h.magic, h.codec_name, TIMESTAMP_TYPE_NAMES[h.timestamp_type],
-        h.is_transactional, h.is_control, h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-        h.record_count, h.first_timestamp, h.max_timestamp, h.delete_horizon_ms, h.partition_leader_epoch,
-        h.stored_crc, h.computed_crc, h.crc_ok, h.size_bytes,
-    )
-
-
-def _text_batch(b: TextBatch) -> tuple[object, ...]:
-    return (
-        b.position, b.base_offset, b.last_offset, b.magic, b.codec, b.timestamp_type, b.is_transactional,
-        b.is_control, b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, b.record_count,
-        b.first_timestamp, b.max_timestamp, b.delete_horizon_ms, b.partition_leader_epoch, b.stored_crc,
-        b.computed_crc, b.crc_ok, b.size_bytes,
-    )
-
-
-@needs_corpus
-@pytest.mark.parametrize(("scenario", "path"), DUMP_FILES, ids=[f"{s}:{p.stem}" for s, p in DUMP_FILES])
-def test_realcorpus_text_equals_binary(scenario: str, path: Path) -> None:
-    parsed = parse_dump_log(path)
-    assert parsed.issues == []
-    assert parsed.command is not None and parsed.command.startswith("bin/kafka-dump-log.sh")
-    versions = parsed.kafka_versions()
-    assert versions is not None and versions[0] <= "3.6" <= versions[1]  # the corpus was written by 3.6.2's tool
-    batches = _by_section(parsed, parsed.batches)
-    markers = _by_section(parsed, parsed.markers)
-    txn_log = _by_section(parsed, parsed.txn_log)
-    snapshots = _by_section(parsed, parsed.snapshots)
-    aborted = _by_section(parsed, parsed.aborted_txns)
-    for section in parsed.sections:
-        binary = scenario_dir(scenario) / section.path
-        assert binary.is_file(), section.path
-        assert section.topic == binary.parent.name.rsplit("-", 1)[0]
-        assert section.partition == int(binary.parent.name.rsplit("-", 1)[1])
-        assert section.log_dir == "logdirs"
-        assert section.base_offset == parse_log_file_name(binary.name).base_offset  # type: ignore[union-attr]
-        data = binary.read_bytes()
-        if section.kind == "log":
-            headers = [h for h in iter_batches(data) if isinstance(h, BatchHeader)]
-            assert [_text_batch(b) for b in batches[section.path]] == [_binary_batch(h) for h in headers]
-            expected_markers = [
-                (m.offset, m.producer_id, m.producer_epoch, m.marker_type, m.control_type, m.coordinator_epoch,
-                 m.timestamp, h.position)
-                for h in headers if h.is_control and (m := control_marker_of(data, h)) is not None
-            ]
-            got_markers = [
-                (m.offset, m.producer_id, m.producer_epoch, m.marker_type, m.control_type, m.coordinator_epoch,
-                 m.timestamp, m.position)
-                for m in markers[section.path]
-            ]
-            assert got_markers == expected_markers
-            assert all(m.key_version is None and m.value_version is None for m in markers[section.path])
-            expected_txn = []
-            if section.topic == TRANSACTION_STATE_TOPIC:
-                for h in headers:
-                    for r in decode_records(data, h):
-                        k, v = decode_txn_log_key(r.key), decode_txn_log_value(r.value)  # type: ignore[arg-type]
-                        parts = None if v is None or v.topic_partitions is None else sorted(
-                            (tp.topic, p) for tp in v.topic_partitions for p in tp.partitions
-                        )
-                        expected_txn.append(
-                            (r.offset, r.timestamp, k.transactional_id, k.version, v is None,
-                             None if v is None else v.producer_id, None if v is None else v.producer_epoch,
-                             None if v is None else v.txn_timeout_ms, None if v is None else v.state_code,
-                             None if v is None else v.state, parts,
-                             None if v is None else v.txn_last_update_timestamp, h.position)
-                        )
-            got_txn = [
-                (t.offset, t.record_timestamp, t.transactional_id, t.key_version, t.tombstone, t.producer_id,
-                 t.producer_epoch, t.txn_timeout_ms, t.state_code, t.state,
-                 None if t.topic_partitions is None else sorted(t.topic_partitions), t.txn_last_update_timestamp,
-                 t.position)
-                for t in txn_log[section.path]
-            ]
-            assert got_txn == expected_txn
-            # what the text form of 3.6 does not carry stays unknown
-            assert all(t.value_version is None and t.txn_start_timestamp is None for t in txn_log[section.path])
-        elif section.kind == "snapshot":
-            snap = decode_producer_snapshot(data)
-            assert snap.crc_ok
-            got = [
-                (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
-                 e.coordinator_epoch, e.current_txn_first_offset, e.has_batch_metadata, e.first_sequence)
-                for e in snapshots[section.path]
-            ]
-            want = [
-                (e.producer_id, e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
-                 e.coordinator_epoch, e.current_txn_first_offset, has_batch_metadata(e),
-                 first_sequence(e) if has_batch_metadata(e) else None)
-                for e in snap.entries
-            ]
-            assert got == want
-        elif section.kind == "txnindex":
-            entries, issues = decode_txn_index(data, segment_base_offset=section.base_offset or 0)
-            assert issues == []
-            assert [a.entry for a in aborted[section.path]] == entries
-        else:
-            pytest.fail(f"unexpected section kind {section.kind} for {section.path}")
 
 
 @needs_corpus
@@ -532,12 +419,14 @@ def test_kafka_corpus_offset_commits_equal_binary(scenario: str, path: Path) -> 
     versions = parsed.kafka_versions()
     assert versions is not None
     low, high = (tuple(int(p) for p in v.split(".")) for v in versions)
-    assert low <= version <= high or version > high == (4, 2)  # 4.2 is the newest format FEATURE_VERSIONS knows
+    assert low <= version <= high
     if parsed.offset_commits:
         assert ("offsets_json" in parsed.features) == (version >= (3, 8))
     json_form = "offsets_json" in parsed.features
     fields = _OFFSETS_TEXT_FIELDS + (_OFFSETS_JSON_ONLY if json_form else ())
-    by_section = _by_section(parsed, parsed.offset_commits)
+    by_section: dict[str, list[TextOffsetCommit]] = {s.path: [] for s in parsed.sections}
+    for commit in parsed.offset_commits:
+        by_section[commit.section.path].append(commit)
     for section in parsed.sections:
         if section.kind != "log":
             continue

@@ -7,13 +7,15 @@ For each version and scenario: fetch the release (Maven Central, cached), start 
 on 127.0.0.1, run the scenario, record what Kafka's tools say while the brokers run, stop them,
 and write ``<out>/kafka-<version>/<scenario>/`` (built beside it and swapped in when complete).
 A scenario a release cannot run is listed with the reason and skipped; any other failure stops
-that scenario with its message and the run goes on with the next, exiting 1 at the end.
+that scenario with its message; it is run once more from a fresh cluster, and if it fails again
+the run goes on with the next, exiting 1 at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -26,6 +28,9 @@ from tools.realkafka.record import Recorder
 from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario
 
 DEFAULT_VERSIONS = ("2.8.2", "3.6.2", "3.9.2", "4.0.2", "4.1.2", "4.4.0")
+# a scenario is a race between real processes on two cores (a broker that misses its shutdown
+# deadline, a client timing out): a failed one is run again from a fresh cluster, once
+ATTEMPTS = 2
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -47,6 +52,7 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
         recorder = Recorder(cluster, building)
         outcome = scenario.run(cluster)
         topics = [t.name for t in scenario.topics]
+        recorder.settle(topics)
         recorder.describe_features()
         recorder.read_offsets(topics)
         recorder.describe_transactions()
@@ -54,8 +60,9 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
             recorder.describe_producers(t.name, t.partitions)
         if outcome.wait_for_hanging:
             time.sleep(HANGING_WAIT_S)
-            recorder.read_offsets(topics, after_wait=True)
         recorder.run_find_hanging()
+        # the last word of the live cluster, just before it stops: what the copied log dirs hold
+        recorder.read_offsets(topics, after_wait=True)
         cluster.stop_all()
         recorder.copy_log_dirs()
         recorder.dump_logs()
@@ -87,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=None, help="brokers' work folder (default: a temporary one)")
     parser.add_argument("--keep-work", action="store_true", help="keep the brokers' folders and logs")
     args = parser.parse_args(argv)
+    # a SIGTERM ends the run as an exception, so that every broker is stopped and no half-written
+    # folder is left behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work_root = args.work or Path(tempfile.mkdtemp(prefix="realkafka-"))
     failed = []
     for version in args.versions:
@@ -103,11 +113,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[realkafka] {version} {name}: not run: {why}", flush=True)
                 continue
             t0 = time.monotonic()
-            print(f"[realkafka] {version} {name}: running", flush=True)
-            try:
-                folder = run_scenario(version, scenario, args.out, work_root, keep_work=args.keep_work)
-            except (HarnessError, OSError, ValueError, KeyError, StopIteration) as e:
-                print(f"[realkafka] {version} {name}: FAILED: {e}", file=sys.stderr, flush=True)
+            folder = None
+            for attempt in range(1, ATTEMPTS + 1):
+                print(f"[realkafka] {version} {name}: running" + (f" (attempt {attempt})" if attempt > 1 else ""),
+                      flush=True)
+                try:
+                    folder = run_scenario(version, scenario, args.out, work_root, keep_work=args.keep_work)
+                    break
+                except (HarnessError, OSError, ValueError, KeyError, StopIteration) as e:
+                    print(f"[realkafka] {version} {name}: FAILED: {e}", file=sys.stderr, flush=True)
+            if folder is None:
                 failed.append((version, name))
                 continue
             print(f"[realkafka] {version} {name}: wrote {folder} in {time.monotonic() - t0:.0f} s", flush=True)

@@ -66,7 +66,12 @@ def _port_open(port: int) -> bool:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id as Kafka writes one (base64url, no padding), never starting with '-',
+    which the tools' argument parsers would take for an option (Kafka's Uuid.randomUuid avoids it too)."""
+    while True:
+        out = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not out.startswith("-"):
+            return out
 
 
 LOG4J1 = """log4j.rootLogger=INFO, file
@@ -217,11 +222,6 @@ class Cluster:
         if run.returncode != 0:
             raise HarnessError(f"kafka-storage format failed on Kafka {self.dist.version}:\n{run.stdout}{run.stderr}")
 
-    def _jvm_env(self, broker: Broker) -> dict[str, str]:
-        env = dict(os.environ)
-        env.pop("KAFKA_OPTS", None)
-        return env
-
     def _launch(self, broker: Broker) -> None:
         props = broker.folder / "server.properties"
         log_conf = broker.folder / "log4j.properties"
@@ -232,7 +232,7 @@ class Cluster:
                f"-Dkafka.logs.dir={broker.folder}", *[a for a in rest if not a.startswith("-Xmx")]]
         out = open(broker.folder / "stdout.log", "ab")  # noqa: SIM115 - kept open for the process
         broker.process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True, env=self._jvm_env(broker))
+                                          start_new_session=True)
 
     def _wait_started(self, broker: Broker) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -377,7 +377,7 @@ class Client:
                 err = self.process.stderr.read() if self.process.stderr else ""
                 raise HarnessError(f"client ended before '{event}':\n{err[-3000:]}")
             if line.startswith("{"):
-                ev = json.loads(line)
+                ev: dict[str, Any] = json.loads(line)
                 self.events.append(ev)
                 if ev.get("event") == event:
                     return ev
@@ -400,6 +400,3 @@ def _tail(path: Path, lines: int = 30) -> str:
         return ""
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) + "\n"
 
-
-def at_least(dist: Dist, version: str) -> bool:
-    return version_tuple(dist.version) >= version_tuple(version)

@@ -35,7 +35,7 @@ Layout of each folder (the layout of the 3.6.2 corpus in `../shared/realcorpus`)
 | `tools/kafka-features-describe.txt` | `kafka-features.sh describe` (KRaft): the finalized `transaction.version` among others. |
 | `tools/dump-log/[broker-<id>/]<partition>.txt` | `kafka-dump-log.sh --print-data-log` over every copied `.log`, `.snapshot` and `.txnindex` of the partition (`--deep-iteration` for data, `--transaction-log-decoder` for `__transaction_state`, `--offsets-decoder` for `__consumer_offsets`); `__cluster_metadata` is not dumped. |
 | `tools/broker-server-log-excerpt*.txt` | the broker's `server.log` lines about transactions, producers, markers, segment rolls, warnings and errors. |
-| `expected.json` | release, features, broker settings, transactional ids as `list`/`describe` gave them, HW/LSO/log start per partition (before and after the wait for find-hanging), the find-hanging rows, every tool command with its time, the planted anomalies and the raw produce's request and answer. |
+| `expected.json` | release, features, broker settings, transactional ids as `list`/`describe` gave them, HW/LSO/log start per partition (`partitions`: once the offsets stopped moving, when the tools ran; `partitions_after_find_hanging_wait`: again after find-hanging, just before the brokers stopped), the find-hanging rows, every tool command with its time, the planted anomalies and the raw produce's request and answer. |
 
 Common settings: `transaction.state.log.num.partitions=3`, `offsets.topic.num.partitions=2`,
 segments of 64 KiB (1 MiB from 4.0, its minimum), replication factor 1 (3 in the 3-broker

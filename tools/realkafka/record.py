@@ -28,6 +28,10 @@ from tools.realkafka.dist import HarnessError
 __all__ = ["Recorder"]
 
 TOOL_TIMEOUT_S = 120.0
+# offsets equal in this many reads this far apart count as settled
+SETTLE_READS = 3
+SETTLE_PAUSE_S = 1.5
+SETTLE_TIMEOUT_S = 90.0
 # lines of the broker's log worth keeping beside the data
 EXCERPT = re.compile(r"WARN|ERROR|[Tt]ransaction|[Pp]roducer|[Rr]olled new log segment|[Ff]enc|[Mm]arker|"
                      r"TransactionCoordinator|Shutdown|shut down")
@@ -129,6 +133,23 @@ class Recorder:
         self.find_hanging = {"command": self.commands[-1]["command"], "at_ms": self.commands[-1]["at_ms"],
                              "rows": parse_table(out)}
 
+    def settle(self, topics: list[str], *, reads: int = SETTLE_READS, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Wait until the partitions' offsets stop moving (markers are written after the producer's
+        EndTxn returns, and later still when a broker died), so that what the tools say and what
+        the copied log dirs hold describe one state."""
+        deadline = time.monotonic() + timeout_s
+        last: list[dict[str, Any]] | None = None
+        same = 0
+        while time.monotonic() < deadline:
+            now = [e for e in self.cluster.run_client("offsets", topics=",".join(topics), internal="true")
+                   if e.get("event") == "offsets"]
+            same = same + 1 if now == last else 0
+            if same >= reads - 1:
+                return
+            last = now
+            time.sleep(SETTLE_PAUSE_S)
+        raise HarnessError(f"the offsets of {', '.join(topics)} still moved after {timeout_s:.0f} s")
+
     def read_offsets(self, topics: list[str], *, after_wait: bool = False) -> dict[str, dict[str, Any]]:
         """HW (read_uncommitted latest), LSO (read_committed latest), log start of every partition."""
         at = _now_ms()
@@ -228,7 +249,8 @@ class Recorder:
             "mode": c.mode,
             "brokers": [b.node_id for b in c.brokers],
             "features": self.features,
-            "transaction_version": self.features.get("transaction.version", 0 if not c.dist.zookeeper else None),
+            # a cluster that finalizes no transaction.version (ZooKeeper, KRaft before 4.0) runs TV0
+            "transaction_version": self.features.get("transaction.version", 0),
             "broker_settings": c.shared_settings(),
             "clients": {"java": f"org.apache.kafka:kafka-clients:{c.dist.version} (tools/realkafka/driver/TxnDriver.java)",
                         "kafka-python": _kafka_python_version()},

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.realkafka.cluster import Cluster
+from tools.realkafka.cluster import BASE_SETTINGS, Cluster
 from tools.realkafka.dist import Dist, HarnessError, version_tuple
 from tools.realkafka.stray import StrayBatch, produce
 
@@ -25,6 +25,8 @@ __all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic"]
 
 # find-hanging's smallest --max-transaction-timeout is one minute: wait past it
 HANGING_WAIT_S = 65.0
+# how long before its transaction's commit a late batch is created
+LATE_BY_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,9 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _verification_off(dist_version: str) -> tuple[tuple[str, str], ...]:
-    return (("transaction.partition.verification.enable", "false"),)
+#: KIP-890 part 1's check (3.6+) off: the broker takes a transactional batch for a partition the
+#: transaction never added (releases before 3.6 ignore the setting: they never check)
+VERIFICATION_OFF = (("transaction.partition.verification.enable", "false"),)
 
 
 # -- scenarios ------------------------------------------------------------------------------------
@@ -225,8 +228,10 @@ def late_arrival(cluster: Cluster) -> Outcome:
     with cluster.open_client("open", id="late-txn", topic="late", partitions="0,1", records=3) as client:
         client.wait_for("open")
         pid = live_producer(cluster, "late", 0)
+        # the late batch is created inside the transaction, well before its commit (beyond any
+        # late-arrival tolerance), and reaches the broker only after the marker: a delayed retry
         created = _now_ms()
-        time.sleep(0.2)
+        time.sleep(LATE_BY_S)
         client.order("commit", wait_for="committed")
         time.sleep(0.5)  # the markers are written after the EndTxn answer
         answers = {}
@@ -249,7 +254,8 @@ def late_arrival(cluster: Cluster) -> Outcome:
                      for p, a in answers.items())
     return Outcome(
         "late-txn writes 3 records to late-0 and late-1 and commits; then a raw ProduceRequest with its producer id, "
-        f"epoch and next sequence puts on each partition a record created before the commit ({said}); a new "
+        f"epoch and next sequence puts on each partition a record created {LATE_BY_S:.0f} s before the commit "
+        f"({said}); a new "
         "instance of late-txn then commits a transaction on late-0 (absorbing the late record there, if accepted); "
         "late-1 gets nothing more",
         anomalies=anomalies,
@@ -327,13 +333,17 @@ def coordinator_killed(cluster: Cluster) -> Outcome:
 
 
 def _coordinator_of(cluster: Cluster, transactional_id: str) -> int:
-    run = subprocess.run(cluster.dist.java("transactions", "--bootstrap-server", cluster.bootstrap.split(",")[0],
-                                           "describe", "--transactional-id", transactional_id),
-                         capture_output=True, text=True)
-    lines = [line for line in run.stdout.splitlines() if line.strip()]
-    header = [h.strip() for h in lines[0].split("\t")]
-    row = [c.strip() for c in lines[1].split("\t")]
-    return int(row[header.index("CoordinatorId")])
+    """The broker leading the id's ``__transaction_state`` partition (``abs(hashCode) % partitions``,
+    as the coordinator places it), from the Admin client's leaders: works on every release."""
+    units = transactional_id.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    partition = (0 if signed == -(1 << 31) else abs(signed)) % int(BASE_SETTINGS["transaction.state.log.num.partitions"])
+    leaders = {e["partition"]: e["leader"] for e in cluster.run_client("offsets", topics="__transaction_state")
+               if e.get("event") == "offsets"}
+    return int(leaders[partition])
 
 
 def epoch_rotation(cluster: Cluster) -> Outcome:
@@ -369,14 +379,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("timeout-abort", "the coordinator aborts a crashed producer's transaction after its timeout",
              (Topic("tmo", 2),), timeout_abort),
     Scenario("hanging-unadded-partition", "a transactional batch on a partition never added (verification off)",
-             (Topic("hang", 3),), hanging, settings=_verification_off("")),
+             (Topic("hang", 3),), hanging, settings=VERIFICATION_OFF),
     Scenario("verification-rejects", "the same stray batch with partition verification on (KIP-890, 3.6+)",
              (Topic("verify", 3),), verification_rejects, min_version="3.6",
              why_not="transaction.partition.verification.enable exists from Kafka 3.6"),
     Scenario("late-arrival", "records created before their marker appended after it: one absorbed, one hanging",
-             (Topic("late", 2),), late_arrival, settings=_verification_off("")),
+             (Topic("late", 2),), late_arrival, settings=VERIFICATION_OFF),
     Scenario("late-arrival-tv1", "late-arrival on a 4.x cluster left at transaction version 1",
-             (Topic("late", 2),), late_arrival, settings=_verification_off(""), min_version="4.0",
+             (Topic("late", 2),), late_arrival, settings=VERIFICATION_OFF, min_version="4.0",
              transaction_version=1, why_not="transaction versions are finalized from Kafka 4.0 (3.9: always 0)"),
     Scenario("fenced-zombie", "a second instance of a transactional.id fences the first",
              (Topic("zombie", 2),), fenced_zombie),
@@ -387,8 +397,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("follower-killed", "3 brokers: a follower killed and restarted during transactions",
              (Topic("repl", 2, 3),), follower_killed, brokers=3),
     Scenario("coordinator-killed", "3 brokers: the transaction coordinator's broker killed mid-transaction",
-             (Topic("coord", 2, 3),), coordinator_killed, brokers=3, min_version="3.0",
-             why_not="finding the coordinator needs kafka-transactions.sh (Kafka 3.0+)"),
+             (Topic("coord", 2, 3),), coordinator_killed, brokers=3),
     Scenario("epoch-rotation", "TV2: a producer past epoch 32767 gets a new producer id",
              (Topic("rotate", 1, configs=(("segment.ms", "1000"),)),), epoch_rotation, tv2_only=True,
              settings=ROTATION_SETTINGS),
