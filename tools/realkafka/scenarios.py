@@ -31,14 +31,11 @@ LATE_BY_S = 3.0
 
 @dataclass(frozen=True)
 class Topic:
+    """A topic the scenario creates, replicated on every broker of its cluster."""
+
     name: str
     partitions: int
-    replication: int = 1
     configs: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def spec(self) -> str:
-        return f"{self.name}:{self.partitions}:{self.replication}"
 
 
 @dataclass
@@ -395,9 +392,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("eos-crashed", "consume-transform-produce whose producer dies before the commit",
              (Topic("eos-in", 2), Topic("eos-out", 2)), eos_crashed),
     Scenario("follower-killed", "3 brokers: a follower killed and restarted during transactions",
-             (Topic("repl", 2, 3),), follower_killed, brokers=3),
+             (Topic("repl", 2),), follower_killed, brokers=3),
     Scenario("coordinator-killed", "3 brokers: the transaction coordinator's broker killed mid-transaction",
-             (Topic("coord", 2, 3),), coordinator_killed, brokers=3),
+             (Topic("coord", 2),), coordinator_killed, brokers=3),
     Scenario("epoch-rotation", "TV2: a producer past epoch 32767 gets a new producer id",
              (Topic("rotate", 1, configs=(("segment.ms", "1000"),)),), epoch_rotation, tv2_only=True,
              settings=ROTATION_SETTINGS),
