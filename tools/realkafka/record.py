@@ -194,7 +194,10 @@ class Recorder:
         for b in self.cluster.brokers:
             target = self.folder / "logdirs" / (f"broker-{b.node_id}" if multi else "")
             shutil.copytree(b.log_dir, target, ignore=_left_out, dirs_exist_ok=True)
-            excerpt = [line for line in b.server_log.read_text(errors="replace").splitlines() if EXCERPT.search(line)]
+            # the broker's own paths are the harness's scratch folders: shown as in the copy
+            shown = str(target.relative_to(self.folder))
+            excerpt = [line.replace(str(b.log_dir), shown).replace(str(b.folder), f"broker-{b.node_id}")
+                       for line in b.server_log.read_text(errors="replace").splitlines() if EXCERPT.search(line)]
             name = f"broker-server-log-excerpt-{b.node_id}.txt" if multi else "broker-server-log-excerpt.txt"
             (self.tools / name).write_text("\n".join(excerpt[-3000:]) + "\n")
 
