@@ -24,7 +24,7 @@ from pathlib import Path
 from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import HarnessError, fetch
 from tools.realkafka.index import write_index
-from tools.realkafka.record import Recorder
+from tools.realkafka.record import Recorder, now_ms
 from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario
 
 DEFAULT_VERSIONS = ("2.8.2", "3.6.2", "3.9.2", "4.0.2", "4.1.2", "4.4.0")
@@ -44,7 +44,7 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
     shutil.rmtree(work, ignore_errors=True)
     cluster = Cluster(dist, work, size=scenario.brokers, settings=dict(scenario.settings),
                       features=scenario.features(dist))
-    started = time.time_ns() // 1_000_000
+    started = now_ms()
     try:
         cluster.start()
         for t in scenario.topics:

@@ -273,18 +273,6 @@ class Cluster:
             os.killpg(broker.process.pid, signal.SIGKILL)
             broker.process.wait(30)
 
-    def stop(self, node_id: int, timeout_s: float = 90.0) -> None:
-        """SIGTERM and wait: a clean shutdown."""
-        broker = self.broker(node_id)
-        if broker.process is None or not broker.running:
-            return
-        broker.process.send_signal(signal.SIGTERM)
-        try:
-            broker.process.wait(timeout_s)
-        except subprocess.TimeoutExpired as e:
-            os.killpg(broker.process.pid, signal.SIGKILL)
-            raise HarnessError(f"broker {node_id} did not shut down in {timeout_s:.0f} s (killed)") from e
-
     def stop_all(self) -> None:
         # KRaft: the last node standing cannot finish a controlled shutdown without a quorum, so
         # stop the brokers together and wait for all of them
@@ -355,6 +343,12 @@ class Cluster:
             yield client
         finally:
             client.kill()
+
+    def offsets(self, *topics: str, internal: bool = False) -> list[dict[str, Any]]:
+        """Each partition's HW, LSO, log start and leader, as the Admin client gives them (with
+        ``internal``, of the internal topics that exist too)."""
+        events = self.run_client("offsets", topics=",".join(topics), internal=str(internal).lower())
+        return [e for e in events if e.get("event") == "offsets"]
 
     def create_topics(self, *specs: str, **configs: str) -> None:
         joined = ";".join(f"{k}={v}" for k, v in configs.items())

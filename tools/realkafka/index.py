@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools.realkafka.dist import Dist, cache_root
+from tools.realkafka.dist import Dist, cache_root, version_tuple
 from tools.realkafka.scenarios import SCENARIOS
 
 __all__ = ["write_index"]
@@ -65,7 +65,7 @@ def write_index(corpus: Path) -> Path:
     lines += ["| scenario | what it plants |", "| --- | --- |"]
     lines += [f"| `{s.name}` | {s.summary} |" for s in SCENARIOS.values()]
     versions = sorted((p for p in corpus.glob("kafka-*") if p.is_dir()),
-                      key=lambda p: tuple(int(x) for x in p.name.removeprefix("kafka-").split(".")))
+                      key=lambda p: version_tuple(p.name.removeprefix("kafka-")))
     for vdir in versions:
         version = vdir.name.removeprefix("kafka-")
         lines += ["", f"## Kafka {version}", "", "| scenario | TV | what happened | Kafka's own verdict |",

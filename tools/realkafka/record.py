@@ -25,7 +25,7 @@ from typing import Any
 from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import HarnessError
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "now_ms", "parse_table"]
 
 TOOL_TIMEOUT_S = 120.0
 # offsets equal in this many reads this far apart count as settled
@@ -38,7 +38,7 @@ EXCERPT = re.compile(r"WARN|ERROR|[Tt]ransaction|[Pp]roducer|[Rr]olled new log s
 DUMP_SUFFIXES = (".log", ".snapshot", ".txnindex")
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -81,7 +81,7 @@ class Recorder:
     # -- tools while the brokers run ------------------------------------------------------------
 
     def _run_tool(self, file: str, shown: str, cmd: list[str]) -> tuple[int, str]:
-        at = _now_ms()
+        at = now_ms()
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
         body = run.stdout + (run.stderr if run.returncode != 0 else "")
         (self.tools / file).write_text(f"# $ {shown}\n# exit code {run.returncode}, run at {_iso(at)}\n{body}")
@@ -141,8 +141,7 @@ class Recorder:
         last: list[dict[str, Any]] | None = None
         same = 0
         while time.monotonic() < deadline:
-            now = [e for e in self.cluster.run_client("offsets", topics=",".join(topics), internal="true")
-                   if e.get("event") == "offsets"]
+            now = self.cluster.offsets(*topics, internal=True)
             same = same + 1 if now == last else 0
             if same >= reads - 1:
                 return
@@ -152,12 +151,12 @@ class Recorder:
 
     def read_offsets(self, topics: list[str], *, after_wait: bool = False) -> dict[str, dict[str, Any]]:
         """HW (read_uncommitted latest), LSO (read_committed latest), log start of every partition."""
-        at = _now_ms()
-        events = self.cluster.run_client("offsets", topics=",".join(topics), internal="true")
+        at = now_ms()
+        events = self.cluster.offsets(*topics, internal=True)
         out = {
             f"{e['topic']}-{e['partition']}": {k: e[k] for k in ("topic", "partition", "high_watermark",
                                                                "last_stable_offset", "log_start_offset", "leader")}
-            for e in events if e.get("event") == "offsets"
+            for e in events
         }
         self.commands.append({"file": "tools/offsets.json", "command": "TxnDriver offsets topics=" + ",".join(topics)
                               + " internal=true (Admin.listOffsets latest read_uncommitted / read_committed, "
@@ -185,7 +184,7 @@ class Recorder:
                 self.features[m.group(1)] = int(m.group(2))
         (self.tools / "kafka-features-describe.txt").write_text(
             f"# $ bin/kafka-features.sh --bootstrap-server {bootstrap} describe\n"
-            f"# exit code {run.returncode}, run at {_iso(_now_ms())}\n{run.stdout}")
+            f"# exit code {run.returncode}, run at {_iso(now_ms())}\n{run.stdout}")
 
     # -- after the brokers stopped -------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tools.realkafka.cluster import BASE_SETTINGS, Cluster
 from tools.realkafka.dist import Dist, HarnessError, version_tuple
+from tools.realkafka.record import now_ms
 from tools.realkafka.stray import StrayBatch, produce
 
 __all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic"]
@@ -111,10 +112,6 @@ def live_producer(cluster: Cluster, topic: str, partition: int) -> dict[str, int
     raise HarnessError(f"no transactional batch on {topic}-{partition}")
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 #: KIP-890 part 1's check (3.6+) off: the broker takes a transactional batch for a partition the
 #: transaction never added (releases before 3.6 ignore the setting: they never check)
 VERIFICATION_OFF = (("transaction.partition.verification.enable", "false"),)
@@ -162,7 +159,7 @@ def timeout_abort(cluster: Cluster) -> Outcome:
     # the coordinator aborts the transaction once its timeout is past
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        rows = [e for e in cluster.run_client("offsets", topics="tmo") if e.get("event") == "offsets"]
+        rows = cluster.offsets("tmo")
         if all(e["last_stable_offset"] == e["high_watermark"] for e in rows):
             break
         time.sleep(2)
@@ -180,7 +177,7 @@ def _stray_to_unadded(cluster: Cluster, topic: str) -> Outcome:
                              then_partitions="2") as client:
         client.wait_for("open")
         pid = live_producer(cluster, topic, 0)
-        ts = _now_ms()
+        ts = now_ms()
         batch = StrayBatch(topic=topic, partition=1, producer_id=pid["producer_id"],
                            producer_epoch=pid["producer_epoch"], base_sequence=0,
                            transactional_id=f"{topic}-txn", timestamps=(ts,),
@@ -227,7 +224,7 @@ def late_arrival(cluster: Cluster) -> Outcome:
         pid = live_producer(cluster, "late", 0)
         # the late batch is created inside the transaction, well before its commit (beyond any
         # late-arrival tolerance), and reaches the broker only after the marker: a delayed retry
-        created = _now_ms()
+        created = now_ms()
         time.sleep(LATE_BY_S)
         client.order("commit", wait_for="committed")
         time.sleep(0.5)  # the markers are written after the EndTxn answer
@@ -338,8 +335,7 @@ def _coordinator_of(cluster: Cluster, transactional_id: str) -> int:
         h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
     partition = (0 if signed == -(1 << 31) else abs(signed)) % int(BASE_SETTINGS["transaction.state.log.num.partitions"])
-    leaders = {e["partition"]: e["leader"] for e in cluster.run_client("offsets", topics="__transaction_state")
-               if e.get("event") == "offsets"}
+    leaders = {e["partition"]: e["leader"] for e in cluster.offsets("__transaction_state")}
     return int(leaders[partition])
 
 
@@ -352,7 +348,7 @@ def epoch_rotation(cluster: Cluster) -> Outcome:
     cluster.run_client("alter", topic="__transaction_state", configs="segment.ms=1000")
     events = cluster.run_client("epochs", id="rotate-txn", topic="rotate", partitions="0",
                                 count=ROTATION_TRANSACTIONS - 1, timeout_s=1800)
-    high = next(e for e in cluster.run_client("offsets", topics="rotate") if e.get("event") == "offsets")
+    (high,) = cluster.offsets("rotate")
     keep_from = max(0, int(high["high_watermark"]) - KEEP_ROTATION_OFFSETS)
     cluster.run_client("delete", topic="rotate", partition=0, before=keep_from)
     time.sleep(8)  # the retention check removes the segments below the new log start; the cleaner compacts
