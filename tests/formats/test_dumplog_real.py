@@ -25,6 +25,7 @@ import pytest
 from tests.kafkacorpus import scenarios
 from tests.realcorpus import SCENARIOS as REALCORPUS_SCENARIOS
 from tests.realcorpus import expected_json, scenario_dir
+from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
 from txn_audit.formats.dumplog_text import ParsedDumpLog, TextBatch, parse_dump_log
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, parse_log_file_name
 from txn_audit.formats.model import TIMESTAMP_TYPE_NAMES, BatchHeader, DecodeIssue, IssueKind, Record
@@ -59,8 +60,10 @@ def _real_dumps() -> list[RealDump]:
     folders = [(s.version, s.name, s.folder) for s in scenarios()]
     folders += [(str(expected_json(name)["kafka_version"]), f"shared-{name}", scenario_dir(name))
                 for name in REALCORPUS_SCENARIOS]
+    # the KRaft metadata log's dumps (--cluster-metadata-decoder) are checked by test_cluster_metadata.py
     return [RealDump(version, name, folder, p) for version, name, folder in folders
-            for p in sorted((folder / "tools" / "dump-log").rglob("*.txt"))]
+            for p in sorted((folder / "tools" / "dump-log").rglob("*.txt"))
+            if not p.name.startswith(f"{CLUSTER_METADATA_TOPIC}-")]
 
 
 DUMPS = _real_dumps()

@@ -5,7 +5,10 @@ A ``Recorder`` runs the tools while the brokers are up (``kafka-transactions.sh`
 and log start offset of every partition from the Admin client), writes each tool's output to
 ``tools/`` with the command line, exit code and time above it, and after the brokers stopped
 copies their log dirs, runs ``kafka-dump-log.sh`` over every copied ``.log``, ``.snapshot``
-and ``.txnindex`` and writes ``expected.json``. The folder has the layout of the 3.6.2
+and ``.txnindex`` (over ``__cluster_metadata-0``'s ``.log`` and ``.checkpoint`` files with
+``--cluster-metadata-decoder``) and writes ``expected.json``. ``dump_metadata_log`` writes the
+metadata log's dump into an existing scenario folder offline (``python -m
+tools.realkafka.record <scenario folder>...``). The folder has the layout of the 3.6.2
 corpus (``../shared/realcorpus``, its ``SCENARIOS.md``): ``logdirs/``, ``tools/``,
 ``expected.json``; a cluster of several brokers has one ``logdirs/broker-<id>/`` each.
 """
@@ -23,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tools.realkafka.cluster import Cluster
-from tools.realkafka.dist import HarnessError
+from tools.realkafka.dist import Dist, HarnessError, fetch
 
-__all__ = ["Recorder", "now_ms", "parse_table"]
+__all__ = ["Recorder", "dump_log_dirs", "dump_metadata_log", "now_ms", "parse_table"]
 
 TOOL_TIMEOUT_S = 120.0
 # offsets equal in this many reads this far apart count as settled
@@ -36,6 +39,10 @@ SETTLE_TIMEOUT_S = 90.0
 EXCERPT = re.compile(r"WARN|ERROR|[Tt]ransaction|[Pp]roducer|[Rr]olled new log segment|[Ff]enc|[Mm]arker|"
                      r"TransactionCoordinator|Shutdown|shut down")
 DUMP_SUFFIXES = (".log", ".snapshot", ".txnindex")
+METADATA_DUMP_SUFFIXES = (".log", ".checkpoint")  # segments and KRaft snapshots of __cluster_metadata-0
+DUMP_KINDS = ("data", "txn", "offsets", "metadata")
+DUMP_FLAGS: dict[str, list[str]] = {"data": ["--deep-iteration"], "txn": ["--transaction-log-decoder"],
+                                    "offsets": ["--offsets-decoder"], "metadata": ["--cluster-metadata-decoder"]}
 
 
 def now_ms() -> int:
@@ -202,45 +209,7 @@ class Recorder:
 
     def dump_logs(self) -> None:
         """``kafka-dump-log.sh`` over every copied file, one text file per partition folder."""
-        logdirs = self.folder / "logdirs"
-        holders = sorted({p.parent.parent for p in logdirs.rglob("*") if p.suffix in DUMP_SUFFIXES})
-        for holder in holders:
-            groups: dict[str, list[str]] = {"data": [], "txn": [], "offsets": []}
-            for part in sorted(holder.iterdir()):
-                if not part.is_dir() or part.name.startswith("__cluster_metadata"):
-                    continue
-                files = sorted(str(f.relative_to(self.folder)) for f in part.iterdir() if f.suffix in DUMP_SUFFIXES)
-                kind = ("txn" if part.name.startswith("__transaction_state-") else
-                        "offsets" if part.name.startswith("__consumer_offsets-") else "data")
-                groups[kind] += files
-            rel_holder = holder.relative_to(logdirs)
-            out_dir = self.tools / "dump-log" / rel_holder
-            out_dir.mkdir(parents=True, exist_ok=True)
-            for kind, files in groups.items():
-                if files:
-                    self._dump(kind, files, out_dir)
-
-    def _dump(self, kind: str, files: list[str], out_dir: Path) -> None:
-        flags = ["--print-data-log"] + {"data": ["--deep-iteration"], "txn": ["--transaction-log-decoder"],
-                                        "offsets": ["--offsets-decoder"]}[kind]
-        dist = self.cluster.dist
-        cmd = dist.java("dump-log", *flags, "--files", ",".join(files))
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=self.folder, timeout=600)
-        if run.returncode != 0:
-            raise HarnessError(f"kafka-dump-log failed:\n{run.stderr[-3000:]}")
-        # one file per partition folder, each with the command that printed it
-        sections: dict[str, list[str]] = {}
-        current: list[str] | None = None
-        for line in run.stdout.splitlines():
-            if line.startswith("Dumping "):
-                partition = Path(line[len("Dumping "):].strip()).parent.name
-                current = sections.setdefault(partition, [])
-            if current is not None:
-                current.append(line)
-        for partition, lines in sections.items():
-            own = [f for f in files if Path(f).parent.name == partition]
-            shown = f"bin/kafka-dump-log.sh {' '.join(flags)} --files {','.join(own)}"
-            (out_dir / f"{partition}.txt").write_text(f"# $ {shown}\n# exit code 0\n" + "\n".join(lines) + "\n")
+        dump_log_dirs(self.cluster.dist, self.folder)
 
     def write_expected(self, scenario: str, *, description: str, anomalies: list[dict[str, Any]],
                        notes: dict[str, Any], started_ms: int) -> dict[str, Any]:
@@ -276,6 +245,75 @@ class Recorder:
         return expected
 
 
+def _partition_kind(name: str) -> str:
+    if name.startswith("__cluster_metadata-"):
+        return "metadata"
+    if name.startswith("__transaction_state-"):
+        return "txn"
+    return "offsets" if name.startswith("__consumer_offsets-") else "data"
+
+
+def dump_log_dirs(dist: Dist, folder: Path, kinds: tuple[str, ...] = DUMP_KINDS) -> list[Path]:
+    """Run the release's ``kafka-dump-log`` over the copied ``logdirs/`` of a scenario ``folder``:
+    one ``tools/dump-log/[broker-<id>/]<partition>.txt`` per partition folder of the ``kinds`` asked."""
+    logdirs = folder / "logdirs"
+    holders = sorted({p.parent.parent for p in logdirs.rglob("*") if p.suffix in DUMP_SUFFIXES})
+    written: list[Path] = []
+    for holder in holders:
+        groups: dict[str, list[str]] = {kind: [] for kind in kinds}
+        for part in sorted(holder.iterdir()):
+            kind = _partition_kind(part.name)
+            if not part.is_dir() or kind not in groups:
+                continue
+            suffixes = METADATA_DUMP_SUFFIXES if kind == "metadata" else DUMP_SUFFIXES
+            groups[kind] += sorted(str(f.relative_to(folder)) for f in part.iterdir() if f.suffix in suffixes)
+        out_dir = folder / "tools" / "dump-log" / holder.relative_to(logdirs)
+        for kind, files in groups.items():
+            if files:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                written += _dump(dist, folder, kind, files, out_dir)
+    return written
+
+
+def _dump(dist: Dist, folder: Path, kind: str, files: list[str], out_dir: Path) -> list[Path]:
+    flags = ["--print-data-log", *DUMP_FLAGS[kind]]
+    cmd = dist.java("dump-log", *flags, "--files", ",".join(files))
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=folder, timeout=600)
+    if run.returncode != 0:
+        raise HarnessError(f"kafka-dump-log failed:\n{run.stderr[-3000:]}")
+    # the tool is given paths relative to the scenario folder; should it print one absolute path
+    # (its working directory is a scratch folder while the harness runs), it is shown relative too
+    scratch = sorted({f"{folder}/", f"{folder.resolve()}/"}, key=len, reverse=True)
+    # one file per partition folder, each with the command that printed it
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in run.stdout.splitlines():
+        for prefix in scratch:
+            line = line.replace(prefix, "")
+        if line.startswith("Dumping "):
+            partition = Path(line[len("Dumping "):].strip()).parent.name
+            current = sections.setdefault(partition, [])
+        if current is not None:
+            current.append(line)
+    written = []
+    for partition, lines in sections.items():
+        own = [f for f in files if Path(f).parent.name == partition]
+        shown = f"bin/kafka-dump-log.sh {' '.join(flags)} --files {','.join(own)}"
+        path = out_dir / f"{partition}.txt"
+        path.write_text(f"# $ {shown}\n# exit code 0\n" + "\n".join(lines) + "\n")
+        written.append(path)
+    return written
+
+
+def dump_metadata_log(folder: Path, dist: Dist | None = None) -> list[Path]:
+    """Dump ``__cluster_metadata-0`` of an existing scenario ``folder`` with its own release's tool
+    (the ``kafka_version`` of its ``expected.json``): no broker runs. Returns the files written."""
+    if dist is None:
+        version = json.loads((folder / "expected.json").read_text())["kafka_version"]
+        dist = fetch(version, log=False)
+    return dump_log_dirs(dist, folder, ("metadata",))
+
+
 def _left_out(folder: str, names: list[str]) -> set[str]:
     """What the copy leaves out: ``.lock``, and the KRaft metadata log's offset and time indexes,
     which 4.x brokers leave at their preallocated 10 MiB of zeros on shutdown."""
@@ -291,3 +329,12 @@ def _kafka_python_version() -> str | None:
     except ImportError:
         return None
     return str(kafka.__version__)
+
+
+if __name__ == "__main__":
+    import sys
+
+    # python -m tools.realkafka.record <scenario folder>...: add the metadata log's dump offline
+    for arg in sys.argv[1:]:
+        for path in dump_metadata_log(Path(arg)):
+            print(path)
