@@ -109,7 +109,8 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     # the output is replaced as a whole: what this run did not write is gone
     assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
     assert doc["as_of_ms"] == at
-    assert {"as_of_ms", "input", "partitions", "findings", "summary"} == set(doc)
+    assert {"as_of_ms", "input", "partitions", "replicas", "findings", "summary"} == set(doc)
+    assert doc["replicas"] == []  # one broker: no partition has a second copy
     kinds = {f["kind"] for f in doc["findings"]}
     assert "hanging_transaction" in kinds
     assert set(doc["findings"][0]) == {
@@ -117,7 +118,9 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation"}
     assert set(doc["partitions"][0]) == {
         "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
-        "open_transactions", "held_records", "held_bytes"}
+        "open_transactions", "held_records", "held_bytes", "log_end_offset", "broker_id", "replicas",
+        "chosen_replica", "replica_choice_reason"}
+    assert doc["partitions"][0]["replica_choice_reason"] == "the only copy of the partition in the dump"
 
     critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out,
                                         "--no-quality", "--no-report"])

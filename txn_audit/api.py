@@ -41,7 +41,16 @@ JSON_FINDING_KEYS = (
 )
 JSON_PARTITION_KEYS = (
     "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
-    "open_transactions", "held_records", "held_bytes",
+    "open_transactions", "held_records", "held_bytes", "log_end_offset", "broker_id", "replicas", "chosen_replica",
+    "replica_choice_reason",
+)
+
+
+JSON_REPLICA_KEYS = (
+    "topic", "partition", "broker_id", "log_dir", "replica_rank", "chosen", "leader_epoch", "metadata_leader",
+    "in_isr", "log_start_offset", "log_end_offset", "high_watermark", "hw_source", "checkpoint_high_watermark",
+    "last_stable_offset", "open_transactions", "held_records", "divergence", "divergent_offset", "replica_holds",
+    "chosen_holds",
 )
 
 
@@ -193,6 +202,8 @@ class ScanResult:
     as_of_ms: int
     options: dict[str, Any]
     partitions: list[dict[str, Any]]
+    #: every live copy of every partition (``replica_stability`` rows), the chosen ones first
+    replicas: list[dict[str, Any]]
     findings: list[dict[str, Any]]
     ingest: IngestResult
     out_dir: Path | None
@@ -227,10 +238,14 @@ class ScanResult:
         }
 
     def to_json(self) -> dict[str, Any]:
+        several = {(r["topic"], r["partition"]) for r in self.replicas if r["replica_rank"] > 1}
         return {
             "as_of_ms": self.as_of_ms,
             "input": self.input,
             "partitions": [{k: p[k] for k in JSON_PARTITION_KEYS} for p in self.partitions],
+            # the copies of the partitions the dump holds several of, each audited on its own data
+            "replicas": [{k: r[k] for k in JSON_REPLICA_KEYS} for r in self.replicas
+                         if (r["topic"], r["partition"]) in several],
             "findings": [{k: f[k] for k in JSON_FINDING_KEYS} for f in self.findings],
             "summary": self.summary(),
         }
@@ -335,7 +350,7 @@ def _scan(
 ) -> ScanResult:
     from txn_audit.detect import DetectOptions, detect
     from txn_audit.reconstruct import reconstruct
-    from txn_audit.tables import load_tables
+    from txn_audit.tables import load_tables, read_arrow_table
 
     if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
         raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
@@ -378,11 +393,15 @@ def _scan(
         r.asDict()
         for r in spark.read.parquet(str(tables_dir / "partition_stability")).orderBy("topic", "partition").collect()
     ]
+    # one row per copy of a partition: read without a Spark job
+    replicas = sorted(read_arrow_table(tables_dir, "replica_stability").to_pylist(),
+                      key=lambda r: (r["topic"], r["partition"], r["replica_rank"]))
     result = ScanResult(
         input=ingested.dump,
         as_of_ms=as_of_ms,
         options={"max_transaction_timeout_ms": max_transaction_timeout_ms, "late_tolerance_ms": late_tolerance_ms},
         partitions=partitions,
+        replicas=replicas,
         findings=findings,
         ingest=ingested,
         out_dir=out_dir,

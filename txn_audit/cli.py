@@ -183,14 +183,18 @@ def scan_command(
 
 def _print_scan(result: ScanResult, min_severity: str) -> None:
     from txn_audit.api import verdict
+    from txn_audit.schemas import HW_CAPPED
     from txn_audit.timeparse import format_time_ms
 
     colour = {"CLEAN": "green", "INFO": "cyan", "WARNING": "yellow", "CRITICAL": "red"}
     line = verdict(result, min_severity)
     out_console.print(f"[bold {colour.get(line.split(':')[0], 'white')}]{line}[/]")
     out_console.print(
-        f"[dim]{result.input}: {len(result.partitions)} partitions, {result.ingest.files} files, audit time "
-        f"{format_time_ms(result.as_of_ms)}"
+        f"[dim]{result.input}: {len(result.partitions)} partitions"
+        + (f" ({several} with copies on several brokers, each audited from one: the JSON's replicas and the "
+           "report's Replicas section say which and why)"
+           if (several := sum(1 for p in result.partitions if (p.get("replicas") or 1) > 1)) else "")
+        + f", {result.ingest.files} files, audit time {format_time_ms(result.as_of_ms)}"
         + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
     )
     shown = result.at_or_above(min_severity)
@@ -224,17 +228,22 @@ def _print_scan(result: ScanResult, min_severity: str) -> None:
     stuck = [p for p in result.partitions if hw_of(p) is not None and p["last_stable_offset"] < hw_of(p)]
     if stuck:
         table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
-        for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit"):
-            table.add_column(col, justify="right" if col not in ("partition", "HW from", "culprit") else "left")
+        copies = any((p.get("replicas") or 1) > 1 for p in result.partitions)
+        for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit",
+                    *(["copy audited"] if copies else [])):
+            table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
+                             else "left")
         for p in stuck:
             held_for = "-" if p["held_ms"] is None else f"{p['held_ms'] / 1000:.1f} s"
             culprit = "-" if p["culprit_producer_id"] is None else (
                 f"producer {p['culprit_producer_id']}" + (f" ({p['culprit_transactional_id']})"
                                                          if p["culprit_transactional_id"] else ""))
-            hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file"}.get(
+            hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file",
+                       HW_CAPPED: "log end (the checkpoint says more)"}.get(
                 p.get("hw_source") or "checkpoint", "log end (HW unknown)")
-            table.add_row(f"{p['topic']}-{p['partition']}", str(hw_of(p)), hw_from, str(p["last_stable_offset"]),
-                          f"{p['held_records']:,}", f"{p['held_bytes']:,}", held_for, culprit)
+            cells = [f"{p['topic']}-{p['partition']}", str(hw_of(p)), hw_from, str(p["last_stable_offset"]),
+                     f"{p['held_records']:,}", f"{p['held_bytes']:,}", held_for, culprit]
+            table.add_row(*cells, *([p["chosen_replica"]] if copies else []))
         out_console.print(table)
     hidden = len(result.findings) - len(shown)
     if hidden:

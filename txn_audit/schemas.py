@@ -159,7 +159,33 @@ PARTITION_OFFSETS = pa.schema(
         pa.field("first_segment_base_offset", pa.int64()),  # smallest live .log base offset
         pa.field("log_start_offset", pa.int64()),  # checkpoint if listed, else first segment base
         pa.field("live_segments", pa.int32(), nullable=False),
+        pa.field("last_segment_base_offset", pa.int64()),  # largest live .log base offset: the log end is >= it
         pa.field("clean_shutdown", pa.bool_(), nullable=False),  # .kafka_cleanshutdown present in the log dir
+        pa.field("leader_epoch", pa.int32()),  # newest epoch in leader-epoch-checkpoint; null when absent or empty
+        pa.field("leader_epoch_start_offset", pa.int64()),  # the offset that epoch starts at
+    ]
+)
+
+#: The partitions' states in the KRaft metadata log (``__cluster_metadata``), replayed from the
+#: newest snapshot and the records after it: one row per state a partition took (the snapshot's,
+#: then one per record that changed it) per copy of the metadata log (every KRaft broker or
+#: controller in the dump holds one). A partition's state at a time is its last row stamped then
+#: or before.
+METADATA_PARTITIONS = pa.schema(
+    [
+        pa.field("broker_id", pa.int32()),  # whose copy of the metadata log
+        pa.field("log_dir", pa.string()),
+        pa.field("topic", pa.string()),  # from the TopicRecord; null when the copy lacks it
+        pa.field("topic_id", pa.string(), nullable=False),  # as partition.metadata writes it
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("leader", pa.int32(), nullable=False),  # -1: no leader
+        pa.field("leader_epoch", pa.int32(), nullable=False),
+        pa.field("partition_epoch", pa.int32(), nullable=False),
+        pa.field("replicas", pa.list_(pa.int32())),
+        pa.field("isr", pa.list_(pa.int32())),
+        pa.field("record_offset", pa.int64(), nullable=False),  # the metadata record that set this state
+        pa.field("record_timestamp", pa.int64(), nullable=False),  # its time; -1 for a snapshot's states
+        pa.field("metadata_end_offset", pa.int64(), nullable=False),  # the highest offset this copy holds
     ]
 )
 
@@ -237,6 +263,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "producer_snapshots": PRODUCER_SNAPSHOTS,
     "aborted_txns": ABORTED_TXNS,
     "partition_offsets": PARTITION_OFFSETS,
+    "metadata_partitions": METADATA_PARTITIONS,
     "offset_commits": OFFSET_COMMITS,
     "decode_issues": DECODE_ISSUES,
     "reported_transactions": REPORTED_TRANSACTIONS,
@@ -365,24 +392,61 @@ TRANSACTIONS = pa.schema(
     ]
 )
 
+#: ``hw_source`` of a replica whose checkpointed HW lies beyond its own log end (the HW used is the log end)
+HW_CAPPED = "capped_at_log_end"
+
+#: what a replica's own data says of its partition's stability (LSO, what holds it back)
+_STABILITY = [
+    pa.field("high_watermark", pa.int64()),  # the HW the audit uses: the checkpointed one, never beyond the log end
+    # checkpoint | offsets_file | log_end (no HW known) | capped_at_log_end (the file said more than the log holds)
+    pa.field("hw_source", pa.string(), nullable=False),
+    pa.field("checkpoint_high_watermark", pa.int64()),  # as the checkpoint (or offsets file) gives it
+    pa.field("log_start_offset", pa.int64()),
+    pa.field("log_end_offset", pa.int64()),
+    pa.field("first_unstable_offset", pa.int64()),
+    pa.field("last_stable_offset", pa.int64()),
+    pa.field("open_transactions", pa.int64(), nullable=False),
+    pa.field("held_records", pa.int64(), nullable=False),
+    pa.field("held_bytes", pa.int64(), nullable=False),
+    pa.field("held_since_timestamp", pa.int64()),
+    pa.field("held_ms", pa.int64()),
+    pa.field("culprit_producer_id", pa.int64()),
+    pa.field("culprit_producer_epoch", pa.int32()),
+    pa.field("culprit_transactional_id", pa.string()),
+]
+
+#: One row per partition, from the replica chosen to speak for it (``replica_stability`` has them all).
 PARTITION_STABILITY = pa.schema(
     _PARTITION
+    + [pa.field("broker_id", pa.int32()), pa.field("log_dir", pa.string())]
+    + _STABILITY
     + [
-        pa.field("broker_id", pa.int32()),
-        pa.field("high_watermark", pa.int64()),
-        pa.field("hw_source", pa.string(), nullable=False),  # checkpoint | offsets_file | log_end (HW unknown)
-        pa.field("log_start_offset", pa.int64()),
-        pa.field("log_end_offset", pa.int64()),
-        pa.field("first_unstable_offset", pa.int64()),
-        pa.field("last_stable_offset", pa.int64()),
-        pa.field("open_transactions", pa.int64(), nullable=False),
-        pa.field("held_records", pa.int64(), nullable=False),
-        pa.field("held_bytes", pa.int64(), nullable=False),
-        pa.field("held_since_timestamp", pa.int64()),
-        pa.field("held_ms", pa.int64()),
-        pa.field("culprit_producer_id", pa.int64()),
-        pa.field("culprit_producer_epoch", pa.int32()),
-        pa.field("culprit_transactional_id", pa.string()),
+        pa.field("replicas", pa.int32(), nullable=False),  # live copies of the partition in the dump
+        pa.field("chosen_replica", pa.string(), nullable=False),  # "broker 2 (broker-2)": whose data is audited
+        pa.field("replica_choice_reason", pa.string(), nullable=False),  # the evidence that chose it
+    ]
+)
+
+#: One row per live replica of every partition: each audited on its own data, and compared with
+#: the chosen replica of its partition.
+REPLICA_STABILITY = pa.schema(
+    _REPLICA
+    + _STABILITY
+    + [
+        pa.field("replica_rank", pa.int32(), nullable=False),  # 1: the chosen one, then in the order of the choice
+        pa.field("replica_name", pa.string(), nullable=False),  # "broker 1 (broker-1)", as findings name it
+        pa.field("chosen", pa.bool_(), nullable=False),
+        pa.field("leader_epoch", pa.int32()),  # newest epoch in its leader-epoch-checkpoint
+        pa.field("metadata_leader", pa.int32()),  # the leader the KRaft metadata log names (-1: none)
+        pa.field("metadata_leader_epoch", pa.int32()),
+        pa.field("in_isr", pa.bool_()),  # whether the KRaft metadata log lists it in the ISR; null: unknown
+        # compared with the chosen replica: null (agrees, or is the chosen one) | conflict (the same
+        # offset holds different batches) | behind (lacks offsets below the chosen one's HW) |
+        # ahead (holds offsets the chosen one lacks)
+        pa.field("divergence", pa.string()),
+        pa.field("divergent_offset", pa.int64()),  # the first offset where it differs
+        pa.field("replica_holds", pa.string()),  # what it holds at that offset
+        pa.field("chosen_holds", pa.string()),  # what the chosen replica holds there
     ]
 )
 
@@ -411,6 +475,7 @@ DERIVED_TABLES: dict[str, pa.Schema] = {
     "partition_transactions": PARTITION_TRANSACTIONS,
     "transactions": TRANSACTIONS,
     "partition_stability": PARTITION_STABILITY,
+    "replica_stability": REPLICA_STABILITY,
     "findings": FINDINGS,
 }
 

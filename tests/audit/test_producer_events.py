@@ -21,13 +21,20 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
 
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct import chosen_replicas, on_replicas, producer_events, producer_pass, transaction_rows
+    from txn_audit.reconstruct import (
+        chosen_replicas,
+        on_replicas,
+        producer_events,
+        producer_pass,
+        ranked_replicas,
+        transaction_rows,
+    )
     from txn_audit.reconstruct.transactions import producer_last_writes
     from txn_audit.schemas import RAW_TABLES
     from txn_audit.tables import load_tables
 
     raw = load_tables(spark, sample_scan.out / "tables", RAW_TABLES)
-    replicas = chosen_replicas(raw["partition_offsets"])
+    replicas = chosen_replicas(ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"]))
     batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
     if reading == "shuffle":
         batches, markers = batches.where(F.lit(True)), markers.where(F.lit(True))

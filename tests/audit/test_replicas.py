@@ -32,6 +32,17 @@ def _offsets(spark: Any) -> Any:
     return spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema).to_pandas(), spark_schema(schema))
 
 
+def _chosen(spark: Any) -> Any:
+    """The chosen replicas of ``_offsets``: no metadata log, no batch, so the highest HW speaks."""
+    from txn_audit.reconstruct import chosen_replicas, ranked_replicas
+    from txn_audit.schemas import spark_schema
+
+    def empty(name: str) -> Any:
+        return spark.createDataFrame([], spark_schema(RAW_TABLES[name]))
+
+    return chosen_replicas(ranked_replicas(_offsets(spark), empty("metadata_partitions"), empty("batches")))
+
+
 def _markers(replica: tuple[Any, ...], count: int) -> list[dict[str, Any]]:
     broker, log_dir, topic, partition = replica
     return [{"broker_id": broker, "log_dir": log_dir, "topic": topic, "partition": partition,
@@ -53,11 +64,11 @@ def _write(folder: Path, files: dict[str, list[dict[str, Any]]], *, listed: bool
 
 
 def _audited(spark: Any, folder: Path) -> tuple[Any, Any, set[tuple[Any, ...]]]:
-    from txn_audit.reconstruct import chosen_replicas, on_replicas
+    from txn_audit.reconstruct import on_replicas
     from txn_audit.tables import load_table
 
     frame = load_table(spark, folder.parent, folder.name)
-    kept = on_replicas(frame, chosen_replicas(_offsets(spark)))
+    kept = on_replicas(frame, _chosen(spark))
     rows = {(r.broker_id, r.log_dir, r.topic, r.partition, r.offset) for r in kept.collect()}
     return frame, kept, rows
 
@@ -103,7 +114,7 @@ def test_a_changed_frame_is_joined(spark: Any, tmp_path: Path) -> None:
     # the footer speaks of the files' rows, not of rows a frame derives from them
     moved = load_table(spark, folder.parent, folder.name).withColumn("broker_id", F.lit(2)).withColumn(
         "log_dir", F.lit("broker-2"))
-    assert on_replicas(moved, chosen_replicas(_offsets(spark))).count() == 0
+    assert on_replicas(moved, _chosen(spark)).count() == 0
 
 
 def test_partition_extent_from_the_footers_equals_the_aggregate(spark: Any, sample_scan: Any) -> None:
@@ -111,12 +122,13 @@ def test_partition_extent_from_the_footers_equals_the_aggregate(spark: Any, samp
     statistics (no row read) and from Spark's aggregate over every batch."""
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct import chosen_replicas, on_replicas
+    from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
     from txn_audit.reconstruct.stability import _extent_from_footers, partition_extent
     from txn_audit.tables import load_tables
 
-    raw = load_tables(spark, sample_scan.out / "tables", ["batches", "partition_offsets"])
-    batches = on_replicas(raw["batches"], chosen_replicas(raw["partition_offsets"]))
+    raw = load_tables(spark, sample_scan.out / "tables", ["batches", "partition_offsets", "metadata_partitions"])
+    batches = on_replicas(raw["batches"], chosen_replicas(ranked_replicas(raw["partition_offsets"],
+                                                                         raw["metadata_partitions"], raw["batches"])))
     assert _extent_from_footers(batches) is not None
     assert _extent_from_footers(batches.where(F.lit(True))) is None
     from_footers = sorted(map(tuple, partition_extent(batches).collect()))

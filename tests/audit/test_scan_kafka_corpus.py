@@ -122,8 +122,11 @@ QUIET = {"healthy", "timeout-abort", "verification-rejects", "fenced-zombie", "e
 def test_real_traffic_without_anomalies_raises_nothing(scans: dict[str, Any], scenario: CorpusScenario) -> None:
     """Real clients' normal behaviour (timestamps older than the previous marker, epoch bumps on
     every TV2 commit, producer-id rotation, fencing, coordinator aborts) is not an anomaly."""
+    killed = scenario.expected.get("killed_broker")
     loud = [(f["kind"], f["topic"], f["partition"], f["evidence"][:200])
-            for f in scans[scenario.id].at_or_above("warning")]
+            for f in scans[scenario.id].at_or_above("warning")
+            # the copies of a broker that stayed down lack what the others wrote since (see below)
+            if not (f["kind"] == "replica_divergence" and f["broker_id"] == killed and f["severity"] == "warning")]
     assert loud == []
     for p in scans[scenario.id].partitions:
         assert (p["held_records"], p["held_since_timestamp"]) == (0, None), p
@@ -184,3 +187,51 @@ def test_a_late_batch_is_found_where_kafka_took_it(scans: dict[str, Any], scenar
         assert "absorbed_late_record" in found and "hanging_transaction" not in found
     else:
         assert "hanging_transaction" in found
+
+
+# -- clusters of three brokers: every copy audited, the leader's speaking -------------------------
+
+CLUSTERS = [s for s in SCENARIOS if s.brokers > 1]
+
+
+@pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
+def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+    """On KRaft clusters the copy audited is the leader's the cluster reported; on ZooKeeper ones
+    (no metadata log in the log dirs) it holds what the leader's copy holds. Every copy is audited,
+    none beyond its own log end."""
+    result = scans[scenario.id]
+    kraft = scenario.expected["mode"].startswith("KRaft")
+    for name, live in scenario.expected["partitions"].items():
+        copies = [r for r in result.replicas if (r["topic"], r["partition"]) == (live["topic"], live["partition"])]
+        assert len(copies) == scenario.brokers, name  # replication factor: every broker
+        (chosen,) = [r for r in copies if r["chosen"]]
+        (leader,) = [r for r in copies if r["broker_id"] == live["leader"]]
+        if kraft:
+            assert chosen["broker_id"] == live["leader"], name
+            assert chosen["metadata_leader"] == live["leader"] and chosen["in_isr"], name
+        keys = ("log_end_offset", "high_watermark", "last_stable_offset", "open_transactions")
+        assert {k: chosen[k] for k in keys} == {k: leader[k] for k in keys}, name
+        for r in copies:
+            assert r["high_watermark"] is None or r["high_watermark"] <= r["log_end_offset"], (name, r["broker_id"])
+            assert r["last_stable_offset"] <= r["log_end_offset"], (name, r["broker_id"])
+
+
+@pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
+def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: dict[str, Any],
+                                                                   scenario: CorpusScenario) -> None:
+    """A killed follower restarted and caught up: its copies agree. A killed coordinator stayed
+    down: its copies may lack what the others wrote since (``behind``), and nothing else differs."""
+    result = scans[scenario.id]
+    differing = [r for r in result.replicas if r["divergence"] is not None]
+    killed = scenario.expected.get("killed_broker")
+    if scenario.name == "follower-killed":
+        assert differing == []
+    else:
+        assert {(r["broker_id"], r["divergence"]) for r in differing} <= {(killed, "behind")}
+        for r in differing:
+            (chosen,) = [c for c in result.replicas if c["chosen"] and (c["topic"], c["partition"]) ==
+                         (r["topic"], r["partition"])]
+            assert r["log_end_offset"] < chosen["high_watermark"] and r["divergent_offset"] == r["log_end_offset"]
+        found = {(f["topic"], f["partition"], f["broker_id"]) for f in result.findings
+                 if f["kind"] == "replica_divergence"}
+        assert found == {(r["topic"], r["partition"], r["broker_id"]) for r in differing}

@@ -150,6 +150,7 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
         partition_transactions,
         producer_pass,
         producer_transactional_ids,
+        ranked_replicas,
         transaction_rows,
     )
     from txn_audit.schemas import RAW_TABLES
@@ -157,7 +158,7 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
 
     tables = sample_scan.out / "tables"
     raw = load_tables(spark, tables, RAW_TABLES)
-    replicas = chosen_replicas(raw["partition_offsets"])
+    replicas = chosen_replicas(ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"]))
     batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
     ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas))
     passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options["late_tolerance_ms"])

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.reconstruct import FOLLOW_KEY, prepare_records
-from txn_audit.schemas import FINDINGS, cast_select_list
+from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, FOLLOW_KEY, prepare_records
+from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
 
 CORRUPTION_ISSUES = (
     "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
@@ -207,6 +207,7 @@ def open_transaction_findings(
 HW_SOURCE_TEXT = {
     "checkpoint": "from replication-offset-checkpoint",
     "offsets_file": "as the offsets file beside the dump reports it",
+    HW_CAPPED: "the replica's log end: its checkpoint says more than its log holds",
 }
 
 
@@ -242,6 +243,78 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
         first_offset=F.col("last_stable_offset"),
         last_offset=hw - 1,
         first_timestamp_ms=F.col("held_since_timestamp"),
+    )
+
+
+# -- several copies of a partition ---------------------------------------------------------
+
+
+DIVERGENCE_SEVERITY = {CONFLICT: "critical", BEHIND: "warning", AHEAD: "info"}
+
+
+def replica_divergence_findings(replica_stability: DataFrame, stability: DataFrame) -> DataFrame:
+    """A copy of a partition that differs from the chosen copy (``reconstruct.divergence``):
+    critical where the same offset holds different batches, warning where it lacks offsets below
+    the chosen copy's HW, info where it holds more than the chosen copy (warning when the chosen
+    copy's own HW says its log lost that tail)."""
+    chosen = stability.select("topic", "partition", "chosen_replica", "replica_choice_reason",
+                              F.col("high_watermark").alias("_chosen_hw"),
+                              F.col("hw_source").alias("_chosen_hw_source"))
+    rows = replica_stability.where(F.col("divergence").isNotNull()).join(chosen, ["topic", "partition"])
+    me = F.col("replica_name")
+    where = F.format_string("%s: %s holds %s; %s, the copy audited, holds %s", F.col("divergent_offset").cast("string"),
+                            me, F.col("replica_holds"), F.col("chosen_replica"), F.col("chosen_holds"))
+    told = (
+        F.when(F.col("divergence") == CONFLICT, F.format_string(
+            "the copies of %s hold different batches from offset %s", pname(), where))
+        .when(F.col("divergence") == BEHIND, F.format_string(
+            "%s's copy of %s ends at %d, below the high watermark %d of %s: it lacks records every in-sync replica "
+            "holds (a follower that fell behind, or a copy cut short); at offset %s", me, pname(),
+            F.col("log_end_offset"), F.col("_chosen_hw"), F.col("chosen_replica"), where))
+        .otherwise(F.format_string(
+            "%s's copy of %s goes beyond the end of the copy audited (%s): from offset %s", me, pname(),
+            F.col("chosen_replica"), where))
+    )
+    capped = F.col("hw_source") == HW_CAPPED
+    evidence = F.concat(
+        told,
+        F.when(capped, F.format_string(
+            "; the dump gives it a high watermark of %d, beyond its log end", F.col("checkpoint_high_watermark")))
+        .otherwise(F.lit("")),
+        F.lit(". The audit reports "), F.col("chosen_replica"), F.lit(": "), F.col("replica_choice_reason"),
+    )
+    severity = F.when(F.col("divergence") == CONFLICT, F.lit(DIVERGENCE_SEVERITY[CONFLICT])).when(
+        F.col("divergence") == BEHIND, F.lit(DIVERGENCE_SEVERITY[BEHIND])).when(
+        F.col("_chosen_hw_source") == HW_CAPPED, F.lit("warning")).otherwise(F.lit(DIVERGENCE_SEVERITY[AHEAD]))
+    remediation = F.when(F.col("divergence") == CONFLICT, F.format_string(
+        "kafka-topics.sh --bootstrap-server <broker> --describe --topic %s: confirm the leader and the ISR. A "
+        "follower whose copy differs truncates to the leader's log when it next fetches; one that stays out of the "
+        "ISR needs its copy rebuilt (stop it, delete its %s folder, let it replicate again)", F.col("topic"), pname()
+    )).when(F.col("divergence") == BEHIND, F.format_string(
+        "kafka-topics.sh --bootstrap-server <broker> --describe --topic %s --under-replicated-partitions: a running "
+        "follower catches up by itself; a copy taken from a stopped broker may only be older", F.col("topic")))
+    return finding(
+        rows, "replica_divergence", severity, evidence,
+        first_offset=F.col("divergent_offset"),
+        remediation=remediation,
+    )
+
+
+def hw_beyond_log_end_findings(stability: DataFrame) -> DataFrame:
+    """The chosen copy's checkpointed HW lies beyond its own log end: an invariant of every
+    replica broken. The audit caps the HW at the log end (``reconstruct.stability``)."""
+    rows = stability.where(F.col("hw_source") == HW_CAPPED)
+    return finding(
+        rows, "invariant_violation", "warning",
+        F.format_string(
+            "the dump gives %s's copy of %s a high watermark of %d (its checkpoint, or the offsets file beside a text "
+            "dump), beyond the end of its log at %d: the log lost its tail after the high watermark was recorded (a "
+            "copy cut short, or a crash before the flush). No replica's high watermark exceeds its log end: the audit "
+            "uses %d and reports nothing beyond it",
+            F.col("chosen_replica"), pname(), F.col("checkpoint_high_watermark"), F.col("log_end_offset"),
+            F.col("log_end_offset")),
+        first_offset=F.col("log_end_offset"),
+        last_offset=F.col("checkpoint_high_watermark") - 1,
     )
 
 
@@ -605,7 +678,7 @@ def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) ->
 def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
     lost = ptx.where(F.col("source") == "snapshot").join(
         stability.select("topic", "partition", "log_start_offset"), ["topic", "partition"]
-    )
+    ).where(F.col("first_offset") < F.col("log_start_offset"))  # not one past a torn log's end
     return finding(
         lost,
         "retention_lost_open_txn",

@@ -63,6 +63,8 @@ TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC: Final = "__consumer_offsets"
 CLUSTER_METADATA_TOPIC: Final = "__cluster_metadata"
 INTERNAL_TOPICS: Final = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC, CLUSTER_METADATA_TOPIC})
+#: internal topics the log cleaner compacts: batches are removed and rewritten, each replica on its own
+COMPACTED_TOPICS: Final = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
 ReplicaStatus = Literal["live", "delete", "future", "stray"]
 FileStatus = Literal["live", "deleted", "cleaned", "swap", "partial"]

@@ -4,8 +4,10 @@ A dump may be one broker's log dir, several log dirs of one broker, or several b
 side, at any depth. A log dir is a folder holding ``meta.properties`` (which names the broker)
 or, failing that, one holding partition folders and Kafka's checkpoint files. Every file met is
 inventoried (the ``segments`` table) with whether it will be decoded and, if not, why; problems
-with the layout itself become ``decode_issues`` rows. Only small text files (checkpoints,
-properties) are read here, on the driver; segments are decoded later on Spark workers. The
+with the layout itself become ``decode_issues`` rows. Only small files are read here, on the
+driver: checkpoints, properties, leader-epoch checkpoints, and the KRaft metadata log (its
+partitions' leadership over time, ``metadata_partitions``); segments are decoded later on Spark
+workers. The
 tree is listed once (``txn_audit.ingest.storage``), so a dump on S3 or HDFS is discovered by the
 same code as a local one.
 """
@@ -19,14 +21,20 @@ from typing import Any
 
 from txn_audit.errors import CorruptInputError, UsageError
 from txn_audit.formats.checkpoint import (
+    decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     decode_partition_metadata,
     decode_properties,
 )
+from txn_audit.formats.cluster_metadata import leadership_history
 from txn_audit.formats.layout import (
     CHECKPOINT_FILES,
+    CLUSTER_METADATA_TOPIC,
     CLEAN_SHUTDOWN_FILE,
+    LEADER_EPOCH_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_FILES,
+    PARTITION_METADATA,
     parse_log_file_name,
     parse_partition_dir,
 )
@@ -39,7 +47,6 @@ NOT_AUDITED_TOPICS = {"__cluster_metadata": "KRaft metadata log (no transactions
 DECODED_KINDS = {"log", "snapshot", "txnindex"}
 #: Log-dir level files that are known and need no decoding for a transaction audit.
 KNOWN_LOG_DIR_FILES = {".lock", "bootstrap.checkpoint", CLEAN_SHUTDOWN_FILE, META_PROPERTIES}
-KNOWN_PARTITION_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
 
 
 @dataclass
@@ -55,6 +62,8 @@ class PartitionReplica:
     reported_high_watermark: int | None = None
     #: a log start offset from an offsets file (a text dump has no log-start-offset-checkpoint)
     reported_log_start_offset: int | None = None
+    #: the newest ``(leader_epoch, start_offset)`` of its leader-epoch-checkpoint, when it lists one
+    leader_epoch: tuple[int, int] | None = None
 
 
 @dataclass
@@ -78,6 +87,8 @@ class Inventory:
     #: rows of the ``reported_transactions`` table (kafka-transactions.sh outputs beside a text dump)
     reported: list[dict[str, Any]] = field(default_factory=list)
     mtimes: dict[str, int | None] = field(default_factory=dict)  # by relative path, for the input fingerprint
+    #: rows of the ``metadata_partitions`` table (the KRaft metadata logs' partition states)
+    metadata_partitions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def storage(self) -> DumpLocation:
@@ -101,6 +112,7 @@ class Inventory:
                 return None if c is None else c.entries.get(key)
 
             first = min(r.log_base_offsets) if r.log_base_offsets else None
+            last = max(r.log_base_offsets) if r.log_base_offsets else None
             lso_ckpt = ckpt("log-start-offset-checkpoint")
             if lso_ckpt is None and r.reported_log_start_offset is not None:
                 # the cluster's own log start (DeleteRecords moves it past the first segment's base)
@@ -124,7 +136,10 @@ class Inventory:
                     "first_segment_base_offset": first,
                     "log_start_offset": lso_ckpt if lso_ckpt is not None else first,
                     "live_segments": len(r.log_base_offsets),
+                    "last_segment_base_offset": last,
                     "clean_shutdown": ld.clean_shutdown,
+                    "leader_epoch": None if r.leader_epoch is None else r.leader_epoch[0],
+                    "leader_epoch_start_offset": None if r.leader_epoch is None else r.leader_epoch[1],
                 }
             )
         return rows
@@ -196,7 +211,8 @@ def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "aut
     found_dirs: list[str] = []
     root_name = posixpath.basename(location.root.rstrip("/"))
     holder = location.parent()
-    if holder is not None and _is_partition_dir(listing, ".", root_name) and not _looks_like_log_dir(listing, "."):
+    if (holder is not None and _is_partition_dir(listing, ".", root_name) and not _looks_like_log_dir(listing, ".")
+            and not any(c.kind == DIR for c in listing.children("."))):  # a partition folder holds no folders
         # the user pointed at one partition folder: audit it as a log dir of unknown broker
         location, listing = holder, holder.listing_of_child(root_name, CLEAN_SHUTDOWN_FILE)
         found_dirs.append(".")
@@ -373,6 +389,7 @@ def _scan_partition(
                                      Severity.ERROR, f"cannot list partition folder: {err.strerror}"))
         return
     swap_bases: list[int] = []
+    metadata_files: list[Entry] = []
     for child in children:
         if _not_utf8(child.name):
             _not_utf8_issue(inv, broker, ld.rel, topic, partition, child.rel)
@@ -388,12 +405,23 @@ def _scan_partition(
             continue
         name = parse_log_file_name(child.name)
         if name is None:
-            known = child.name in KNOWN_PARTITION_FILES
+            known = child.name in PARTITION_FILES
+            read = child.name in (PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT)
             _inventory(inv, ld, topic, partition, replica_status, child, kind="metadata" if known else "other",
-                       status="live", decoded=child.name == "partition.metadata",
-                       skip_reason=None if child.name == "partition.metadata" else
+                       status="live", decoded=read,
+                       skip_reason=None if read else
                        ("not needed for a transaction audit" if known else "unknown file"))
-            if child.name == "partition.metadata":
+            if child.name == LEADER_EPOCH_CHECKPOINT:
+                text = _read_text(inv, rel, broker, ld.rel)
+                if text is not None:
+                    try:
+                        epochs = decode_leader_epoch_checkpoint(text)
+                    except CorruptInputError as err:
+                        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
+                                                     Severity.WARNING, err.detail))
+                    else:
+                        replica.leader_epoch = max(epochs) if epochs else None
+            elif child.name == PARTITION_METADATA:
                 text = _read_text(inv, rel, broker, ld.rel)
                 if text is not None:
                     try:
@@ -424,6 +452,9 @@ def _scan_partition(
                    decoded=decoded, base_offset=name.base_offset, skip_reason=skip)
         if name.kind == "log" and name.status == "live" and replica_status == "live":
             replica.log_base_offsets.append(name.base_offset)
+        if topic == CLUSTER_METADATA_TOPIC and replica_status == "live" and name.status == "live" and \
+                name.kind in ("log", "checkpoint"):
+            metadata_files.append(child)
         if decoded:
             inv.tasks.append(
                 FileTask(
@@ -431,8 +462,37 @@ def _scan_partition(
                     topic=topic, partition=partition, base_offset=name.base_offset, size_bytes=size,
                 )
             )
+    if metadata_files:
+        _read_metadata_log(inv, ld, path, topic, partition, metadata_files)
     for base in swap_bases:
         inv.issues.append(_issue_row(
             broker, ld.rel, topic, partition, path, IssueKind.NOT_AUDITED, Severity.WARNING,
             f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
             "segments it covers; this audit reads the live segments"))
+
+
+def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partition: int, files: list[Entry]) -> None:
+    """The partitions' leadership over time in one copy of the KRaft metadata log, as rows of
+    ``metadata_partitions`` (read here, on the driver: the log is small, its retention and
+    snapshots keep it to tens of MB). A log that does not decode is a warning, and the replica
+    choice falls back to the leader-epoch checkpoints."""
+    try:
+        history, last_offset = leadership_history({f.name: inv.storage.read_bytes(f.rel) for f in files})
+    except OSError as err:
+        inv.issues.append(_issue_row(ld.broker_id, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
+                                     Severity.WARNING, f"cannot read the KRaft metadata log: {err.strerror or err}"))
+        return
+    except CorruptInputError as err:
+        inv.issues.append(_issue_row(ld.broker_id, ld.rel, topic, partition, path, err.kind, Severity.WARNING,
+                                     f"KRaft metadata log not replayed (the replica choice uses the leader-epoch "
+                                     f"checkpoints): byte {err.position}: {err.detail}"))
+        return
+    for change in history:
+        state = change.state
+        inv.metadata_partitions.append({
+            "broker_id": ld.broker_id, "log_dir": ld.rel, "topic": state.topic, "topic_id": state.topic_id,
+            "partition": state.partition, "leader": state.leader, "leader_epoch": state.leader_epoch,
+            "partition_epoch": state.partition_epoch, "replicas": list(state.replicas), "isr": list(state.isr),
+            "record_offset": state.offset, "record_timestamp": change.timestamp,
+            "metadata_end_offset": last_offset,
+        })

@@ -128,6 +128,7 @@ def write_raw_tables(
             "decode_issues": inventory.issues + plan.issues,
             "segments": inventory.segments,
             "partition_offsets": inventory.partition_offsets_rows(),
+            "metadata_partitions": inventory.metadata_partitions,
             "reported_transactions": inventory.reported,
         }
         for name, rows in driver_tables.items():

@@ -142,6 +142,13 @@ CHECKS: tuple[Check, ...] = (
           _rows("SELECT * FROM {batch} WHERE log_start_offset > last_stable_offset"), severity="critical"),
     Check("partition_stability", "held_not_negative", "held records and bytes are not negative",
           _rows("SELECT * FROM {batch} WHERE held_records < 0 OR held_bytes < 0")),
+    Check("replica_stability", "hw_at_most_log_end", "no copy's high watermark or LSO lies beyond its own log end",
+          _rows("SELECT * FROM {batch} WHERE high_watermark > log_end_offset OR last_stable_offset > log_end_offset"),
+          severity="critical"),
+    Check("replica_stability", "one_chosen_per_partition", "exactly one copy of each partition is the one audited",
+          _rows("SELECT topic, partition, count_if(chosen) AS chosen FROM {batch} GROUP BY topic, partition "
+                "HAVING count_if(chosen) <> 1"),
+          severity="critical"),
     Check("partition_transactions", "offsets_ordered",
           "a transaction's data starts at or before its last data offset, which precedes its marker",
           # the columns the rule and its examples need, not all of a wide table

@@ -7,13 +7,19 @@ with pyarrow, one replica per task (``pass_files``); in a scan its tasks also wr
 Prepare* record on their partition (``prepare_follows``), and each partition's extent is read
 from the files' footers.
 
+When a partition has several copies (a dump of several brokers), one speaks for it
+(``replica_choice``: the KRaft metadata log's leader, else the highest leader epoch, then the
+longest log); every other copy is audited on its own data too and compared with it
+(``replica_stability``, ``divergence``).
+
 ``partition_transactions``: one row per transaction per partition, from the producer's data
 batches and markers in offset order. ``transactions``: those joined with the replayed
 coordinator log. ``partition_stability``: high watermark, the LSO as the broker computes it,
 and what holds it back.
 """
 
-from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas
+from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
+from txn_audit.reconstruct.replicas import RankedReplicas, chosen_replicas, on_replicas, ranked_replicas
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.reconstruct.transactions import (
     FOLLOW_KEY,
@@ -31,7 +37,11 @@ from txn_audit.reconstruct.transactions import (
 )
 
 __all__ = [
+    "AHEAD",
+    "BEHIND",
+    "CONFLICT",
     "FOLLOW_KEY",
+    "RankedReplicas",
     "Reconstruction",
     "chosen_replicas",
     "coordinator_current",
@@ -39,6 +49,7 @@ __all__ = [
     "partition_stability",
     "partition_transactions",
     "prepare_records",
+    "ranked_replicas",
     "producer_events",
     "producer_pass",
     "producer_transactional_ids",

@@ -5,7 +5,12 @@ marker is not yet below the high watermark (unreplicated), clamped up to the log
 offset; ``LSO = firstUnstable if firstUnstable < HW else HW``. The HW is the one the broker
 checkpointed (``replication-offset-checkpoint``), or for a text dump the one an offsets file
 beside it reports; without either the log end is used and ``hw_source`` says so
-(``checkpoint`` | ``offsets_file`` | ``log_end``).
+(``checkpoint`` | ``offsets_file`` | ``log_end``). A HW beyond the replica's own log end is
+capped there (``capped_at_log_end``): no LSO or held-records figure is ever reported beyond the
+log it was computed from.
+
+Computed per replica: for the chosen replica of each partition, and in the same way for each
+other copy (one rank of copies at a time, so that every frame here has one row per partition).
 """
 
 from __future__ import annotations
@@ -15,7 +20,11 @@ from pyspark.sql import functions as F
 
 from txn_audit.reconstruct.pass_files import widen_extent
 from txn_audit.reconstruct.replicas import table_files
-from txn_audit.schemas import PARTITION_STABILITY, REPLICA_COLUMNS, conform
+from txn_audit.schemas import HW_CAPPED, REPLICA_COLUMNS
+
+#: replica columns ``partition_stability`` carries through from its ``replicas`` rows
+PASSED_THROUGH = ("cleaner_offset", "replica_rank", "replica_name", "replica_choice_reason", "chosen_replica",
+                  "replicas", "leader_epoch", "metadata_leader", "metadata_leader_epoch", "in_isr")
 
 
 def _held() -> Column:
@@ -55,18 +64,28 @@ def _extent_from_footers(batches: DataFrame) -> DataFrame | None:
 
 
 def partition_stability(
-    extent: DataFrame, batches: DataFrame, ptx: DataFrame, replicas: DataFrame, producer_ids: DataFrame, *,
-    as_of_ms: int
+    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, *, as_of_ms: int
 ) -> DataFrame:
-    """One row per partition (``PARTITION_STABILITY``); ``extent`` is ``partition_extent(batches)``,
-    and the batches are read again only for partitions whose records are held."""
-    log_end = extent.select("topic", "partition", "log_end_offset")
+    """One row per partition of ``replicas`` (``replicas.ranked_replicas`` rows, at most one per
+    partition: the chosen ones, or those of one rank) with ``STABILITY_COLUMNS`` and the replica
+    columns; the batches are read again only for partitions whose records are held.
+
+    The HW is never beyond the replica's own log end: a checkpoint that says more (a log that lost
+    its tail after the checkpoint was written) is capped there, ``hw_source`` says
+    ``capped_at_log_end`` and ``checkpoint_high_watermark`` keeps what the file said."""
+    capped = F.col("high_watermark").isNotNull() & F.col("log_end_offset").isNotNull() & (
+        F.col("high_watermark") > F.col("log_end_offset"))
     parts = (
-        replicas.select("topic", "partition", "broker_id", "high_watermark", "hw_source", "log_start_offset")
-        .join(log_end, ["topic", "partition"], "left")
-        .withColumn("hw_source", F.when(F.col("high_watermark").isNotNull(), F.coalesce("hw_source", F.lit("checkpoint")))
-                    .otherwise("log_end"))
-        .withColumn("hw", F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0)))
+        replicas.select(*REPLICA_COLUMNS, "high_watermark", "hw_source", "log_start_offset", "log_end_offset",
+                        *[c for c in PASSED_THROUGH if c in replicas.columns])
+        .withColumn("checkpoint_high_watermark", F.col("high_watermark"))
+        .withColumn("hw_source", F.when(capped, F.lit(HW_CAPPED))
+                    .when(F.col("high_watermark").isNotNull(), F.coalesce("hw_source", F.lit("checkpoint")))
+                    .otherwise(F.lit("log_end")))
+        .withColumn("hw", F.when(capped, F.col("log_end_offset"))
+                    .otherwise(F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0))))
+        .withColumn("high_watermark", F.when(capped, F.col("log_end_offset")).otherwise(F.col("high_watermark")))
+        .withColumn("log_end_offset", F.coalesce("log_end_offset", "log_start_offset"))
     )
     # per-partition frames are one row per partition: broadcast them rather than shuffle the big side
     txns = ptx.join(F.broadcast(parts.select("topic", "partition", "hw")), ["topic", "partition"])
@@ -99,7 +118,7 @@ def partition_stability(
     )
     held_partitions = stab.where(_held())
     if held_partitions.isEmpty():  # the usual case: no partition holds records, no batch need be read
-        return conform(_with_held(stab, None, as_of_ms), PARTITION_STABILITY)
+        return _with_held(stab, None, as_of_ms)
     held = (
         batches.where(~F.col("is_control"))
         .join(F.broadcast(held_partitions.select("topic", "partition", "last_stable_offset", "hw")),
@@ -116,7 +135,7 @@ def partition_stability(
             F.sum("size_bytes").alias("held_bytes"),
         )
     )
-    return conform(_with_held(stab, held, as_of_ms), PARTITION_STABILITY)
+    return _with_held(stab, held, as_of_ms)
 
 
 def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int) -> DataFrame:

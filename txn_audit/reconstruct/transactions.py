@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
+from txn_audit.formats.layout import COMPACTED_TOPICS  # their producers' sequences are not checked
 from txn_audit.reconstruct.ordered_pass import (
     DATA,
     KEY_COLUMNS,
@@ -34,7 +35,15 @@ from txn_audit.reconstruct.ordered_pass import (
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
-from txn_audit.reconstruct.replicas import chosen_replicas, on_replicas, table_files, task_per_item
+from txn_audit.reconstruct.divergence import compare_replicas
+from txn_audit.reconstruct.replicas import (
+    chosen_replicas,
+    on_replicas,
+    RankedReplicas,
+    ranked_replicas,
+    table_files,
+    task_per_item,
+)
 from txn_audit.reconstruct.transaction_files import (
     ENDED,
     FROM_LOG,
@@ -47,7 +56,15 @@ from txn_audit.reconstruct.transaction_files import (
     start_table,
 )
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
-from txn_audit.schemas import PARTITION_TRANSACTIONS, TRANSACTIONS, cast_select_list, conform, spark_schema
+from txn_audit.schemas import (
+    PARTITION_STABILITY,
+    PARTITION_TRANSACTIONS,
+    REPLICA_STABILITY,
+    TRANSACTIONS,
+    cast_select_list,
+    conform,
+    spark_schema,
+)
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -58,8 +75,6 @@ def _partition_name(topic: Column, partition: Column) -> Column:
     return F.concat(topic, F.lit("-"), partition.cast("string"))
 
 
-#: compacted internal topics: their producers' sequences are not checked (compaction removes batches)
-COMPACTED_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
@@ -372,22 +387,33 @@ def _snapshot_transactions(markers: DataFrame, snapshots: DataFrame, offsets: Da
 
 
 def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame | None:
-    """Open transactions that only a snapshot knows of: first offset below the log start; None
-    when no snapshot shows one (the usual case), so that the markers are not read for nothing."""
-    starts = offsets.select("topic", "partition", "broker_id", "log_start_offset")
+    """Open transactions that only a snapshot knows of; None when no snapshot shows one (the
+    usual case), so that the markers are not read for nothing. Two cases:
+
+    * below the log start: the newest snapshot taken at or before the log start shows a
+      transaction open (its data deleted by retention); replay from there covers the rest;
+    * beyond the log end: the replica's newest snapshot was taken past the end of its log (the
+      log lost its tail after the snapshot: a torn copy, an unflushed crash) and shows a
+      transaction open from an offset the log no longer reaches.
+    """
+    starts = offsets.select("topic", "partition", "broker_id", "log_start_offset", "log_end_offset")
     snaps = snapshots.join(starts, ["topic", "partition", "broker_id"])
-    # the newest snapshot taken at or before the log start: replay from there covers the rest
-    usable = snaps.where(F.col("snapshot_offset") <= F.col("log_start_offset"))
-    newest = Window.partitionBy("topic", "partition").orderBy(F.col("snapshot_offset").desc())
+    below_start = F.col("snapshot_offset") <= F.col("log_start_offset")
+    beyond_end = F.col("log_end_offset").isNotNull() & (F.col("snapshot_offset") > F.col("log_end_offset"))
+    usable = snaps.where(below_start | beyond_end).withColumn("_beyond", beyond_end)
+    newest = Window.partitionBy("topic", "partition", "_beyond").orderBy(F.col("snapshot_offset").desc())
     open_then = (
         usable.withColumn("_rank", F.dense_rank().over(newest))
         .where((F.col("_rank") == 1) & (F.col("current_txn_first_offset") >= 0) & F.col("crc_ok"))
+        # beyond the end, only what the log shows nothing of: data below the end is the log's to say
+        .where(~F.col("_beyond") | (F.col("current_txn_first_offset") >= F.col("log_end_offset")))
         .select(
             "topic", "partition", "broker_id", "producer_id", "snapshot_offset",
             F.col("current_txn_first_offset").alias("first_offset"),
             F.col("producer_epoch").alias("min_epoch"),
             F.col("timestamp").alias("producer_last_timestamp"),
         )
+        .dropDuplicates(["topic", "partition", "producer_id", "first_offset"])
     )
     if open_then.isEmpty():  # a small job over the snapshots
         return None
@@ -474,7 +500,9 @@ class Reconstruction:
     producer_events: DataFrame  # the producer rows a rule may flag (``producer_pass``)
     coordinator: DataFrame
     producer_ids: DataFrame
-    replicas: DataFrame
+    replicas: DataFrame  # the chosen replica of each partition (``replicas.ranked_replicas`` rank 1)
+    #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
+    replica_stability: DataFrame
     extent: DataFrame  # per partition: log end offset and oldest batch time (``partition_extent``)
     #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
     #: None when the pass did not read the files
@@ -504,7 +532,9 @@ def reconstruct(
     (``producer_pass_writing``), and ``materialize`` is not called for it or for the pass.
     """
     keep = materialize or _as_is
-    replicas = keep("replicas", chosen_replicas(raw["partition_offsets"]))
+    # built on the driver from its rows: local data, read again at no cost, so not materialized
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"], as_of_ms=as_of_ms)
+    replicas = chosen_replicas(ranked)
     batches = on_replicas(raw["batches"], replicas)
     markers = on_replicas(raw["control_markers"], replicas)
     txn_log = on_replicas(raw["txn_log"], replicas)
@@ -531,12 +561,13 @@ def reconstruct(
     logged = coordinator_current(txn_log)
     current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
     extent = keep("partition_extent", partition_extent(batches))
+    chosen_stability = keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms))
     return Reconstruction(
         partition_transactions=ptx,
         transactions=keep("transactions", transactions(ptx, current, ids)),
-        partition_stability=keep(
-            "partition_stability", partition_stability(extent, batches, ptx, replicas, ids, as_of_ms=as_of_ms)
-        ),
+        partition_stability=keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
+        replica_stability=keep("replica_stability", replica_stability(
+            raw, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
         events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,
@@ -545,3 +576,29 @@ def reconstruct(
         extent=extent,
         prepare_follows=follows,
     )
+
+
+def replica_stability(raw: dict[str, DataFrame], ranked: RankedReplicas, chosen_batches: DataFrame,
+                      chosen_stability: DataFrame, producer_ids: DataFrame, *, as_of_ms: int,
+                      late_tolerance_ms: int) -> DataFrame:
+    """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
+    copy's, each audited on its own batches, markers and snapshots by the same functions, one
+    rank of copies at a time (each rank holds at most one copy per partition), and compared with
+    the chosen copy of its partition (``divergence.compare_replicas``)."""
+    rows = [chosen_stability.withColumn("divergence", F.lit(None).cast("string"))
+            .withColumn("divergent_offset", F.lit(None).cast("long"))
+            .withColumn("replica_holds", F.lit(None).cast("string"))
+            .withColumn("chosen_holds", F.lit(None).cast("string"))]
+    for rank in range(2, ranked.ranks + 1):
+        these = ranked.of_rank(rank)
+        batches = on_replicas(raw["batches"], these)
+        markers = on_replicas(raw["control_markers"], these)
+        snapshots = on_replicas(raw["producer_snapshots"], these)
+        passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms)
+        ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
+        stability = partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
+        rows.append(compare_replicas(stability, batches, chosen_stability, chosen_batches))
+    frame = rows[0]
+    for more in rows[1:]:
+        frame = frame.unionByName(more)
+    return conform(frame.withColumn("chosen", F.col("replica_rank") == 1), REPLICA_STABILITY)

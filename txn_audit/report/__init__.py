@@ -28,7 +28,7 @@ from txn_audit.report.figures import (
     stability_figure,
     timeline_figure,
 )
-from txn_audit.schemas import ALL_TABLES
+from txn_audit.schemas import ALL_TABLES, HW_CAPPED
 from txn_audit.timeparse import format_time_ms
 
 __all__ = ["write_report"]
@@ -151,7 +151,33 @@ HW_SOURCE_NAMES = {
     "offsets_file": "the offsets file beside the text dump (the cluster's report, not the dump itself)",
     "log_end": "nowhere: the dump holds none, so the log end offset stands in for it and the LSO is "
                "computed against that",
+    HW_CAPPED: "the log end offset, because the replica's checkpoint gives a high watermark beyond its own log "
+               "end (the log lost its tail after the checkpoint)",
 }
+
+REPLICA_TABLE_COLUMNS = ["topic", "partition", "broker_id", "log_dir", "chosen", "leader_epoch", "metadata_leader",
+                   "in_isr", "log_start_offset", "log_end_offset", "high_watermark", "hw_source",
+                   "last_stable_offset", "open_transactions", "held_records", "divergence", "divergent_offset"]
+
+
+def replicas_section(partitions: list[dict[str, Any]], replicas: pa.Table) -> str:
+    """Partitions held by several copies: which one the audit reports and why, then every copy
+    audited on its own data; empty when every partition has one copy."""
+    several = [p for p in partitions if (p.get("replicas") or 1) > 1]
+    if not several:
+        return ""
+    choice = "".join(f"<tr><td>{_esc(p['topic'])}-{_esc(p['partition'])}</td><td>{_esc(p['chosen_replica'])}</td>"
+                     f"<td>{_esc(p['replica_choice_reason'])}</td></tr>" for p in several)
+    head = "".join(f"<th>{_esc(c.replace('_', ' '))}</th>" for c in REPLICA_TABLE_COLUMNS)
+    keys = {(p["topic"], p["partition"]) for p in several}
+    body = "".join("<tr>" + "".join(f"<td>{_esc('' if r[c] is None else r[c])}</td>" for c in REPLICA_TABLE_COLUMNS)
+                   + "</tr>" for r in replicas.to_pylist() if (r["topic"], r["partition"]) in keys)
+    return (f"<h2>Replicas</h2><p>{len(several)} partitions have several copies in the dump; each partition's "
+            "verdict comes from one of them:</p>"
+            f"<table><thead><tr><th>partition</th><th>audited copy</th><th>why</th></tr></thead><tbody>{choice}"
+            "</tbody></table><p class='note'>Every copy, audited on its own data and compared with the audited one "
+            "(tables/replica_stability/):</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
 def hw_sources_note(partitions: list[dict[str, Any]]) -> str:
@@ -206,6 +232,7 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
 {' · '.join(f"{_esc(n)} {_esc(s)}" for s, n in counts.items())}</p>
 <h2>Findings</h2>
 {_findings_table(findings)}
+{replicas_section(partitions, _read(tables_dir, "replica_stability", REPLICA_TABLE_COLUMNS))}
 {''.join(sections)}
 <h2>Data quality</h2>
 {_quality_section(quality_results, out_dir)}
