@@ -118,19 +118,22 @@ def test_a_changed_frame_is_joined(spark: Any, tmp_path: Path) -> None:
 
 
 def test_partition_extent_from_the_footers_equals_the_aggregate(spark: Any, sample_scan: Any) -> None:
-    """The sample scan's batches: each partition's log end and oldest time, from the row groups'
-    statistics (no row read) and from Spark's aggregate over every batch."""
+    """The sample scan's batches: each replica's log end and each partition's oldest time, from
+    the row groups' statistics (no row read) and from Spark's aggregate over every batch."""
     from pyspark.sql import functions as F
 
     from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
-    from txn_audit.reconstruct.stability import _extent_from_footers, partition_extent
+    from txn_audit.reconstruct.replicas import _log_ends, replica_extents
+    from txn_audit.reconstruct.stability import partition_extent
     from txn_audit.tables import load_tables
 
     raw = load_tables(spark, sample_scan.out / "tables", ["batches", "partition_offsets", "metadata_partitions"])
     batches = on_replicas(raw["batches"], chosen_replicas(ranked_replicas(raw["partition_offsets"],
                                                                          raw["metadata_partitions"], raw["batches"])))
-    assert _extent_from_footers(batches) is not None
-    assert _extent_from_footers(batches.where(F.lit(True))) is None
+    assert replica_extents(batches) is not None
+    assert replica_extents(batches.where(F.lit(True))) is None
     from_footers = sorted(map(tuple, partition_extent(batches).collect()))
     aggregated = sorted(map(tuple, partition_extent(batches.where(F.lit(True))).collect()))
     assert len(from_footers) > 5 and from_footers == aggregated
+    ends = _log_ends(batches)
+    assert len(ends) > 5 and ends == _log_ends(batches.where(F.lit(True)))

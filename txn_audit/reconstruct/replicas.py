@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructType
 
-from txn_audit.reconstruct.pass_files import TableFile, read_table_file
+from txn_audit.reconstruct.pass_files import TableFile, read_table_file, widen_extent
 from txn_audit.reconstruct.replica_choice import CopyFacts, Leadership, RankedReplica, rank_replicas, replica_name
 from txn_audit.schemas import REPLICA_COLUMNS, Replica, spark_schema
 
@@ -21,7 +22,7 @@ REPLICA_KEYS = REPLICA_COLUMNS
 
 #: the columns ``ranked_replicas`` adds to ``partition_offsets``
 RANK_COLUMNS = ("replica_rank", "replica_name", "replica_choice_reason", "chosen_replica", "replicas",
-                "log_end_offset", "metadata_leader", "metadata_leader_epoch", "in_isr")
+                "log_end_offset", "cut_short", "metadata_leader", "metadata_leader_epoch", "in_isr")
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,7 @@ def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame
                                     max(floor) if floor else None, row["high_watermark"], row["leader_epoch"])
     ranked = rank_replicas(copies.values(), leaders)
     chosen = {(r.copy.topic, r.copy.partition): r.copy for r in ranked if r.rank == 1}
-    count: dict[tuple[str, int], int] = {}
-    for r in ranked:
-        count[(r.copy.topic, r.copy.partition)] = count.get((r.copy.topic, r.copy.partition), 0) + 1
+    count = Counter((r.copy.topic, r.copy.partition) for r in ranked)
     by_replica: dict[Replica, RankedReplica] = {
         (r.copy.broker_id, r.copy.log_dir, r.copy.topic, r.copy.partition): r for r in ranked}
     rows = []
@@ -78,13 +77,14 @@ def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame
         rows.append({**row, "replica_rank": r.rank, "replica_name": replica_name(r.copy.broker_id, r.copy.log_dir),
                      "replica_choice_reason": r.reason,
                      "chosen_replica": replica_name(best.broker_id, best.log_dir), "replicas": count[key],
-                     "log_end_offset": r.copy.log_end_offset,
+                     "log_end_offset": r.copy.log_end_offset, "cut_short": r.copy.torn,
                      "metadata_leader": None if lead is None else lead.leader,
                      "metadata_leader_epoch": None if lead is None else lead.leader_epoch,
                      "in_isr": None if lead is None or r.copy.broker_id is None else r.copy.broker_id in lead.isr})
     schema = partition_offsets.schema
     for name, kind in zip(RANK_COLUMNS, (IntegerType(), StringType(), StringType(), StringType(), IntegerType(),
-                                         LongType(), IntegerType(), IntegerType(), BooleanType()), strict=True):
+                                         LongType(), BooleanType(), IntegerType(), IntegerType(), BooleanType()),
+                          strict=True):
         schema = schema.add(name, kind)
     return RankedReplicas(tuple(rows), schema, partition_offsets.sparkSession)
 
@@ -94,20 +94,28 @@ def chosen_replicas(ranked: RankedReplicas) -> DataFrame:
     return ranked.of_rank(1)
 
 
+def replica_extents(batches: DataFrame) -> dict[Replica, tuple[int | None, int | None]] | None:
+    """Per replica of ``batches``: its highest ``last_offset`` and lowest ``first_timestamp``, from
+    the raw files' footers; None unless ``batches`` is a plain read of files whose footers give
+    both for every row group (what ingest writes). No row is read."""
+    files = table_files(batches)
+    if files is None or any(f.replica_extents is None for f in files):
+        return None
+    extents: dict[Replica, tuple[int | None, int | None]] = {}
+    for table_file in files:
+        for replica, highest, lowest in table_file.replica_extents or ():
+            widen_extent(extents, replica, highest, lowest)
+    return extents
+
+
 def _log_ends(batches: DataFrame) -> dict[Replica, int]:
     """Per replica, one past its last batch: from the raw files' footers when they give it, else
     one aggregation."""
-    files = table_files(batches)
-    ends: dict[Replica, int] = {}
-    if files is not None and all(f.replica_extents is not None for f in files):
-        for table_file in files:
-            for replica, highest, _lowest in table_file.replica_extents or ():
-                if highest is not None:
-                    ends[replica] = max(ends.get(replica, highest + 1), highest + 1)
-        return ends
-    for row in batches.groupBy(*REPLICA_KEYS).agg(F.max("last_offset").alias("_last")).collect():
-        ends[_replica_of(row.asDict())] = row["_last"] + 1
-    return ends
+    extents = replica_extents(batches)
+    if extents is not None:
+        return {replica: highest + 1 for replica, (highest, _lowest) in extents.items() if highest is not None}
+    return {_replica_of(row.asDict()): row["_last"] + 1
+            for row in batches.groupBy(*REPLICA_KEYS).agg(F.max("last_offset").alias("_last")).collect()}
 
 
 def _replica_of(row: Mapping[str, Any]) -> Replica:

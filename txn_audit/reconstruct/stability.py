@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.reconstruct.pass_files import widen_extent
-from txn_audit.reconstruct.replicas import table_files
+from txn_audit.reconstruct.replicas import replica_extents
 from txn_audit.schemas import HW_CAPPED, REPLICA_COLUMNS
 
 #: replica columns ``partition_stability`` carries through from its ``replicas`` rows
@@ -33,51 +33,35 @@ def _held() -> Column:
 
 
 def partition_extent(batches: DataFrame) -> DataFrame:
-    """Per (topic, partition) of ``batches``: ``log_end_offset`` (one past the last batch) and
-    ``covers_from``, the oldest ``first_timestamp``: from when on the dump holds its data. One
-    aggregation over every batch that stability and detection both read; none when ``batches``
-    is a plain read of files whose footers give both for every row group (what ingest writes),
-    and then no row is read."""
-    from_footers = _extent_from_footers(batches)
-    if from_footers is not None:
-        return from_footers
-    return batches.groupBy("topic", "partition").agg(
-        (F.max("last_offset") + 1).alias("log_end_offset"), F.min("first_timestamp").alias("covers_from")
-    )
-
-
-def _extent_from_footers(batches: DataFrame) -> DataFrame | None:
-    files = table_files(batches)
-    if files is None:
-        return None
-    extremes: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+    """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
+    when on the dump holds its data. No row is read when ``batches`` is a plain read of files
+    whose footers give it for every row group (what ingest writes, ``replicas.replica_extents``);
+    else one aggregation over every batch."""
+    extents = replica_extents(batches)
+    if extents is None:
+        return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+    per_partition: dict[tuple[str | None, int | None], tuple[int | None, int | None]] = {}
     topic, partition = REPLICA_COLUMNS.index("topic"), REPLICA_COLUMNS.index("partition")
-    for table_file in files:
-        if table_file.replica_extents is None:
-            return None
-        for replica, highest, lowest in table_file.replica_extents:
-            widen_extent(extremes, (replica[topic], replica[partition]), highest, lowest)
-    rows = [(t, p, None if highest is None else highest + 1, lowest)
-            for (t, p), (highest, lowest) in sorted(extremes.items())]
-    return batches.sparkSession.createDataFrame(
-        rows, "topic string, partition int, log_end_offset long, covers_from long")
+    for replica, (_highest, lowest) in extents.items():
+        widen_extent(per_partition, (replica[topic], replica[partition]), None, lowest)
+    rows = [(t, p, lowest) for (t, p), (_none, lowest) in sorted(per_partition.items())]
+    return batches.sparkSession.createDataFrame(rows, "topic string, partition int, covers_from long")
 
 
 def partition_stability(
     batches: DataFrame, ptx: DataFrame, replicas: DataFrame, *, as_of_ms: int
 ) -> DataFrame:
     """One row per partition of ``replicas`` (``replicas.ranked_replicas`` rows, at most one per
-    partition: the chosen ones, or those of one rank) with ``STABILITY_COLUMNS`` and the replica
-    columns; the batches are read again only for partitions whose records are held.
+    partition: the chosen ones, or those of one rank) with the columns of ``schemas._STABILITY`` and
+    the replica columns; the batches are read again only for partitions whose records are held.
 
-    The HW is never beyond the replica's own log end: a checkpoint that says more (a log that lost
-    its tail after the checkpoint was written) is capped there, ``hw_source`` says
+    The HW is never beyond the replica's own log end: a checkpoint that says more (a copy cut
+    short, ``cut_short``: its log lost its tail after the checkpoint was written) is capped there, ``hw_source`` says
     ``capped_at_log_end`` and ``checkpoint_high_watermark`` keeps what the file said."""
-    capped = F.col("high_watermark").isNotNull() & F.col("log_end_offset").isNotNull() & (
-        F.col("high_watermark") > F.col("log_end_offset"))
+    capped = F.coalesce(F.col("cut_short"), F.lit(False))  # replica_choice.CopyFacts.torn
     parts = (
         replicas.select(*REPLICA_COLUMNS, "high_watermark", "hw_source", "log_start_offset", "log_end_offset",
-                        *[c for c in PASSED_THROUGH if c in replicas.columns])
+                        "cut_short", *[c for c in PASSED_THROUGH if c in replicas.columns])
         .withColumn("checkpoint_high_watermark", F.col("high_watermark"))
         .withColumn("hw_source", F.when(capped, F.lit(HW_CAPPED))
                     .when(F.col("high_watermark").isNotNull(), F.coalesce("hw_source", F.lit("checkpoint")))

@@ -503,7 +503,7 @@ class Reconstruction:
     replicas: DataFrame  # the chosen replica of each partition (``replicas.ranked_replicas`` rank 1)
     #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
     replica_stability: DataFrame
-    extent: DataFrame  # per partition: log end offset and oldest batch time (``partition_extent``)
+    extent: DataFrame  # per partition: its oldest batch time (``partition_extent``)
     #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
     #: None when the pass did not read the files
     prepare_follows: DataFrame | None = None
