@@ -12,11 +12,12 @@ KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.2 4.0.2 4.1.2 4.4.0
 SCENARIOS ?= all
 CORPUS ?= tests/corpus
 
-.PHONY: env java browser kafka-tools demo test fuzz sample kafka-corpus clean help
+.PHONY: env java browser kafka-tools lint demo test fuzz sample kafka-corpus clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
-	@echo "make test   - create .venv if needed, then run the whole test suite"
+	@echo "make test   - create .venv if needed, then lint, type-check and run the whole test suite"
+	@echo "make lint   - ruff and mypy --strict over txn_audit/ and jobs/"
 	@echo "make fuzz   - the long mutation run over every decoder ($(FUZZ_MUTATIONS) mutations; see docs/reliability.md)"
 	@echo "make sample - regenerate the bundled sample dump"
 	@echo "make kafka-corpus [KAFKA_VERSIONS='4.4.0 3.6.2'] [SCENARIOS='healthy crashed-producer']"
@@ -34,6 +35,10 @@ browser:
 
 kafka-tools:
 	@scripts/ensure-kafka-tools.sh
+
+lint: env
+	$(BIN)/ruff check txn_audit jobs
+	$(BIN)/mypy
 
 demo: env java
 	@test -f $(SAMPLE_DIR)/manifest.json || $(BIN)/txn-audit sample --out $(SAMPLE_DIR)
