@@ -65,10 +65,10 @@ from txn_audit.formats.layout import (
     parse_partition_dir,
 )
 from txn_audit.formats.model import TXN_STATES, AbortedTxn, DecodeIssue, IssueKind, Severity
+from txn_audit.formats.record_batch import MARKER_TYPE_CODES
 
 EXCERPT_CHARS: Final = 160
 _STATE_CODES: Final = {name: code for code, name in TXN_STATES.items()}
-_MARKER_CODES: Final = {"ABORT": 0, "COMMIT": 1}
 _TT: Final = r"(?P<tt>CreateTime|LogAppendTime|NoTimestampType)"
 _INT: Final = r"-?\d+"
 
@@ -1035,7 +1035,7 @@ class DumpLogParser:
             return
         yield TextMarker(
             batch.section, first.line, first.offset if first.offset is not None else batch.last_offset,
-            batch.producer_id, batch.producer_epoch, first.marker_type, _MARKER_CODES[first.marker_type],
+            batch.producer_id, batch.producer_epoch, first.marker_type, MARKER_TYPE_CODES[first.marker_type],
             first.coordinator_epoch, first.timestamp, None, None, batch.position,
         )
 

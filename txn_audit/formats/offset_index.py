@@ -24,15 +24,13 @@ from typing import Final
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import DecodeIssue, IssueKind, OffsetIndexEntry, Severity, TimeIndexEntry
-from txn_audit.formats.primitives import Buffer
+from txn_audit.formats.primitives import INT32_MAX, INT32_MIN, Buffer
 from txn_audit.formats.record_batch import SegmentBuffer, as_view, decode_batch_header
 
 OFFSET_ENTRY: Final = struct.Struct(">ii")
 TIME_ENTRY: Final = struct.Struct(">qi")
 OFFSET_ENTRY_SIZE: Final = OFFSET_ENTRY.size  # 8
 TIME_ENTRY_SIZE: Final = TIME_ENTRY.size  # 12
-INT32_MIN: Final = -(1 << 31)
-INT32_MAX: Final = (1 << 31) - 1
 
 _BAD: Final = IssueKind.BAD_INDEX.value
 _WARN: Final = Severity.WARNING.value

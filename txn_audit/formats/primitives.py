@@ -13,6 +13,11 @@ from typing import Final
 
 from txn_audit.errors import CorruptInputError
 
+INT32_MIN: Final = -(1 << 31)
+INT32_MAX: Final = (1 << 31) - 1
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+
 _I8: Final = struct.Struct(">b")
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
@@ -20,7 +25,6 @@ _U32: Final = struct.Struct(">I")
 _I64: Final = struct.Struct(">q")
 
 Buffer = bytes | bytearray | memoryview
-
 
 class Reader:
     """A cursor over a buffer. ``base`` is added to positions reported in errors."""

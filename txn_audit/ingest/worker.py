@@ -31,14 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.errors import CorruptInputError
+from txn_audit.formats.compression import CODEC_NAMES
 from txn_audit.formats.consumer_offsets import (
     decode_offset_commit_value,
     decode_offsets_key,
 )
 from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
-from txn_audit.formats.fast_markers import MARKER_TYPE_NAMES, MarkerColumns, canonical_markers
+from txn_audit.formats.fast_markers import MarkerColumns, canonical_markers
 from txn_audit.formats.model import (
-    CODEC_NAMES,
     TIMESTAMP_TYPE_NAMES,
     BatchHeader,
     DecodeIssue,
@@ -46,7 +46,7 @@ from txn_audit.formats.model import (
     OffsetCommitKey,
     Severity,
 )
-from txn_audit.formats.record_batch import control_marker_of
+from txn_audit.formats.record_batch import MARKER_TYPE_NAMES, control_marker_of
 from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
