@@ -45,7 +45,7 @@ from txn_audit.formats.model import (
     Record,
     RecordHeader,
 )
-from txn_audit.formats.primitives import INT32_MAX, write_varint, write_varlong
+from txn_audit.formats.primitives import INT32_MAX, VarintError, read_varint, read_varlong, write_varint, write_varlong
 from txn_audit.formats.records import (
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
@@ -177,7 +177,10 @@ def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True
         computed_crc = crc32c(mv[pos + ATTRIBUTES_OFFSET : end])
     else:
         computed_crc = stored_crc
-    last_sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, last_offset_delta)
+    if base_sequence == NO_SEQUENCE:
+        last_sequence = NO_SEQUENCE
+    else:
+        last_sequence = increment_sequence(base_sequence, last_offset_delta)
     if attributes & DELETE_HORIZON_MASK:
         has_delete_horizon = True
         delete_horizon_ms = base_timestamp
@@ -224,33 +227,11 @@ class _Bad(Exception):
         self.detail = detail
 
 
-def _uvarint(data: BufferLike, pos: int, stop: int, max_bytes: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= stop:
-            raise _Bad(start, "varint runs past the end of the record")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if pos - start >= max_bytes:
-            raise _Bad(start, f"varint longer than {max_bytes} bytes")
-
-
-def _varint(data: BufferLike, pos: int, stop: int) -> tuple[int, int]:
-    u, pos = _uvarint(data, pos, stop, 5)
-    u &= 0xFFFFFFFF  # Java keeps the low 32 bits of a 5-byte varint
-    return (u >> 1) ^ -(u & 1), pos
-
-
-def _varlong(data: BufferLike, pos: int, stop: int) -> tuple[int, int]:
-    u, pos = _uvarint(data, pos, stop, 10)
-    u &= 0xFFFFFFFFFFFFFFFF
-    return (u >> 1) ^ -(u & 1), pos
+def _bad_varint(err: VarintError) -> _Bad:
+    """A varint error of a record, as the record decoder reports it."""
+    if err.past_end:
+        return _Bad(err.start, "varint runs past the end of the record")
+    return _Bad(err.start, f"varint longer than {err.max_bytes} bytes")
 
 
 def _parse_records(
@@ -268,7 +249,7 @@ def _parse_records(
     for index in range(count):
         if pos >= stop:
             raise _Bad(pos, f"batch ends after {index} of {count} records")
-        length, body = _varint(data, pos, stop)
+        length, body = read_varint(data, pos, stop)
         if length < 0 or body + length > stop:
             raise _Bad(pos, f"record {index} declares {length} bytes, {stop - body} left in the batch")
         rend = body + length
@@ -277,9 +258,9 @@ def _parse_records(
             raise _Bad(pos, f"record {index} is empty")
         attributes = data[p]
         p += 1
-        ts_delta, p = _varlong(data, p, rend)
-        offset_delta, p = _varint(data, p, rend)
-        key_len, p = _varint(data, p, rend)
+        ts_delta, p = read_varlong(data, p, rend)
+        offset_delta, p = read_varint(data, p, rend)
+        key_len, p = read_varint(data, p, rend)
         if key_len >= 0:
             if p + key_len > rend:
                 raise _Bad(p, f"key of {key_len} bytes overruns the record")
@@ -287,7 +268,7 @@ def _parse_records(
             p += key_len
         else:
             key = None
-        value_len, p = _varint(data, p, rend)
+        value_len, p = read_varint(data, p, rend)
         if value_len >= 0:
             if p + value_len > rend:
                 raise _Bad(p, f"value of {value_len} bytes overruns the record")
@@ -295,19 +276,19 @@ def _parse_records(
             p += value_len
         else:
             value = None
-        header_count, p = _varint(data, p, rend)
+        header_count, p = read_varint(data, p, rend)
         if header_count < 0 or header_count > rend - p:
             raise _Bad(p, f"invalid header count {header_count}")
         headers: tuple[RecordHeader, ...] = ()
         if header_count:
             hs = []
             for _ in range(header_count):
-                hk_len, p = _varint(data, p, rend)
+                hk_len, p = read_varint(data, p, rend)
                 if hk_len < 0 or p + hk_len > rend:
                     raise _Bad(p, f"invalid header key length {hk_len}")
                 hkey = bytes(data[p : p + hk_len]).decode("utf-8", errors="replace")
                 p += hk_len
-                hv_len, p = _varint(data, p, rend)
+                hv_len, p = read_varint(data, p, rend)
                 if hv_len >= 0:
                     if p + hv_len > rend:
                         raise _Bad(p, f"header value of {hv_len} bytes overruns the record")
@@ -356,7 +337,8 @@ def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
             return _parse_records(
                 mv, start, stop, count, header.base_offset, base_timestamp, log_append_time, header.base_sequence
             )
-        except _Bad as bad:
+        except (_Bad, VarintError) as err:
+            bad = _bad_varint(err) if isinstance(err, VarintError) else err
             raise CorruptInputError(_CORRUPT, bad.pos, bad.detail) from None
     if count == 0 and start == stop:
         return []
@@ -365,7 +347,8 @@ def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
         return _parse_records(
             data, 0, len(data), count, header.base_offset, base_timestamp, log_append_time, header.base_sequence
         )
-    except _Bad as bad:
+    except (_Bad, VarintError) as err:
+        bad = _bad_varint(err) if isinstance(err, VarintError) else err
         raise CorruptInputError(
             _CORRUPT, start, f"{bad.detail} (byte {bad.pos} of the decompressed records)"
         ) from None
