@@ -131,7 +131,8 @@ class HeaderColumns:
 
     @property
     def crc_ok(self) -> np.ndarray:
-        return self.stored_crc == self.computed_crc
+        ok: np.ndarray = self.stored_crc == self.computed_crc
+        return ok
 
     def header(self, i: int) -> BatchHeader:
         """Row ``i`` as the reference decoder's ``BatchHeader``."""
@@ -221,16 +222,16 @@ def _be(u8: np.ndarray, p: int, width: int) -> int:  # pragma: no cover - compil
     if width < 8:
         sign = np.uint64(1) << np.uint64(8 * width - 1)
         if v & sign:
-            return np.int64(v) - (np.int64(1) << np.int64(8 * width))
-    return np.int64(v)
+            return int(np.int64(v) - (np.int64(1) << np.int64(8 * width)))
+    return int(np.int64(v))
 
 
 @intrinsic
-def _call_crc_routine(typingctx, address, crc, data, length):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _call_crc_routine(typingctx, address, crc, data, length):  # type: ignore[no-untyped-def]  # numba types  # pragma: no cover
     """Call ``uint32 f(uint32 crc, const uint8 *data, size_t length)`` at ``address``."""
     sig = types.uint32(types.intp, types.uint32, types.intp, types.intp)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]  # numba and llvmlite objects
         addr, c, ptr, n = args
         i8p = ir.IntType(8).as_pointer()
         fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), i8p, ir.IntType(64)])
@@ -255,7 +256,7 @@ def _crc_table_one(u8: np.ndarray, i: int, stop: int, t: np.ndarray) -> int:  # 
     while i < stop:
         c = t[0, (c ^ u8[i]) & 0xFF] ^ (c >> 8)
         i += 1
-    return np.int64(c ^ np.uint32(0xFFFFFFFF))
+    return int(c ^ np.uint32(0xFFFFFFFF))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,8 +292,10 @@ def _scan(u8: np.ndarray, pos: int, end: int, crc_mode: int, address: int, table
         out[_SEQ, count] = _be(u8, pos + BASE_SEQUENCE_OFFSET, BASE_SEQUENCE_LENGTH)
         out[_COUNT, count] = _be(u8, pos + RECORDS_COUNT_OFFSET, RECORDS_COUNT_LENGTH)
         if crc_mode == CRC_NATIVE:
-            c = _call_crc_routine(address, np.uint32(0xFFFFFFFF), base + pos + ATTRIBUTES_OFFSET,
-                                  size - _CRC_COVERED_BEFORE_END)
+            # an intrinsic is called without the typing context its definition takes first
+            c: np.uint32 = _call_crc_routine(  # type: ignore[call-arg]
+                address, np.uint32(0xFFFFFFFF), base + pos + ATTRIBUTES_OFFSET, size - _CRC_COVERED_BEFORE_END
+            )
             out[_CRC_C, count] = np.int64(c ^ np.uint32(0xFFFFFFFF))
         elif crc_mode == CRC_TABLE:
             out[_CRC_C, count] = _crc_table_one(u8, pos + ATTRIBUTES_OFFSET, stop, table)
@@ -324,7 +327,7 @@ _TABLE: Final = _crc_table()
 def _native_address() -> int:
     """Address of the C routine behind ``crc32c.crc32c`` (hardware or software), or 0."""
     try:
-        from crc32c import _crc32c as ext
+        from crc32c import _crc32c as ext  # the package's private C module: absent in some builds, hence here
 
         lib = ctypes.CDLL(ext.__file__)
         name = "_crc32c_hw_adler" if getattr(crc32c, "hardware_based", False) else "_crc32c_sw_slicing_by_8"
@@ -391,7 +394,8 @@ def _columns(raw: np.ndarray) -> HeaderColumns:
     seq = raw[_SEQ]
     base_ts = raw[_BASE_TS]
     wraps = seq > _java_int(INT32_MAX - delta)  # record_batch.increment_sequence, column-wise
-    last_sequence = np.where(seq == NO_SEQUENCE, NO_SEQUENCE, _java_int(np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta)))
+    incremented = _java_int(np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta))
+    last_sequence = np.where(seq == NO_SEQUENCE, NO_SEQUENCE, incremented)
     horizon = (attributes & DELETE_HORIZON_MASK) != 0
     with np.errstate(over="ignore"):
         last_offset = base_offset + delta
@@ -435,7 +439,8 @@ def _irregular_end(u8: np.ndarray, pos: int, end: int) -> tuple[int, bool]:
         return end, False
     size = int.from_bytes(u8[pos + SIZE_OFFSET : pos + SIZE_OFFSET + SIZE_LENGTH].tobytes(), "big", signed=True)
     stop = pos + LOG_OVERHEAD + size
-    if size < RECORD_OVERHEAD_V0 or stop > end or (u8[pos + MAGIC_OFFSET] == MAGIC_VALUE_V2 and size < MIN_BATCH_LENGTH):
+    short_v2 = u8[pos + MAGIC_OFFSET] == MAGIC_VALUE_V2 and size < MIN_BATCH_LENGTH
+    if size < RECORD_OVERHEAD_V0 or stop > end or short_v2:
         return end, False
     return stop, True
 
@@ -590,7 +595,8 @@ def stitch(
             if at < len(part_issues) and part_rows[at] == 1 and part_issues[at].kind == _CRC \
                     and part_issues[at].position == first:
                 at += 1
-            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, order_detail(int(cols.base_offset[0]), prev_last)))
+            detail = order_detail(int(cols.base_offset[0]), prev_last)
+            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, detail))
             part_rows.insert(at, 1)
         redo: SegmentHeaders | None = None
         if part.stop != ends[k] and k + 1 < len(parts):

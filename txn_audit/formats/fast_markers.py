@@ -47,7 +47,8 @@ class MarkerColumns:
 
 
 def _be16(rec: np.ndarray, at: int) -> np.ndarray:
-    return ((rec[:, at].astype(np.uint16) << 8) | rec[:, at + 1]).view(np.int16)
+    values: np.ndarray = ((rec[:, at].astype(np.uint16) << 8) | rec[:, at + 1]).view(np.int16)
+    return values
 
 
 def canonical_markers(buf: bytes | bytearray | memoryview | mmap.mmap, cols: HeaderColumns,
@@ -77,7 +78,8 @@ def canonical_markers(buf: bytes | bytearray | memoryview | mmap.mmap, cols: Hea
         ok = rec[:, at] == value
         rows, rec = rows[ok], rec[ok]
     key_version, control_type, value_version = _be16(rec, 5), _be16(rec, 7), _be16(rec, 10)
-    keep = (key_version >= 0) & ((control_type == CONTROL_ABORT) | (control_type == CONTROL_COMMIT)) & (value_version >= 0)
+    is_marker = (control_type == CONTROL_ABORT) | (control_type == CONTROL_COMMIT)
+    keep = (key_version >= 0) & is_marker & (value_version >= 0)
     rows, rec = rows[keep], rec[keep]
     epoch = (
         (rec[:, 12].astype(np.uint32) << 24) | (rec[:, 13].astype(np.uint32) << 16)

@@ -125,7 +125,9 @@ def decode_legacy_entry(
     if size < RECORD_OVERHEAD_V0:
         raise CorruptInputError(IssueKind.BAD_LENGTH.value, pos, f"message size {size} below 14")
     if stop > len(mv):
-        raise CorruptInputError(IssueKind.TRUNCATED_TAIL.value, pos, f"message of {size + LOG_OVERHEAD} bytes does not fit")
+        raise CorruptInputError(
+            IssueKind.TRUNCATED_TAIL.value, pos, f"message of {size + LOG_OVERHEAD} bytes does not fit"
+        )
     (wrapper_offset,) = _I64.unpack_from(mv, pos)
     stored_crc, magic, attributes, wrapper_ts, key, value_pos, value = _parse_message(mv, pos + LOG_OVERHEAD, stop)
     computed_crc = zlib.crc32(mv[pos + MAGIC_OFFSET : stop]) if verify_crc else stored_crc
@@ -134,7 +136,9 @@ def decode_legacy_entry(
     if codec == 0:
         records = [Record(wrapper_offset, wrapper_ts, key, value, (), NO_SEQUENCE, attributes & 0xFF)]
     else:
-        records = _inner_records(mv, pos, magic, codec, ts_type, wrapper_offset, wrapper_ts, value_pos, value, verify_crc)
+        records = _inner_records(
+            mv, pos, magic, codec, ts_type, wrapper_offset, wrapper_ts, value_pos, value, verify_crc
+        )
     header = BatchHeader(
         pos,
         records[0].offset,

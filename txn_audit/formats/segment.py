@@ -125,7 +125,8 @@ def iter_batches(
                     pos = stop
                     continue
             else:
-                yield DecodeIssue(pos, _BAD_MAGIC, _ERROR, f"magic {magic} (expected 0, 1 or 2); skipped {size + LOG_OVERHEAD} bytes")
+                detail = f"magic {magic} (expected 0, 1 or 2); skipped {size + LOG_OVERHEAD} bytes"
+                yield DecodeIssue(pos, _BAD_MAGIC, _ERROR, detail)
                 pos = stop
                 continue
             yield header
