@@ -26,7 +26,8 @@ from txn_audit.formats.fast_headers import order_detail
 from txn_audit.formats.model import IssueKind, Severity
 from txn_audit.formats.offset_index import decode_offset_index, slice_starts
 from txn_audit.formats.records import MAGIC_OFFSET, MAGIC_VALUE_V2
-from txn_audit.ingest.worker import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, FileTask
+from txn_audit.ingest.tasks import FileTask
+from txn_audit.ingest.worker import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 DEFAULT_SLICE_BYTES = 64 << 20
 
