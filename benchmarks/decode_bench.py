@@ -26,7 +26,6 @@ import mmap
 import os
 import platform
 import resource
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,10 +37,10 @@ from crc32c import crc32c
 
 from txn_audit.formats import fast_headers
 from txn_audit.formats.model import DecodeIssue
+from txn_audit.formats.record_batch import ATTRIBUTES_OFFSET, HEADER_STRUCT, RECORD_BATCH_OVERHEAD
+from txn_audit.formats.records import LOG_OVERHEAD
 from txn_audit.formats.segment import iter_batches
 from txn_audit.sample.large import write_large_dump
-
-HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 def segment_path(data_dir: Path, segment_mb: int) -> Path:
@@ -95,14 +94,15 @@ def run_kafka_python(buf: mmap.mmap) -> int:
 
 def _struct_walk(buf: mmap.mmap, check_crc: bool) -> int:
     mv = memoryview(buf)
-    unpack = HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
+    header, framing, covered = RECORD_BATCH_OVERHEAD, LOG_OVERHEAD, ATTRIBUTES_OFFSET
     end = len(mv)
     pos = n = 0
     try:
-        while pos + 61 <= end:
+        while pos + header <= end:
             fields = unpack(mv, pos)
-            stop = pos + 12 + fields[1]
-            if check_crc and crc32c(mv[pos + 21 : stop]) != fields[4]:
+            stop = pos + framing + fields[1]
+            if check_crc and crc32c(mv[pos + covered : stop]) != fields[4]:
                 raise AssertionError(f"CRC mismatch at {pos}")
             pos = stop
             n += 1

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import mmap
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.kafkacorpus import CORPUS
 from tests.realcorpus import REALCORPUS, SCENARIOS, needs_corpus
 from txn_audit.formats import fast_headers as fh
 from txn_audit.formats.legacy import encode_legacy_message
@@ -23,6 +27,11 @@ from txn_audit.sample.large import write_large_dump
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_LOGS = sorted((REPO / "sample_data" / "dump").rglob("*.log"))
 CORPUS_LOGS = sorted(p for s in SCENARIOS for p in (REALCORPUS / s / "logdirs").rglob("*.log"))
+KAFKA_CORPUS_LOGS = sorted(CORPUS.rglob("*.log"))
+REAL_LOGS = [pytest.param(p, marks=needs_corpus, id=f"realcorpus/{p.relative_to(REALCORPUS)}") for p in CORPUS_LOGS] + [
+    pytest.param(p, id=f"corpus/{p.relative_to(CORPUS)}") for p in KAFKA_CORPUS_LOGS
+]
+HEADER_FIELDS = [f.name for f in dataclasses.fields(BatchHeader)]
 T0 = 1_795_377_608_870
 INT64 = 1 << 64
 
@@ -55,6 +64,16 @@ def _assert_same(buf: bytes | mmap.mmap, got: fh.SegmentHeaders, **kw: object) -
     assert got.issue_rows == rows
 
 
+def _assert_fields_agree(buf: bytes | mmap.mmap, got: fh.SegmentHeaders, **kw: object) -> None:
+    """The fast path's columns equal the reference walk's headers field by field, then its issues."""
+    headers, issues, rows = _reference(buf, **kw)
+    assert len(got.columns) == len(headers)
+    for name in HEADER_FIELDS:
+        assert getattr(got.columns, name).tolist() == [getattr(h, name) for h in headers], name
+    assert got.issues == issues
+    assert got.issue_rows == rows
+
+
 def _assert_equal(a: fh.SegmentHeaders, b: fh.SegmentHeaders) -> None:
     for f in fh._FIELDS:
         x, y = getattr(a.columns, f.name), getattr(b.columns, f.name)
@@ -80,12 +99,35 @@ def _chunked(buf: bytes, max_batches: int) -> fh.SegmentHeaders:
 # -- real files ----------------------------------------------------------------------------
 
 
-@needs_corpus
-@pytest.mark.parametrize("path", CORPUS_LOGS, ids=lambda p: str(p.relative_to(REALCORPUS)))
-def test_real_corpus_segment_equals_reference(path: Path) -> None:
+@pytest.mark.parametrize("path", REAL_LOGS)
+def test_real_segment_agrees_with_the_reference_field_by_field(path: Path) -> None:
+    """Every segment a real broker wrote (both corpora): the two header walks agree."""
     data = path.read_bytes()
-    _assert_same(data, fh.decode_headers(data))
-    _assert_same(data, fh.decode_headers(data, verify_crc=False), verify_crc=False)
+    _assert_fields_agree(data, fh.decode_headers(data))
+    _assert_fields_agree(data, fh.decode_headers(data, verify_crc=False), verify_crc=False)
+
+
+def test_the_kafka_corpus_is_there() -> None:
+    assert len(KAFKA_CORPUS_LOGS) >= 100
+
+
+@pytest.mark.parametrize("name", HEADER_FIELDS)
+def test_the_field_by_field_check_catches_one_wrong_field(name: str) -> None:
+    data = _mixed()
+    got = fh.decode_headers(data)
+    _assert_fields_agree(data, got)
+    column = getattr(got.columns, name).copy()
+    column[-1] = ~column[-1] if column.dtype == np.bool_ else column[-1] ^ 1
+    bad = dataclasses.replace(got, columns=dataclasses.replace(got.columns, **{name: column}))
+    with pytest.raises(AssertionError, match=f"^{name}"):
+        _assert_fields_agree(data, bad)
+
+
+def test_the_compiled_walk_has_no_byte_offsets_of_its_own() -> None:
+    """Its offsets and sizes are the layout constants of ``record_batch`` and ``records``."""
+    source = inspect.getsource(fh._scan.py_func)
+    body = source[source.index('"""', source.index('"""') + 3) :]
+    assert not re.findall(r"pos \+ \d|\b(?:12|17|21|49|61)\b", body)
 
 
 def test_real_corpus_is_there_or_skipped() -> None:

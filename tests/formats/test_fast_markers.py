@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from tests.formats._corpus import dumped_log_files, ids, log_path
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.fast_headers import decode_headers
-from txn_audit.formats.fast_markers import CANONICAL_SIZE, MARKER_TYPE_NAMES, canonical_markers
+from txn_audit.formats.fast_markers import CANONICAL_SIZE, canonical_markers
 from txn_audit.formats.model import ControlMarker
-from txn_audit.formats.record_batch import control_marker_of, encode_control_batch
+from txn_audit.formats.record_batch import MARKER_TYPE_NAMES, control_marker_of, encode_control_batch
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = dumped_log_files()

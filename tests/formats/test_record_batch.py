@@ -14,10 +14,10 @@ from tests.formats._corpus import dumped_log_files, log_path
 from tests.realcorpus import needs_corpus
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import BatchHeader, Record, RecordHeader
-from txn_audit.formats.primitives import write_varint
+from txn_audit.formats import record_batch, records
+from txn_audit.formats.primitives import INT32_MAX, write_varint
 from txn_audit.formats.record_batch import (
     HEADER_STRUCT,
-    INT32_MAX,
     control_marker_of,
     decode_batch_header,
     decode_control_marker,
@@ -464,3 +464,41 @@ def test_marker_type_validation() -> None:
     data = encode_batch(_records(1), base_offset=0)
     with pytest.raises(ValueError):
         control_marker_of(data, decode_batch_header(data, 0))
+
+
+# -- the header layout -----------------------------------------------------------------
+
+# (offset, size) of each header field in HEADER_STRUCT's order, as the constants give them
+_LAYOUT = [
+    (records.OFFSET_OFFSET, records.OFFSET_LENGTH),
+    (records.SIZE_OFFSET, records.SIZE_LENGTH),
+    (record_batch.PARTITION_LEADER_EPOCH_OFFSET, record_batch.PARTITION_LEADER_EPOCH_LENGTH),
+    (records.MAGIC_OFFSET, records.MAGIC_LENGTH),
+    (record_batch.CRC_OFFSET, record_batch.CRC_LENGTH),
+    (record_batch.ATTRIBUTES_OFFSET, record_batch.ATTRIBUTE_LENGTH),
+    (record_batch.LAST_OFFSET_DELTA_OFFSET, record_batch.LAST_OFFSET_DELTA_LENGTH),
+    (record_batch.BASE_TIMESTAMP_OFFSET, record_batch.BASE_TIMESTAMP_LENGTH),
+    (record_batch.MAX_TIMESTAMP_OFFSET, record_batch.MAX_TIMESTAMP_LENGTH),
+    (record_batch.PRODUCER_ID_OFFSET, record_batch.PRODUCER_ID_LENGTH),
+    (record_batch.PRODUCER_EPOCH_OFFSET, record_batch.PRODUCER_EPOCH_LENGTH),
+    (record_batch.BASE_SEQUENCE_OFFSET, record_batch.BASE_SEQUENCE_LENGTH),
+    (record_batch.RECORDS_COUNT_OFFSET, record_batch.RECORDS_COUNT_LENGTH),
+]
+
+
+def test_the_layout_constants_are_the_documented_offsets() -> None:
+    # the byte offsets of the module docstring (Kafka's DefaultRecordBatch)
+    assert [o for o, _ in _LAYOUT] == [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57]
+    assert record_batch.RECORDS_OFFSET == record_batch.RECORD_BATCH_OVERHEAD == 61
+    assert records.LOG_OVERHEAD == 12 and records.HEADER_SIZE_UP_TO_MAGIC == 17
+    assert record_batch.MIN_BATCH_LENGTH == 49
+
+
+def test_the_header_struct_reads_the_fields_at_the_layout_offsets() -> None:
+    codes = HEADER_STRUCT.format.lstrip(">")
+    assert len(codes) == len(_LAYOUT)
+    for i, (offset, size) in enumerate(_LAYOUT):
+        assert struct.calcsize(">" + codes[:i]) == offset, codes[i]
+        assert struct.calcsize(">" + codes[i]) == size, codes[i]
+    end, last = _LAYOUT[-1]
+    assert HEADER_STRUCT.size == end + last == record_batch.RECORDS_OFFSET

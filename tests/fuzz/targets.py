@@ -56,7 +56,8 @@ from txn_audit.formats.transactions_text import parse_transactions_output
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value, encode_txn_log_value
 from txn_audit.formats.txnindex import ENTRY_SIZE as TXNINDEX_ENTRY
 from txn_audit.formats.txnindex import decode_txn_index
-from txn_audit.ingest.worker import FileTask, TableRows, _decode_log, decode_task
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.worker import _decode_log, decode_task
 from txn_audit.schemas import DECODED_TABLES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,13 +19,12 @@ from tests.fuzz.profiles import FUZZ
 from tests.fuzz.targets import MEMORY_SLACK, fix_crcs, log_seeds, run_task
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import BatchHeader, Record, TopicPartitions, TxnLogValue
-from txn_audit.formats.primitives import pack_i16, pack_i64, write_uvarint
+from txn_audit.formats.primitives import INT32_MAX, pack_i16, pack_i64, write_uvarint
 from txn_audit.formats.record_batch import encode_batch
 from txn_audit.formats.segment import iter_batches
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value, encode_txn_log_key, encode_txn_log_value
 
 T0 = 1_795_377_608_870
-INT32_MAX = 2**31 - 1
 SEEDS = log_seeds()
 
 

@@ -21,7 +21,8 @@ from txn_audit.formats.model import Record
 from txn_audit.formats.record_batch import encode_batch, encode_control_batch
 from txn_audit.ingest import worker
 from txn_audit.ingest.discover import discover
-from txn_audit.ingest.worker import FileTask, TableRows, decode_task
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.worker import decode_task
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_795_377_608_870
@@ -240,7 +241,8 @@ def test_segment_vanished_after_discovery(tmp_path: Path) -> None:
 _TRUNCATE_WHILE_DECODING = """
 import os, sys
 from txn_audit.ingest import worker
-from txn_audit.ingest.worker import FileTask, TableRows, decode_task
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.worker import decode_task
 path, limit = sys.argv[1], int(sys.argv[2])
 worker.READ_LIMIT = limit
 size = os.path.getsize(path)

@@ -10,7 +10,8 @@ from tests.kafkacorpus import CorpusScenario
 from tests.kafkacorpus import scenarios as kafka_scenarios
 from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, offsets_json, scenario_dir
 from txn_audit.ingest.discover import discover
-from txn_audit.ingest.worker import TableRows, decode_task
+from txn_audit.ingest.tasks import TableRows
+from txn_audit.ingest.worker import decode_task
 from txn_audit.schemas import RAW_TABLES
 
 pytestmark = needs_corpus

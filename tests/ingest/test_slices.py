@@ -23,7 +23,8 @@ from txn_audit.formats.segment import iter_batches
 from txn_audit.ingest import job
 from txn_audit.ingest.discover import discover
 from txn_audit.ingest.slices import SliceSummary, plan_stitch, split_large_logs
-from txn_audit.ingest.worker import FileTask, decode_partition, task_rows
+from txn_audit.ingest.tasks import FileTask
+from txn_audit.ingest.worker import decode_partition, task_rows
 from txn_audit.sample.large import write_large_dump
 from txn_audit.schemas import DECODED_TABLES
 

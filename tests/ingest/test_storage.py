@@ -25,7 +25,8 @@ from txn_audit.errors import UsageError
 from txn_audit.ingest import storage
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, resolve_dump
-from txn_audit.ingest.worker import TableRows, decode_task
+from txn_audit.ingest.tasks import TableRows
+from txn_audit.ingest.worker import decode_task
 
 if TYPE_CHECKING:
     from tests.conftest import SampleScan

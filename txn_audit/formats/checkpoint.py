@@ -31,6 +31,7 @@ from typing import Final, TypeVar
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import IssueKind, OffsetCheckpoint
+from txn_audit.formats.primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
 CHECKPOINT_VERSION: Final = 0
 PARTITION_METADATA_VERSION: Final = 0
@@ -39,8 +40,8 @@ _BAD: Final = IssueKind.BAD_CHECKPOINT.value
 _NEWLINE: Final = re.compile(r"\r\n|\r|\n")
 _JAVA_WS: Final = re.compile(r"[ \t\n\x0b\f\r]+")  # Java regex \s
 _INT: Final = re.compile(r"[+-]?[0-9]+")
-_INT32: Final = (-(1 << 31), (1 << 31) - 1)
-_INT64: Final = (-(1 << 63), (1 << 63) - 1)
+_INT32: Final = (INT32_MIN, INT32_MAX)
+_INT64: Final = (INT64_MIN, INT64_MAX)
 _UUID: Final = re.compile(r"[A-Za-z0-9_-]{22}")
 
 T = TypeVar("T")

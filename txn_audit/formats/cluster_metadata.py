@@ -66,7 +66,8 @@ from txn_audit.errors import CorruptInputError
 from txn_audit.formats.layout import LogFileName, parse_log_file_name
 from txn_audit.formats.model import BatchHeader, DecodeIssue, IssueKind
 from txn_audit.formats.primitives import Buffer, Reader
-from txn_audit.formats.record_batch import MAGIC, SegmentBuffer, decode_records
+from txn_audit.formats.record_batch import SegmentBuffer, decode_records
+from txn_audit.formats.records import MAGIC_VALUE_V2
 from txn_audit.formats.segment import iter_batches
 
 __all__ = [
@@ -506,7 +507,7 @@ def _data_batches(buf: SegmentBuffer, *, allow_truncated_tail: bool) -> Iterator
             if allow_truncated_tail and item.kind in _TAIL_KINDS:
                 return  # a torn active segment: the broker truncates it on restart
             raise CorruptInputError(item.kind, item.position, item.detail)
-        if item.magic != MAGIC:
+        if item.magic != MAGIC_VALUE_V2:
             raise CorruptInputError(IssueKind.BAD_MAGIC.value, item.position, f"magic {item.magic} in the metadata log")
         if not item.crc_ok:
             raise CorruptInputError(

@@ -33,6 +33,7 @@ GZIP: Final = 1
 SNAPPY: Final = 2
 LZ4: Final = 3
 ZSTD: Final = 4
+CODEC_NAMES: Final[dict[int, str]] = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 
 XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = struct.Struct(">8sii")  # magic, version, minimum compatible version
@@ -152,4 +153,4 @@ def _lz4_decompress(data: BufferLike, magic: int) -> bytes:
 
 
 def _codec_name(codec: int) -> str:
-    return {GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}.get(codec, f"codec {codec}")
+    return CODEC_NAMES.get(codec, f"codec {codec}")

@@ -53,9 +53,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Any, Final
 
 from txn_audit.formats.layout import (
     CLUSTER_METADATA_TOPIC,
@@ -65,10 +65,10 @@ from txn_audit.formats.layout import (
     parse_partition_dir,
 )
 from txn_audit.formats.model import TXN_STATES, AbortedTxn, DecodeIssue, IssueKind, Severity
+from txn_audit.formats.record_batch import MARKER_TYPE_CODES
 
 EXCERPT_CHARS: Final = 160
 _STATE_CODES: Final = {name: code for code, name in TXN_STATES.items()}
-_MARKER_CODES: Final = {"ABORT": 0, "COMMIT": 1}
 _TT: Final = r"(?P<tt>CreateTime|LogAppendTime|NoTimestampType)"
 _INT: Final = r"-?\d+"
 
@@ -166,7 +166,9 @@ _TXN_VALUE_TEXT = re.compile(
     re.S,
 )
 _TXN_UNKNOWN_KEY = re.compile(r"unknown::version=(?P<v>-?\d+)$")
-_TXN_SKIPPED = re.compile(r"(?:Unknown record type (?P<type>-?\d+)|Error) at offset (?P<off>-?\d+), skipping\.(?P<msg>.*)$")
+_TXN_SKIPPED = re.compile(
+    r"(?:Unknown record type (?P<type>-?\d+)|Error) at offset (?P<off>-?\d+), skipping\.(?P<msg>.*)$"
+)
 _PARTITION_ENTRY = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)$")
 
 # --offsets-decoder payloads (a topic name is [a-zA-Z0-9._-]+, so the last separator is the right one)
@@ -665,7 +667,7 @@ def _parse_offsets(key: str, payload: str | None) -> tuple[_OffsetsPayload | Non
 def _parse_offsets_json(key: dict[str, object], payload: str | None) -> _OffsetsPayload:
     """A 3.8+ JSON key/payload pair (key already parsed). Raises ``ValueError`` when it does not parse."""
     try:
-        key_type = int(key["type"])  # type: ignore[call-overload]
+        key_type = int(key["type"])  # type: ignore[call-overload]  # any JSON value: a bad one raises, caught below
         if key_type not in _OFFSET_COMMIT_KEY_TYPES:
             return _NOT_A_COMMIT
         d = key["data"]
@@ -727,7 +729,7 @@ class DumpLogParser:
         self.features: set[str] = set()
         self._line_no = 0
         self._section: DumpSection | None = None
-        self._batch: dict[str, object] | None = None
+        self._batch: dict[str, Any] | None = None  # the batch line's fields, by TextBatch field name
         self._records: list[TextRecord] = []
         self._pending_bytes = 0  # content bytes a record line still owes (payload with newlines)
         self._in_stack = False
@@ -801,7 +803,8 @@ class DumpLogParser:
                               "snapshot and kafka-dump-log printed none of its entries", line)
             return
         if _SNAPSHOT_BAD.match(stripped):
-            yield self._issue(IssueKind.BAD_SNAPSHOT, Severity.ERROR, "kafka-dump-log could not read the snapshot", line)
+            yield self._issue(IssueKind.BAD_SNAPSHOT, Severity.ERROR, "kafka-dump-log could not read the snapshot",
+                              line)
             return
         if _EXCEPTION.match(line):
             self._in_stack = True
@@ -832,7 +835,10 @@ class DumpLogParser:
         """Whether a line reads as one the tool starts by itself (then it is no payload continuation)."""
         if line.startswith("Dumping "):
             return True
-        patterns = (_RECORD_30, _RECORD_24, _RECORD_28) if line.startswith("|") else (_BATCH_V2, _BATCH_LEGACY, _TRAILER)
+        if line.startswith("|"):
+            patterns = (_RECORD_30, _RECORD_24, _RECORD_28)
+        else:
+            patterns = (_BATCH_V2, _BATCH_LEGACY, _TRAILER)
         return any(p.match(line) for p in patterns)
 
     # .log sections
@@ -995,7 +1001,7 @@ class DumpLogParser:
             first_ts = -1
         b["record_count"] = count
         b["first_timestamp"] = first_ts
-        batch = TextBatch(section=section, records=records, **b)  # type: ignore[arg-type]
+        batch = TextBatch(section=section, records=records, **b)
         yield batch
         if records and count is not None and len(records) != count and all(r.offset is not None for r in records):
             yield self._issue(
@@ -1035,7 +1041,7 @@ class DumpLogParser:
             return
         yield TextMarker(
             batch.section, first.line, first.offset if first.offset is not None else batch.last_offset,
-            batch.producer_id, batch.producer_epoch, first.marker_type, _MARKER_CODES[first.marker_type],
+            batch.producer_id, batch.producer_epoch, first.marker_type, MARKER_TYPE_CODES[first.marker_type],
             first.coordinator_epoch, first.timestamp, None, None, batch.position,
         )
 
@@ -1085,11 +1091,11 @@ class DumpLogParser:
                     self._txn_undecoded += 1
                 continue
             value = parsed.value or {}
+            value_fields: dict[str, Any] = {name: value.get(name) for name in TXN_VALUE_FIELDS}
             yield TextTxnLogRecord(
                 section=batch.section, line=r.line, position=batch.position, offset=r.offset,
                 record_timestamp=r.timestamp, transactional_id=parsed.transactional_id,
-                key_version=parsed.key_version, tombstone=parsed.value is None,
-                **{name: value.get(name) for name in TXN_VALUE_FIELDS},
+                key_version=parsed.key_version, tombstone=parsed.value is None, **value_fields,
             )
 
     def _offset_records(self, batch: TextBatch) -> Iterator[DumpItem]:
@@ -1136,13 +1142,13 @@ class DumpLogParser:
                                   f"{parsed.unknown_value_version}, only 0-4 are known", at=r.line)
                 continue
             value = parsed.value or {}
+            commit_fields: dict[str, Any] = {name: value.get(name) for name in OFFSET_VALUE_FIELDS}
             yield TextOffsetCommit(
                 section=batch.section, line=r.line, position=batch.position, offset=r.offset,
                 record_timestamp=r.timestamp, group_id=parsed.group, commit_topic=parsed.topic,
                 commit_partition=parsed.partition, key_version=parsed.key_version, tombstone=parsed.value is None,
                 is_transactional=batch.is_transactional, producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch,
-                **{name: value.get(name) for name in OFFSET_VALUE_FIELDS},  # type: ignore[arg-type]
+                producer_epoch=batch.producer_epoch, **commit_fields,
             )
 
     def _close_section(self) -> Iterator[DumpItem]:
@@ -1187,8 +1193,10 @@ class DumpLogParser:
         self.features.add("snapshot_last_timestamp" if g["lts"] is not None else "snapshot_no_last_timestamp")
         has_batch = g["lo"] is not None
         lts = int(g["lts"]) if g["lts"] is not None else None
+        section = self._section
+        assert section is not None, "snapshot lines are read inside their section"
         yield TextSnapshotEntry(
-            section=self._section,  # type: ignore[arg-type]
+            section=section,
             line=self._line_no,
             producer_id=int(g["pid"]),
             producer_epoch=int(g["epoch"]),
@@ -1207,14 +1215,14 @@ class DumpLogParser:
         if m is None:
             yield self._unparsed(line, "not a .txnindex entry line")
             return
-        yield TextAbortedTxn(self._section, self._line_no, int(m["v"]), int(m["pid"]), int(m["first"]),  # type: ignore[arg-type]
+        section = self._section
+        assert section is not None, "txnindex lines are read inside their section"
+        yield TextAbortedTxn(section, self._line_no, int(m["v"]), int(m["pid"]), int(m["first"]),
                              int(m["last"]), int(m["lso"]))
 
 
-def _replace(record: TextRecord, **changes: object) -> TextRecord:
-    from dataclasses import replace
-
-    return replace(record, **changes)  # type: ignore[arg-type]
+def _replace(record: TextRecord, **changes: Any) -> TextRecord:
+    return replace(record, **changes)
 
 
 def iter_dump_log(lines: Iterable[str | bytes], file: str = "") -> Iterator[DumpItem]:
@@ -1230,7 +1238,7 @@ def parse_dump_log(source: str | Path | Iterable[str | bytes], file: str = "") -
     """The whole of a dump-log text (a path, or the lines) as lists."""
     parser = DumpLogParser(file or (str(source) if isinstance(source, Path) else ""))
     out = ParsedDumpLog(file=parser.file)
-    sinks: dict[type, list] = {  # type: ignore[type-arg]
+    sinks: dict[type, list[Any]] = {
         DumpSection: out.sections, TextBatch: out.batches, TextMarker: out.markers, TextTxnLogRecord: out.txn_log,
         TextOffsetCommit: out.offset_commits, TextSnapshotEntry: out.snapshots, TextAbortedTxn: out.aborted_txns,
         TextIssue: out.issues,

@@ -45,15 +45,53 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from txn_audit.formats.model import BatchHeader, DecodeIssue, IssueKind, Severity
-from txn_audit.formats.record_batch import as_view
+from txn_audit.formats.legacy import RECORD_OVERHEAD_V0
+from txn_audit.formats.model import NO_SEQUENCE, NO_TIMESTAMP, BatchHeader, DecodeIssue, IssueKind, Severity
+from txn_audit.formats.primitives import INT32_MAX
+from txn_audit.formats.record_batch import (
+    ATTRIBUTE_LENGTH,
+    ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_LENGTH,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_LENGTH,
+    BASE_TIMESTAMP_OFFSET,
+    CONTROL_MASK,
+    CRC_LENGTH,
+    CRC_OFFSET,
+    DELETE_HORIZON_MASK,
+    LAST_OFFSET_DELTA_LENGTH,
+    LAST_OFFSET_DELTA_OFFSET,
+    MAX_TIMESTAMP_LENGTH,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_LENGTH,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_LENGTH,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_LENGTH,
+    PRODUCER_ID_OFFSET,
+    RECORDS_COUNT_LENGTH,
+    RECORDS_COUNT_OFFSET,
+    TRANSACTIONAL_MASK,
+    as_view,
+)
+from txn_audit.formats.records import (
+    COMPRESSION_CODEC_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    OFFSET_LENGTH,
+    OFFSET_OFFSET,
+    SIZE_LENGTH,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 from txn_audit.formats.segment import iter_batches
 
-HEADER_SIZE: Final = 61
-CRC_START: Final = 21
-LOG_OVERHEAD: Final = 12
-MIN_V2_SIZE: Final = HEADER_SIZE - LOG_OVERHEAD
-INT32_MAX: Final = 0x7FFFFFFF
+# The compiled walk reads the header at the byte offsets and sizes of ``record_batch`` (and the
+# framing of ``records``): numba freezes these module-level ints as compile-time constants.
+_CRC_COVERED_BEFORE_END: Final = ATTRIBUTES_OFFSET - LOG_OVERHEAD  # batch bytes the CRC skips, beyond the framing
 DEFAULT_MAX_BATCHES: Final = 1 << 16  # rows per chunk: about 20 MB of working arrays
 
 _CRC = IssueKind.CRC_MISMATCH.value
@@ -93,7 +131,8 @@ class HeaderColumns:
 
     @property
     def crc_ok(self) -> np.ndarray:
-        return self.stored_crc == self.computed_crc
+        ok: np.ndarray = self.stored_crc == self.computed_crc
+        return ok
 
     def header(self, i: int) -> BatchHeader:
         """Row ``i`` as the reference decoder's ``BatchHeader``."""
@@ -183,16 +222,16 @@ def _be(u8: np.ndarray, p: int, width: int) -> int:  # pragma: no cover - compil
     if width < 8:
         sign = np.uint64(1) << np.uint64(8 * width - 1)
         if v & sign:
-            return np.int64(v) - (np.int64(1) << np.int64(8 * width))
-    return np.int64(v)
+            return int(np.int64(v) - (np.int64(1) << np.int64(8 * width)))
+    return int(np.int64(v))
 
 
 @intrinsic
-def _call_crc_routine(typingctx, address, crc, data, length):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _call_crc_routine(typingctx, address, crc, data, length):  # type: ignore[no-untyped-def]  # numba types  # pragma: no cover
     """Call ``uint32 f(uint32 crc, const uint8 *data, size_t length)`` at ``address``."""
     sig = types.uint32(types.intp, types.uint32, types.intp, types.intp)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]  # numba and llvmlite objects
         addr, c, ptr, n = args
         i8p = ir.IntType(8).as_pointer()
         fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), i8p, ir.IntType(64)])
@@ -217,7 +256,7 @@ def _crc_table_one(u8: np.ndarray, i: int, stop: int, t: np.ndarray) -> int:  # 
     while i < stop:
         c = t[0, (c ^ u8[i]) & 0xFF] ^ (c >> 8)
         i += 1
-    return np.int64(c ^ np.uint32(0xFFFFFFFF))
+    return int(c ^ np.uint32(0xFFFFFFFF))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -225,37 +264,41 @@ def _scan(u8: np.ndarray, pos: int, end: int, crc_mode: int, address: int, table
           out: np.ndarray, cap: int) -> tuple[int, int]:  # pragma: no cover - compiled
     """Walk consecutive regular v2 batches from ``pos``: raw header fields and CRC into ``out``.
 
-    A regular batch has magic 2, a size of at least 49 and ends by ``end``. Stops before the
-    first entry that is not one, or after ``cap`` batches. Returns (batches, stop position).
+    A regular batch has magic 2, a size of at least ``MIN_BATCH_LENGTH`` and ends by ``end``.
+    Stops before the first entry that is not one, or after ``cap`` batches. Returns (batches,
+    stop position).
     """
     base = u8.ctypes.data
     count = 0
-    while count < cap and end - pos >= 17:
-        size = _be(u8, pos + 8, 4)
-        if size < 49 or u8[pos + 16] != 2:
+    while count < cap and end - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        size = _be(u8, pos + SIZE_OFFSET, SIZE_LENGTH)
+        if size < MIN_BATCH_LENGTH or u8[pos + MAGIC_OFFSET] != MAGIC_VALUE_V2:
             break
-        stop = pos + 12 + size
+        stop = pos + LOG_OVERHEAD + size
         if stop > end:
             break
         out[_POS, count] = pos
-        out[_BASE, count] = _be(u8, pos, 8)
+        out[_BASE, count] = _be(u8, pos + OFFSET_OFFSET, OFFSET_LENGTH)
         out[_LEN, count] = size
-        out[_EPOCH_L, count] = _be(u8, pos + 12, 4)
-        stored = _be(u8, pos + 17, 4) & 0xFFFFFFFF
+        out[_EPOCH_L, count] = _be(u8, pos + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH_LENGTH)
+        stored = _be(u8, pos + CRC_OFFSET, CRC_LENGTH) & 0xFFFFFFFF
         out[_CRC_S, count] = stored
-        out[_ATTR, count] = _be(u8, pos + 21, 2)
-        out[_DELTA, count] = _be(u8, pos + 23, 4)
-        out[_BASE_TS, count] = _be(u8, pos + 27, 8)
-        out[_MAX_TS, count] = _be(u8, pos + 35, 8)
-        out[_PID, count] = _be(u8, pos + 43, 8)
-        out[_PEPOCH, count] = _be(u8, pos + 51, 2)
-        out[_SEQ, count] = _be(u8, pos + 53, 4)
-        out[_COUNT, count] = _be(u8, pos + 57, 4)
-        if crc_mode == 1:
-            c = _call_crc_routine(address, np.uint32(0xFFFFFFFF), base + pos + 21, size - 9)
+        out[_ATTR, count] = _be(u8, pos + ATTRIBUTES_OFFSET, ATTRIBUTE_LENGTH)
+        out[_DELTA, count] = _be(u8, pos + LAST_OFFSET_DELTA_OFFSET, LAST_OFFSET_DELTA_LENGTH)
+        out[_BASE_TS, count] = _be(u8, pos + BASE_TIMESTAMP_OFFSET, BASE_TIMESTAMP_LENGTH)
+        out[_MAX_TS, count] = _be(u8, pos + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH)
+        out[_PID, count] = _be(u8, pos + PRODUCER_ID_OFFSET, PRODUCER_ID_LENGTH)
+        out[_PEPOCH, count] = _be(u8, pos + PRODUCER_EPOCH_OFFSET, PRODUCER_EPOCH_LENGTH)
+        out[_SEQ, count] = _be(u8, pos + BASE_SEQUENCE_OFFSET, BASE_SEQUENCE_LENGTH)
+        out[_COUNT, count] = _be(u8, pos + RECORDS_COUNT_OFFSET, RECORDS_COUNT_LENGTH)
+        if crc_mode == CRC_NATIVE:
+            # an intrinsic is called without the typing context its definition takes first
+            c: np.uint32 = _call_crc_routine(  # type: ignore[call-arg]
+                address, np.uint32(0xFFFFFFFF), base + pos + ATTRIBUTES_OFFSET, size - _CRC_COVERED_BEFORE_END
+            )
             out[_CRC_C, count] = np.int64(c ^ np.uint32(0xFFFFFFFF))
-        elif crc_mode == 2:
-            out[_CRC_C, count] = _crc_table_one(u8, pos + 21, stop, table)
+        elif crc_mode == CRC_TABLE:
+            out[_CRC_C, count] = _crc_table_one(u8, pos + ATTRIBUTES_OFFSET, stop, table)
         else:
             out[_CRC_C, count] = stored
         count += 1
@@ -284,7 +327,7 @@ _TABLE: Final = _crc_table()
 def _native_address() -> int:
     """Address of the C routine behind ``crc32c.crc32c`` (hardware or software), or 0."""
     try:
-        from crc32c import _crc32c as ext
+        from crc32c import _crc32c as ext  # the package's private C module: absent in some builds, hence here
 
         lib = ctypes.CDLL(ext.__file__)
         name = "_crc32c_hw_adler" if getattr(crc32c, "hardware_based", False) else "_crc32c_sw_slicing_by_8"
@@ -299,15 +342,16 @@ def _probe(mode: int, address: int) -> bool:
     sizes = [49, 50, 57, 64, 300, 3000, 5000]
     data = bytearray()
     for size in sizes:
-        body = bytearray(rng.integers(0, 256, 12 + size, dtype=np.uint8).tobytes())
-        body[8:12] = size.to_bytes(4, "big")
-        body[16] = 2
+        body = bytearray(rng.integers(0, 256, LOG_OVERHEAD + size, dtype=np.uint8).tobytes())
+        body[SIZE_OFFSET : SIZE_OFFSET + SIZE_LENGTH] = size.to_bytes(SIZE_LENGTH, "big")
+        body[MAGIC_OFFSET] = MAGIC_VALUE_V2
         data += body
     out = np.zeros((_NROWS, len(sizes)), np.int64)
     count, _ = _scan(_u8(bytes(data)), 0, len(data), mode, address, _TABLE, out, len(sizes))
-    starts = np.cumsum([0] + [12 + s for s in sizes])
+    starts = np.cumsum([0] + [LOG_OVERHEAD + s for s in sizes])
     return count == len(sizes) and all(
-        int(out[_CRC_C, i]) == crc32c.crc32c(bytes(data[starts[i] + 21 : starts[i + 1]])) for i in range(count)
+        int(out[_CRC_C, i]) == crc32c.crc32c(bytes(data[starts[i] + ATTRIBUTES_OFFSET : starts[i + 1]]))
+        for i in range(count)
     )
 
 
@@ -350,8 +394,9 @@ def _columns(raw: np.ndarray) -> HeaderColumns:
     seq = raw[_SEQ]
     base_ts = raw[_BASE_TS]
     wraps = seq > _java_int(INT32_MAX - delta)  # record_batch.increment_sequence, column-wise
-    last_sequence = np.where(seq == -1, -1, _java_int(np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta)))
-    horizon = (attributes & 0x40) != 0
+    incremented = _java_int(np.where(wraps, delta - (INT32_MAX - seq) - 1, seq + delta))
+    last_sequence = np.where(seq == NO_SEQUENCE, NO_SEQUENCE, incremented)
+    horizon = (attributes & DELETE_HORIZON_MASK) != 0
     with np.errstate(over="ignore"):
         last_offset = base_offset + delta
     return HeaderColumns(
@@ -359,22 +404,22 @@ def _columns(raw: np.ndarray) -> HeaderColumns:
         base_offset=base_offset,
         last_offset=last_offset,
         size_bytes=raw[_LEN] + LOG_OVERHEAD,
-        magic=np.full(raw.shape[1], 2, np.int8),
+        magic=np.full(raw.shape[1], MAGIC_VALUE_V2, np.int8),
         partition_leader_epoch=raw[_EPOCH_L].astype(np.int32),
         attributes=attributes,
-        compression=(attributes & 0x07).astype(np.int8),
-        timestamp_type=((attributes & 0x08) >> 3).astype(np.int8),
-        is_transactional=(attributes & 0x10) != 0,
-        is_control=(attributes & 0x20) != 0,
+        compression=(attributes & COMPRESSION_CODEC_MASK).astype(np.int8),
+        timestamp_type=((attributes & TIMESTAMP_TYPE_MASK) >> 3).astype(np.int8),
+        is_transactional=(attributes & TRANSACTIONAL_MASK) != 0,
+        is_control=(attributes & CONTROL_MASK) != 0,
         has_delete_horizon=horizon,
         producer_id=raw[_PID].copy(),
         producer_epoch=raw[_PEPOCH].astype(np.int16),
         base_sequence=seq.astype(np.int32),
         last_sequence=last_sequence,
         record_count=raw[_COUNT].astype(np.int32),
-        first_timestamp=np.where(horizon, -1, base_ts),
+        first_timestamp=np.where(horizon, NO_TIMESTAMP, base_ts),
         max_timestamp=raw[_MAX_TS].copy(),
-        delete_horizon_ms=np.where(horizon, base_ts, -1),
+        delete_horizon_ms=np.where(horizon, base_ts, NO_TIMESTAMP),
         stored_crc=raw[_CRC_S].copy(),
         computed_crc=raw[_CRC_C].copy(),
     )
@@ -390,11 +435,12 @@ def order_detail(base: int, prev_last: int) -> str:
 
 def _irregular_end(u8: np.ndarray, pos: int, end: int) -> tuple[int, bool]:
     """Where the reference walk's step at ``pos`` ends, and whether the walk goes on after it."""
-    if end - pos < 17:
+    if end - pos < HEADER_SIZE_UP_TO_MAGIC:
         return end, False
-    size = int.from_bytes(u8[pos + 8 : pos + 12].tobytes(), "big", signed=True)
+    size = int.from_bytes(u8[pos + SIZE_OFFSET : pos + SIZE_OFFSET + SIZE_LENGTH].tobytes(), "big", signed=True)
     stop = pos + LOG_OVERHEAD + size
-    if size < 14 or stop > end or (u8[pos + 16] == 2 and size < MIN_V2_SIZE):
+    short_v2 = u8[pos + MAGIC_OFFSET] == MAGIC_VALUE_V2 and size < MIN_BATCH_LENGTH
+    if size < RECORD_OVERHEAD_V0 or stop > end or short_v2:
         return end, False
     return stop, True
 
@@ -549,7 +595,8 @@ def stitch(
             if at < len(part_issues) and part_rows[at] == 1 and part_issues[at].kind == _CRC \
                     and part_issues[at].position == first:
                 at += 1
-            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, order_detail(int(cols.base_offset[0]), prev_last)))
+            detail = order_detail(int(cols.base_offset[0]), prev_last)
+            part_issues.insert(at, DecodeIssue(first, _ORDER, _ERROR, detail))
             part_rows.insert(at, 1)
         redo: SegmentHeaders | None = None
         if part.stop != ends[k] and k + 1 < len(parts):

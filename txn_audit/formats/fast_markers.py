@@ -19,14 +19,13 @@ from typing import Final
 import numpy as np
 
 from txn_audit.formats.fast_headers import HeaderColumns
-from txn_audit.formats.record_batch import as_view
+from txn_audit.formats.record_batch import CONTROL_ABORT, CONTROL_COMMIT, RECORDS_OFFSET, as_view
+from txn_audit.formats.records import MAGIC_VALUE_V2
 
 CANONICAL_SIZE: Final = 78
-_RECORD_AT: Final = 61
-_RECORD_BYTES: Final = CANONICAL_SIZE - _RECORD_AT
+_RECORD_BYTES: Final = CANONICAL_SIZE - RECORDS_OFFSET
 # byte of the record -> its required value (length 16, deltas 0, key length 4, value length 6, no headers)
 _FIXED: Final = ((0, 0x20), (2, 0x00), (3, 0x00), (4, 0x08), (9, 0x0C), (16, 0x00))
-MARKER_TYPE_NAMES: Final = ("ABORT", "COMMIT")  # control record types 0 and 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +47,8 @@ class MarkerColumns:
 
 
 def _be16(rec: np.ndarray, at: int) -> np.ndarray:
-    return ((rec[:, at].astype(np.uint16) << 8) | rec[:, at + 1]).view(np.int16)
+    values: np.ndarray = ((rec[:, at].astype(np.uint16) << 8) | rec[:, at + 1]).view(np.int16)
+    return values
 
 
 def canonical_markers(buf: bytes | bytearray | memoryview | mmap.mmap, cols: HeaderColumns,
@@ -62,13 +62,13 @@ def canonical_markers(buf: bytes | bytearray | memoryview | mmap.mmap, cols: Hea
         & (cols.compression[rows] == 0)
         & (cols.record_count[rows] == 1)
         & ~cols.has_delete_horizon[rows]
-        & (cols.magic[rows] == 2)
+        & (cols.magic[rows] == MAGIC_VALUE_V2)
     )
     rows = rows[ok]
     view = as_view(buf)
     try:
         u8 = np.frombuffer(view, dtype=np.uint8)
-        starts = cols.position[rows] + _RECORD_AT
+        starts = cols.position[rows] + RECORDS_OFFSET
         rec = u8[starts[:, None] + np.arange(_RECORD_BYTES)] if len(rows) else np.empty((0, _RECORD_BYTES), np.uint8)
         del u8
     finally:
@@ -78,7 +78,8 @@ def canonical_markers(buf: bytes | bytearray | memoryview | mmap.mmap, cols: Hea
         ok = rec[:, at] == value
         rows, rec = rows[ok], rec[ok]
     key_version, control_type, value_version = _be16(rec, 5), _be16(rec, 7), _be16(rec, 10)
-    keep = (key_version >= 0) & ((control_type == 0) | (control_type == 1)) & (value_version >= 0)
+    is_marker = (control_type == CONTROL_ABORT) | (control_type == CONTROL_COMMIT)
+    keep = (key_version >= 0) & is_marker & (value_version >= 0)
     rows, rec = rows[keep], rec[keep]
     epoch = (
         (rec[:, 12].astype(np.uint32) << 24) | (rec[:, 13].astype(np.uint32) << 16)

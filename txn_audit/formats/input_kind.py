@@ -5,8 +5,9 @@ offsets JSON file), a binary Kafka file, other text, or nothing.
 Only the head of the file is read (``SNIFF_BYTES``). A JSON document naming high watermarks is
 an offsets file; text whose every line is ``topic:partition:offset`` is get-offsets output.
 Otherwise comment lines (``#``) and blank lines are skipped; the first other line decides:
-``Dumping <path>`` is a dump-log dump, a ``TransactionsCommand`` header names its table. Bytes that are not UTF-8 text (or hold NUL
-bytes) are binary; a binary file named like a segment-family file says which one it is.
+``Dumping <path>`` is a dump-log dump, a ``TransactionsCommand`` header names its table. Bytes that
+are not UTF-8 text (or hold NUL bytes) are binary; a binary file named like a segment-family file
+says which one it is.
 """
 
 from __future__ import annotations

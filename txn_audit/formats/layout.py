@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from txn_audit.formats.primitives import INT32_MAX, INT64_MAX
+
 # -- log-dir level files ---------------------------------------------------------------
 
 REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"  # high watermarks
@@ -69,8 +71,6 @@ COMPACTED_TOPICS: Final = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 ReplicaStatus = Literal["live", "delete", "future", "stray"]
 FileStatus = Literal["live", "deleted", "cleaned", "swap", "partial"]
 
-_INT32_MAX: Final = (1 << 31) - 1
-_INT64_MAX: Final = (1 << 63) - 1
 _NS: Final = r"[^ \t\n\x0b\f\r]"  # Java regex \S
 _DIR_SUFFIXES: Final[dict[str, ReplicaStatus]] = {"-delete": "delete", "-future": "future", "-stray": "stray"}
 _SUFFIX_PATTERN: Final = {s: re.compile(rf"({_NS}+)-({_NS}+)\.({_NS}+){s}") for s in _DIR_SUFFIXES}
@@ -157,7 +157,7 @@ def parse_partition_dir(name: str) -> PartitionDirName | None:
     if not topic or not _PARTITION.fullmatch(part):
         return None
     partition = int(part)
-    if partition > _INT32_MAX:
+    if partition > INT32_MAX:
         return None
     return PartitionDirName(topic=topic, partition=partition, status=status, uuid=uuid)
 
@@ -172,7 +172,7 @@ def parse_log_file_name(name: str) -> LogFileName | None:
     """
     m = _SEGMENT_FILE.fullmatch(name)
     if m is not None:
-        if int(m["offset"]) > _INT64_MAX:
+        if int(m["offset"]) > INT64_MAX:
             return None  # Long.parseLong rejects it: not a name Kafka wrote
         return LogFileName(
             name=name,
@@ -182,7 +182,7 @@ def parse_log_file_name(name: str) -> LogFileName | None:
         )
     m = _KRAFT_SNAPSHOT.fullmatch(name)
     if m is not None:
-        if int(m["offset"]) > _INT64_MAX or int(m["epoch"]) > _INT32_MAX:
+        if int(m["offset"]) > INT64_MAX or int(m["epoch"]) > INT32_MAX:
             return None
         return LogFileName(
             name=name,

@@ -38,12 +38,17 @@ from txn_audit.formats.model import (
     Record,
 )
 from txn_audit.formats.record_batch import SegmentBuffer, as_view
+from txn_audit.formats.records import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
+    TIMESTAMP_TYPE_MASK,
+)
 
-LOG_OVERHEAD: Final = 12
 RECORD_OVERHEAD_V0: Final = 14  # crc 4 + magic 1 + attributes 1 + key length 4 + value length 4
 RECORD_OVERHEAD_V1: Final = 22  # + timestamp 8
-COMPRESSION_MASK: Final = 0x07
-TIMESTAMP_TYPE_MASK: Final = 0x08
 
 _ENTRY: Final = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _OFFSET_SIZE: Final = struct.Struct(">qi")
@@ -58,7 +63,7 @@ def legacy_crc(buf: SegmentBuffer, pos: int, size: int) -> tuple[int, int]:
     """(stored, computed) CRC-32 of the legacy entry at ``pos`` whose size field is ``size``."""
     mv = as_view(buf)
     (stored,) = _U32.unpack_from(mv, pos + LOG_OVERHEAD)
-    return stored, zlib.crc32(mv[pos + 16 : pos + LOG_OVERHEAD + size])
+    return stored, zlib.crc32(mv[pos + MAGIC_OFFSET : pos + LOG_OVERHEAD + size])
 
 
 def _parse_message(
@@ -73,12 +78,12 @@ def _parse_message(
         raise CorruptInputError(_CORRUPT, pos, f"message of {size} bytes, below the 14-byte minimum")
     crc, magic, attributes = struct.unpack_from(">Ibb", data, pos)
     p = pos + 6
-    if magic == 1:
+    if magic == MAGIC_VALUE_V1:
         if size < RECORD_OVERHEAD_V1:
             raise CorruptInputError(_CORRUPT, pos, f"v1 message of {size} bytes, below the 22-byte minimum")
         (timestamp,) = _I64.unpack_from(data, p)
         p += 8
-    elif magic == 0:
+    elif magic == MAGIC_VALUE_V0:
         timestamp = NO_TIMESTAMP
     else:
         raise CorruptInputError(IssueKind.BAD_MAGIC.value, pos + 4, f"message magic {magic}")
@@ -120,16 +125,20 @@ def decode_legacy_entry(
     if size < RECORD_OVERHEAD_V0:
         raise CorruptInputError(IssueKind.BAD_LENGTH.value, pos, f"message size {size} below 14")
     if stop > len(mv):
-        raise CorruptInputError(IssueKind.TRUNCATED_TAIL.value, pos, f"message of {size + 12} bytes does not fit")
+        raise CorruptInputError(
+            IssueKind.TRUNCATED_TAIL.value, pos, f"message of {size + LOG_OVERHEAD} bytes does not fit"
+        )
     (wrapper_offset,) = _I64.unpack_from(mv, pos)
     stored_crc, magic, attributes, wrapper_ts, key, value_pos, value = _parse_message(mv, pos + LOG_OVERHEAD, stop)
-    computed_crc = zlib.crc32(mv[pos + 16 : stop]) if verify_crc else stored_crc
-    codec = attributes & COMPRESSION_MASK
-    ts_type = (attributes & TIMESTAMP_TYPE_MASK) >> 3 if magic == 1 else 0
+    computed_crc = zlib.crc32(mv[pos + MAGIC_OFFSET : stop]) if verify_crc else stored_crc
+    codec = attributes & COMPRESSION_CODEC_MASK
+    ts_type = (attributes & TIMESTAMP_TYPE_MASK) >> 3 if magic == MAGIC_VALUE_V1 else 0
     if codec == 0:
         records = [Record(wrapper_offset, wrapper_ts, key, value, (), NO_SEQUENCE, attributes & 0xFF)]
     else:
-        records = _inner_records(mv, pos, magic, codec, ts_type, wrapper_offset, wrapper_ts, value_pos, value, verify_crc)
+        records = _inner_records(
+            mv, pos, magic, codec, ts_type, wrapper_offset, wrapper_ts, value_pos, value, verify_crc
+        )
     header = BatchHeader(
         pos,
         records[0].offset,
@@ -148,7 +157,7 @@ def decode_legacy_entry(
         NO_SEQUENCE,
         NO_SEQUENCE,
         len(records),
-        records[0].timestamp if magic == 1 else NO_TIMESTAMP,
+        records[0].timestamp if magic == MAGIC_VALUE_V1 else NO_TIMESTAMP,
         wrapper_ts,
         NO_TIMESTAMP,
         stored_crc,
@@ -192,19 +201,19 @@ def _inner_records(
             raise CorruptInputError(
                 err.kind, value_pos, f"inner message {len(inner)}: {err.detail} (byte {err.position} of the stream)"
             ) from None
-        if verify_crc and crc != zlib.crc32(data[p + 16 : istop]):
+        if verify_crc and crc != zlib.crc32(data[p + MAGIC_OFFSET : istop]):
             raise CorruptInputError(
                 IssueKind.CRC_MISMATCH.value, value_pos, f"inner message {len(inner)} fails its CRC-32"
             )
-        if iattrs & COMPRESSION_MASK:
+        if iattrs & COMPRESSION_CODEC_MASK:
             raise CorruptInputError(_CORRUPT, value_pos, "inner messages must not be compressed")
-        if imagic == 1 and ts_type == 1:
+        if imagic == MAGIC_VALUE_V1 and ts_type == 1:
             its = wrapper_ts
         inner.append((offset, its, iattrs & 0xFF, ikey, ivalue))
         p = istop
     if not inner:
         raise CorruptInputError(_CORRUPT, value_pos, "compressed wrapper without inner messages")
-    if magic == 1:
+    if magic == MAGIC_VALUE_V1:
         last_inner = inner[-1][0]
         if wrapper_offset == 0:
             base = 0
@@ -224,7 +233,7 @@ def _inner_records(
 
 def _message_body(magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
     parts = [struct.pack(">bb", magic, attributes)]
-    if magic == 1:
+    if magic == MAGIC_VALUE_V1:
         parts.append(_I64.pack(timestamp))
     for field in (key, value):
         if field is None:
@@ -272,7 +281,7 @@ def encode_legacy_wrapper(
     first = records[0].offset
     inner = b"".join(
         encode_legacy_message(
-            offset=(r.offset - first) if magic == 1 else r.offset,
+            offset=(r.offset - first) if magic == MAGIC_VALUE_V1 else r.offset,
             key=r.key,
             value=r.value,
             magic=magic,
@@ -280,11 +289,11 @@ def encode_legacy_wrapper(
         )
         for r in records
     )
-    if timestamp_type == 1 and magic == 1:
+    if timestamp_type == 1 and magic == MAGIC_VALUE_V1:
         wrapper_ts = log_append_time if log_append_time is not None else max(r.timestamp for r in records)
     else:
         wrapper_ts = max(r.timestamp for r in records)
-    attributes = compression | ((timestamp_type << 3) if magic == 1 else 0)
+    attributes = compression | ((timestamp_type << 3) if magic == MAGIC_VALUE_V1 else 0)
     return encode_legacy_message(
         offset=records[-1].offset,
         key=None,

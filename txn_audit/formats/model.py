@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from txn_audit.formats.compression import CODEC_NAMES
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-CODEC_NAMES: dict[int, str] = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 TIMESTAMP_TYPE_NAMES: dict[int, str] = {0: "CreateTime", 1: "LogAppendTime"}
 
 

@@ -23,16 +23,16 @@ from collections.abc import Iterable
 from typing import Final
 
 from txn_audit.errors import CorruptInputError
+from txn_audit.formats.legacy import RECORD_OVERHEAD_V0
 from txn_audit.formats.model import DecodeIssue, IssueKind, OffsetIndexEntry, Severity, TimeIndexEntry
-from txn_audit.formats.primitives import Buffer
+from txn_audit.formats.primitives import INT32_MAX, INT32_MIN, Buffer
 from txn_audit.formats.record_batch import SegmentBuffer, as_view, decode_batch_header
+from txn_audit.formats.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, SIZE_LENGTH, SIZE_OFFSET
 
 OFFSET_ENTRY: Final = struct.Struct(">ii")
 TIME_ENTRY: Final = struct.Struct(">qi")
 OFFSET_ENTRY_SIZE: Final = OFFSET_ENTRY.size  # 8
 TIME_ENTRY_SIZE: Final = TIME_ENTRY.size  # 12
-INT32_MIN: Final = -(1 << 31)
-INT32_MAX: Final = (1 << 31) - 1
 
 _BAD: Final = IssueKind.BAD_INDEX.value
 _WARN: Final = Severity.WARNING.value
@@ -183,14 +183,14 @@ def _walk_starts(log: memoryview, start: int, stop: int, slice_bytes: int) -> li
     n = len(log)
     target = start + slice_bytes
     pos = start
-    while pos < stop and n - pos >= 17:
-        size = int.from_bytes(log[pos + 8 : pos + 12], "big", signed=True)
-        if size < 14 or pos + 12 + size > n:
+    while pos < stop and n - pos >= HEADER_SIZE_UP_TO_MAGIC:
+        size = int.from_bytes(log[pos + SIZE_OFFSET : pos + SIZE_OFFSET + SIZE_LENGTH], "big", signed=True)
+        if size < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + size > n:
             break
         if pos >= target:
             out.append(pos)
             target = pos + slice_bytes
-        pos += 12 + size
+        pos += LOG_OVERHEAD + size
     return out
 
 

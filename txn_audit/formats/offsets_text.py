@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from txn_audit.formats.dumplog_text import TextIssue, excerpt
 from txn_audit.formats.model import IssueKind, Severity
@@ -100,14 +100,15 @@ def _json_entry(name: str | None, item: Any) -> ReportedOffsets | None:
     topic, partition = item.get("topic"), item.get("partition")
     if (topic is None or partition is None) and name is not None and (m := re.match(r"(.+)-(\d+)$", name)):
         topic, partition = topic or m[1], partition if partition is not None else int(m[2])
-    values = [item.get(k) for k in ("high_watermark", "last_stable_offset", "log_start_offset")]
-    if not isinstance(topic, str) or not _is_int(partition) or not _is_int(values[0]) or values[0] < 0:
+    high_watermark = item.get("high_watermark")
+    optional = [item.get(k) for k in ("last_stable_offset", "log_start_offset")]
+    if not isinstance(topic, str) or not _is_int(partition) or not _is_int(high_watermark) or high_watermark < 0:
         return None
-    optional = [v if _is_int(v) and v >= 0 else None for v in values[1:]]
-    return ReportedOffsets(topic, int(partition), int(values[0]), optional[0], optional[1])
+    lso, log_start = (v if _is_int(v) and v >= 0 else None for v in optional)
+    return ReportedOffsets(topic, int(partition), int(high_watermark), lso, log_start)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -2,8 +2,13 @@
 
 Fixed-width integers are big-endian two's complement. ``varint``/``varlong`` are zig-zag
 encoded (record fields); ``uvarint`` is plain unsigned LEB128 (flexible-version message
-fields: compact strings and arrays, tagged fields). Every read past the end raises
-``CorruptInputError`` carrying the absolute position, never ``struct.error``/``IndexError``.
+fields: compact strings and arrays, tagged fields). A varint is at most 5 bytes, a varlong
+10; as in Java, a varint keeps the low 32 bits of what its 5 bytes hold.
+
+``read_uvarint``/``read_varint``/``read_varlong`` are the one varint reader: the record decoder
+(``record_batch``, the hot path) calls them directly, ``Reader`` through its cursor. Every read
+past the end raises ``CorruptInputError`` (``VarintError`` from the bare readers) carrying the
+position, never ``struct.error``/``IndexError``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ from typing import Final
 
 from txn_audit.errors import CorruptInputError
 
+INT32_MIN: Final = -(1 << 31)
+INT32_MAX: Final = (1 << 31) - 1
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+
 _I8: Final = struct.Struct(">b")
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
@@ -20,6 +30,56 @@ _U32: Final = struct.Struct(">I")
 _I64: Final = struct.Struct(">q")
 
 Buffer = bytes | bytearray | memoryview
+
+VARINT_MAX_BYTES: Final = 5
+VARLONG_MAX_BYTES: Final = 10
+
+
+class VarintError(Exception):
+    """A varint starting at ``start`` runs past the end (at ``at``) or is longer than allowed."""
+
+    def __init__(self, start: int, at: int, max_bytes: int, *, past_end: bool) -> None:
+        super().__init__(f"varint at {start} {'runs past the end' if past_end else f'longer than {max_bytes} bytes'}")
+        self.start = start
+        self.at = at
+        self.max_bytes = max_bytes
+        self.past_end = past_end
+
+
+def read_uvarint(data: Buffer, pos: int, stop: int, max_bytes: int) -> tuple[int, int]:
+    """Unsigned LEB128 at ``pos``, ending before ``stop``: (value, position after it)."""
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= stop:
+            raise VarintError(start, pos, max_bytes, past_end=True)
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise VarintError(start, pos, max_bytes, past_end=False)
+
+
+def read_varint(data: Buffer, pos: int, stop: int) -> tuple[int, int]:
+    """Zig-zag varint (a Java ``int``) at ``pos``: (value, position after it)."""
+    if pos < stop:
+        b = data[pos]
+        if b < 0x80:  # one byte: most record fields
+            return (b >> 1) ^ -(b & 1), pos + 1
+    u, pos = read_uvarint(data, pos, stop, VARINT_MAX_BYTES)
+    u &= 0xFFFFFFFF  # Java keeps the low 32 bits of a 5-byte varint
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def read_varlong(data: Buffer, pos: int, stop: int) -> tuple[int, int]:
+    """Zig-zag varlong (a Java ``long``) at ``pos``: (value, position after it)."""
+    u, pos = read_uvarint(data, pos, stop, VARLONG_MAX_BYTES)
+    u &= 0xFFFFFFFFFFFFFFFF
+    return (u >> 1) ^ -(u & 1), pos
 
 
 class Reader:
@@ -57,48 +117,54 @@ class Reader:
         self.pos = start + n
         return start
 
+    def _fixed(self, form: struct.Struct, what: str) -> int:
+        value: int = form.unpack_from(self.buf, self._need(form.size, what))[0]
+        return value
+
     def int8(self) -> int:
-        return _I8.unpack_from(self.buf, self._need(1, "int8"))[0]
+        return self._fixed(_I8, "int8")
 
     def int16(self) -> int:
-        return _I16.unpack_from(self.buf, self._need(2, "int16"))[0]
+        return self._fixed(_I16, "int16")
 
     def int32(self) -> int:
-        return _I32.unpack_from(self.buf, self._need(4, "int32"))[0]
+        return self._fixed(_I32, "int32")
 
     def uint32(self) -> int:
-        return _U32.unpack_from(self.buf, self._need(4, "uint32"))[0]
+        return self._fixed(_U32, "uint32")
 
     def int64(self) -> int:
-        return _I64.unpack_from(self.buf, self._need(8, "int64"))[0]
+        return self._fixed(_I64, "int64")
 
     def raw(self, n: int, what: str = "bytes") -> bytes:
         start = self._need(n, what)
         return bytes(self.buf[start : start + n])
 
-    def uvarint(self, max_bytes: int = 5) -> int:
-        result = 0
-        shift = 0
-        for i in range(max_bytes):
-            if self.pos >= self.end:
-                raise CorruptInputError(self.kind, self.base + self.pos, "varint runs past the end")
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-        raise CorruptInputError(
-            self.kind, self.base + self.pos - max_bytes, f"varint longer than {max_bytes} bytes"
-        )
+    def uvarint(self, max_bytes: int = VARINT_MAX_BYTES) -> int:
+        try:
+            value, self.pos = read_uvarint(self.buf, self.pos, self.end, max_bytes)
+        except VarintError as err:
+            raise self._varint_error(err) from None
+        return value
 
     def varint(self) -> int:
-        u = self.uvarint(5)
-        return (u >> 1) ^ -(u & 1)
+        try:
+            value, self.pos = read_varint(self.buf, self.pos, self.end)
+        except VarintError as err:
+            raise self._varint_error(err) from None
+        return value
 
     def varlong(self) -> int:
-        u = self.uvarint(10)
-        return (u >> 1) ^ -(u & 1)
+        try:
+            value, self.pos = read_varlong(self.buf, self.pos, self.end)
+        except VarintError as err:
+            raise self._varint_error(err) from None
+        return value
+
+    def _varint_error(self, err: VarintError) -> CorruptInputError:
+        if err.past_end:
+            return CorruptInputError(self.kind, self.base + err.at, "varint runs past the end")
+        return CorruptInputError(self.kind, self.base + err.start, f"varint longer than {err.max_bytes} bytes")
 
     # -- strings and byte arrays -------------------------------------------------------
 

@@ -35,6 +35,8 @@ from crc32c import crc32c
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.compression import compress, decompress
 from txn_audit.formats.model import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
     BatchHeader,
@@ -43,27 +45,57 @@ from txn_audit.formats.model import (
     Record,
     RecordHeader,
 )
-from txn_audit.formats.primitives import write_varint, write_varlong
+from txn_audit.formats.primitives import INT32_MAX, VarintError, read_varint, read_varlong, write_varint, write_varlong
+from txn_audit.formats.records import (
+    COMPRESSION_CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC_LENGTH,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    SIZE_LENGTH,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
 
-MAGIC: Final = 2
-RECORD_BATCH_OVERHEAD: Final = 61
-LOG_OVERHEAD: Final = 12
-CRC_START: Final = 21  # attributes onward is covered by the CRC
-INT32_MAX: Final = 0x7FFFFFFF
+# byte offsets and sizes of the header fields (the table above); offset, size and magic are
+# the framing every entry shares (``records``)
+PARTITION_LEADER_EPOCH_OFFSET: Final = SIZE_OFFSET + SIZE_LENGTH  # 12
+PARTITION_LEADER_EPOCH_LENGTH: Final = 4
+CRC_OFFSET: Final = MAGIC_OFFSET + MAGIC_LENGTH  # 17
+CRC_LENGTH: Final = 4
+ATTRIBUTES_OFFSET: Final = CRC_OFFSET + CRC_LENGTH  # 21: the CRC covers the attributes onward
+ATTRIBUTE_LENGTH: Final = 2
+LAST_OFFSET_DELTA_OFFSET: Final = ATTRIBUTES_OFFSET + ATTRIBUTE_LENGTH  # 23
+LAST_OFFSET_DELTA_LENGTH: Final = 4
+BASE_TIMESTAMP_OFFSET: Final = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH  # 27
+BASE_TIMESTAMP_LENGTH: Final = 8
+MAX_TIMESTAMP_OFFSET: Final = BASE_TIMESTAMP_OFFSET + BASE_TIMESTAMP_LENGTH  # 35
+MAX_TIMESTAMP_LENGTH: Final = 8
+PRODUCER_ID_OFFSET: Final = MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH  # 43
+PRODUCER_ID_LENGTH: Final = 8
+PRODUCER_EPOCH_OFFSET: Final = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH  # 51
+PRODUCER_EPOCH_LENGTH: Final = 2
+BASE_SEQUENCE_OFFSET: Final = PRODUCER_EPOCH_OFFSET + PRODUCER_EPOCH_LENGTH  # 53
+BASE_SEQUENCE_LENGTH: Final = 4
+RECORDS_COUNT_OFFSET: Final = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH  # 57
+RECORDS_COUNT_LENGTH: Final = 4
+RECORDS_OFFSET: Final = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH  # 61
+RECORD_BATCH_OVERHEAD: Final = RECORDS_OFFSET
+MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49: smallest length field of a batch
 
-COMPRESSION_MASK: Final = 0x07
-TIMESTAMP_TYPE_MASK: Final = 0x08
 TRANSACTIONAL_MASK: Final = 0x10
 CONTROL_MASK: Final = 0x20
 DELETE_HORIZON_MASK: Final = 0x40
 
+# control record types (the key's int16 type) of the transaction markers
 CONTROL_ABORT: Final = 0
 CONTROL_COMMIT: Final = 1
-_MARKER_TYPES: Final = {CONTROL_ABORT: "ABORT", CONTROL_COMMIT: "COMMIT"}
-_MARKER_CODES: Final = {"ABORT": CONTROL_ABORT, "COMMIT": CONTROL_COMMIT}
+MARKER_TYPE_NAMES: Final = ("ABORT", "COMMIT")  # indexed by control type
+MARKER_TYPE_CODES: Final = {name: code for code, name in enumerate(MARKER_TYPE_NAMES)}
 
 # baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+# (tests check it against the offsets above)
 HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")
 _CRC_FIELD: Final = struct.Struct(">I")
 _CONTROL_KEY: Final = struct.Struct(">hh")
@@ -131,21 +163,24 @@ def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True
         base_sequence,
         record_count,
     ) = HEADER_STRUCT.unpack_from(buf, pos)
-    if magic != MAGIC:
+    if magic != MAGIC_VALUE_V2:
         raise CorruptInputError(IssueKind.BAD_MAGIC.value, pos, f"magic {magic} is not a v2 batch")
     end = pos + LOG_OVERHEAD + length
-    if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+    if length < MIN_BATCH_LENGTH:
         raise CorruptInputError(IssueKind.BAD_LENGTH.value, pos, f"batch length {length} below the 49-byte minimum")
     if end > n:
         raise CorruptInputError(
-            IssueKind.TRUNCATED_TAIL.value, pos, f"batch of {length + 12} bytes, only {n - pos} left"
+            IssueKind.TRUNCATED_TAIL.value, pos, f"batch of {length + LOG_OVERHEAD} bytes, only {n - pos} left"
         )
     if verify_crc:
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-        computed_crc = crc32c(mv[pos + CRC_START : end])
+        computed_crc = crc32c(mv[pos + ATTRIBUTES_OFFSET : end])
     else:
         computed_crc = stored_crc
-    last_sequence = NO_SEQUENCE if base_sequence == NO_SEQUENCE else increment_sequence(base_sequence, last_offset_delta)
+    if base_sequence == NO_SEQUENCE:
+        last_sequence = NO_SEQUENCE
+    else:
+        last_sequence = increment_sequence(base_sequence, last_offset_delta)
     if attributes & DELETE_HORIZON_MASK:
         has_delete_horizon = True
         delete_horizon_ms = base_timestamp
@@ -162,7 +197,7 @@ def decode_batch_header(buf: SegmentBuffer, pos: int, *, verify_crc: bool = True
         magic,
         leader_epoch,
         attributes,
-        attributes & COMPRESSION_MASK,
+        attributes & COMPRESSION_CODEC_MASK,
         (attributes & TIMESTAMP_TYPE_MASK) >> 3,
         bool(attributes & TRANSACTIONAL_MASK),
         bool(attributes & CONTROL_MASK),
@@ -192,33 +227,11 @@ class _Bad(Exception):
         self.detail = detail
 
 
-def _uvarint(data: BufferLike, pos: int, stop: int, max_bytes: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= stop:
-            raise _Bad(start, "varint runs past the end of the record")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if pos - start >= max_bytes:
-            raise _Bad(start, f"varint longer than {max_bytes} bytes")
-
-
-def _varint(data: BufferLike, pos: int, stop: int) -> tuple[int, int]:
-    u, pos = _uvarint(data, pos, stop, 5)
-    u &= 0xFFFFFFFF  # Java keeps the low 32 bits of a 5-byte varint
-    return (u >> 1) ^ -(u & 1), pos
-
-
-def _varlong(data: BufferLike, pos: int, stop: int) -> tuple[int, int]:
-    u, pos = _uvarint(data, pos, stop, 10)
-    u &= 0xFFFFFFFFFFFFFFFF
-    return (u >> 1) ^ -(u & 1), pos
+def _bad_varint(err: VarintError) -> _Bad:
+    """A varint error of a record, as the record decoder reports it."""
+    if err.past_end:
+        return _Bad(err.start, "varint runs past the end of the record")
+    return _Bad(err.start, f"varint longer than {err.max_bytes} bytes")
 
 
 def _parse_records(
@@ -236,7 +249,7 @@ def _parse_records(
     for index in range(count):
         if pos >= stop:
             raise _Bad(pos, f"batch ends after {index} of {count} records")
-        length, body = _varint(data, pos, stop)
+        length, body = read_varint(data, pos, stop)
         if length < 0 or body + length > stop:
             raise _Bad(pos, f"record {index} declares {length} bytes, {stop - body} left in the batch")
         rend = body + length
@@ -245,9 +258,9 @@ def _parse_records(
             raise _Bad(pos, f"record {index} is empty")
         attributes = data[p]
         p += 1
-        ts_delta, p = _varlong(data, p, rend)
-        offset_delta, p = _varint(data, p, rend)
-        key_len, p = _varint(data, p, rend)
+        ts_delta, p = read_varlong(data, p, rend)
+        offset_delta, p = read_varint(data, p, rend)
+        key_len, p = read_varint(data, p, rend)
         if key_len >= 0:
             if p + key_len > rend:
                 raise _Bad(p, f"key of {key_len} bytes overruns the record")
@@ -255,7 +268,7 @@ def _parse_records(
             p += key_len
         else:
             key = None
-        value_len, p = _varint(data, p, rend)
+        value_len, p = read_varint(data, p, rend)
         if value_len >= 0:
             if p + value_len > rend:
                 raise _Bad(p, f"value of {value_len} bytes overruns the record")
@@ -263,19 +276,19 @@ def _parse_records(
             p += value_len
         else:
             value = None
-        header_count, p = _varint(data, p, rend)
+        header_count, p = read_varint(data, p, rend)
         if header_count < 0 or header_count > rend - p:
             raise _Bad(p, f"invalid header count {header_count}")
         headers: tuple[RecordHeader, ...] = ()
         if header_count:
             hs = []
             for _ in range(header_count):
-                hk_len, p = _varint(data, p, rend)
+                hk_len, p = read_varint(data, p, rend)
                 if hk_len < 0 or p + hk_len > rend:
                     raise _Bad(p, f"invalid header key length {hk_len}")
                 hkey = bytes(data[p : p + hk_len]).decode("utf-8", errors="replace")
                 p += hk_len
-                hv_len, p = _varint(data, p, rend)
+                hv_len, p = read_varint(data, p, rend)
                 if hv_len >= 0:
                     if p + hv_len > rend:
                         raise _Bad(p, f"header value of {hv_len} bytes overruns the record")
@@ -306,7 +319,7 @@ def _parse_records(
 
 def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
     """Decode (decompressing if needed) every record of the v2 batch described by ``header``."""
-    if header.magic != MAGIC:
+    if header.magic != MAGIC_VALUE_V2:
         raise CorruptInputError(IssueKind.BAD_MAGIC.value, header.position, f"magic {header.magic} is not v2")
     mv = as_view(buf)
     start = header.position + RECORD_BATCH_OVERHEAD
@@ -315,7 +328,7 @@ def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
         raise CorruptInputError(_CORRUPT, header.position, f"batch of {header.size_bytes} bytes does not fit")
     count = header.record_count
     if count < 0:
-        raise CorruptInputError(_CORRUPT, header.position + 57, f"invalid record count {count}")
+        raise CorruptInputError(_CORRUPT, header.position + RECORDS_COUNT_OFFSET, f"invalid record count {count}")
     log_append_time = header.max_timestamp if header.timestamp_type == 1 else None
     # Record timestamps are deltas against the raw baseTimestamp field, delete horizon or not.
     base_timestamp = header.delete_horizon_ms if header.has_delete_horizon else header.first_timestamp
@@ -324,7 +337,8 @@ def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
             return _parse_records(
                 mv, start, stop, count, header.base_offset, base_timestamp, log_append_time, header.base_sequence
             )
-        except _Bad as bad:
+        except (_Bad, VarintError) as err:
+            bad = _bad_varint(err) if isinstance(err, VarintError) else err
             raise CorruptInputError(_CORRUPT, bad.pos, bad.detail) from None
     if count == 0 and start == stop:
         return []
@@ -333,7 +347,8 @@ def decode_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
         return _parse_records(
             data, 0, len(data), count, header.base_offset, base_timestamp, log_append_time, header.base_sequence
         )
-    except _Bad as bad:
+    except (_Bad, VarintError) as err:
+        bad = _bad_varint(err) if isinstance(err, VarintError) else err
         raise CorruptInputError(
             _CORRUPT, start, f"{bad.detail} (byte {bad.pos} of the decompressed records)"
         ) from None
@@ -352,13 +367,13 @@ def decode_control_marker(header: BatchHeader, record: Record) -> ControlMarker:
     key_version, control_type = _CONTROL_KEY.unpack_from(key)
     if key_version < 0:
         raise CorruptInputError(_CORRUPT, header.position, f"negative control key version {key_version}")
-    marker_type = _MARKER_TYPES.get(control_type)
-    if marker_type is None:
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise CorruptInputError(
             IssueKind.UNEXPECTED_CONTROL.value,
             header.position,
             f"control record type {control_type} at offset {record.offset} is not a transaction marker",
         )
+    marker_type = MARKER_TYPE_NAMES[control_type]
     value = record.value
     if value is None or len(value) < _MARKER_VALUE.size:
         raise CorruptInputError(
@@ -424,9 +439,9 @@ def encode_batch(
     records: Sequence[Record],
     *,
     base_offset: int,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
     is_transactional: bool = False,
     is_control: bool = False,
     compression: int = 0,
@@ -458,19 +473,19 @@ def encode_batch(
     if compression:
         body = compress(compression, body, xerial=xerial_snappy)
     attributes = (
-        (compression & COMPRESSION_MASK)
+        (compression & COMPRESSION_CODEC_MASK)
         | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
         | (TRANSACTIONAL_MASK if is_transactional else 0)
         | (CONTROL_MASK if is_control else 0)
         | (DELETE_HORIZON_MASK if delete_horizon_ms is not None else 0)
     )
-    length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body)
+    length = MIN_BATCH_LENGTH + len(body)
     out = bytearray(
         HEADER_STRUCT.pack(
             base_offset,
             length,
             partition_leader_epoch,
-            MAGIC,
+            MAGIC_VALUE_V2,
             0,
             attributes,
             last_offset_delta,
@@ -483,7 +498,7 @@ def encode_batch(
         )
     )
     out += body
-    _CRC_FIELD.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _CRC_FIELD.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 
@@ -498,7 +513,7 @@ def encode_control_batch(
     partition_leader_epoch: int = 0,
 ) -> bytes:
     """The 78-byte COMMIT/ABORT marker batch the partition leader writes (kafka-formats.md §3)."""
-    code = _MARKER_CODES.get(marker_type.upper())
+    code = MARKER_TYPE_CODES.get(marker_type.upper())
     if code is None:
         raise ValueError(f"marker_type must be COMMIT or ABORT, not {marker_type!r}")
     record = Record(

@@ -25,14 +25,22 @@ from collections.abc import Generator
 from typing import Final
 
 from txn_audit.errors import CorruptInputError
-from txn_audit.formats.legacy import decode_legacy_entry, legacy_crc
+from txn_audit.formats.legacy import RECORD_OVERHEAD_V0, decode_legacy_entry, legacy_crc
 from txn_audit.formats.model import BatchHeader, DecodeIssue, IssueKind, Record, Severity
-from txn_audit.formats.record_batch import SegmentBuffer, as_view, decode_batch_header, decode_records
-
-LOG_OVERHEAD: Final = 12
-HEADER_SIZE_UP_TO_MAGIC: Final = 17
-MIN_ENTRY_SIZE: Final = 14  # smallest v0 message (size field value)
-MIN_V2_SIZE: Final = 61 - LOG_OVERHEAD
+from txn_audit.formats.record_batch import (
+    MIN_BATCH_LENGTH,
+    SegmentBuffer,
+    as_view,
+    decode_batch_header,
+    decode_records,
+)
+from txn_audit.formats.records import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_VALUE_V0,
+    MAGIC_VALUE_V1,
+    MAGIC_VALUE_V2,
+)
 
 _FRAME: Final = struct.Struct(">qiib")  # offset, size, (leader epoch | legacy crc), magic
 _ZERO_CHUNK: Final = bytes(1 << 16)
@@ -93,19 +101,19 @@ def iter_batches(
                 yield _tail(mv, pos, n, f"{left} bytes left, fewer than the 17-byte entry header")
                 return
             _offset, size, _, magic = unpack_frame(mv, pos)
-            if size < MIN_ENTRY_SIZE:
+            if size < RECORD_OVERHEAD_V0:  # the smallest entry: a v0 message
                 yield _bad_length(mv, pos, n, f"entry size {size} below the 14-byte minimum")
                 return
             stop = pos + LOG_OVERHEAD + size
             if stop > n:
                 yield _tail(mv, pos, n, f"entry of {size + LOG_OVERHEAD} bytes, only {left} left")
                 return
-            if magic == 2:
-                if size < MIN_V2_SIZE:
+            if magic == MAGIC_VALUE_V2:
+                if size < MIN_BATCH_LENGTH:
                     yield _bad_length(mv, pos, n, f"v2 batch size {size + LOG_OVERHEAD} below the 61-byte header")
                     return
                 header = decode_batch_header(mv, pos, verify_crc=verify_crc)
-            elif magic == 0 or magic == 1:
+            elif magic == MAGIC_VALUE_V0 or magic == MAGIC_VALUE_V1:
                 try:
                     header = decode_legacy_entry(mv, pos, size, verify_crc=verify_crc)[0]
                 except CorruptInputError as err:
@@ -117,7 +125,8 @@ def iter_batches(
                     pos = stop
                     continue
             else:
-                yield DecodeIssue(pos, _BAD_MAGIC, _ERROR, f"magic {magic} (expected 0, 1 or 2); skipped {size + 12} bytes")
+                detail = f"magic {magic} (expected 0, 1 or 2); skipped {size + LOG_OVERHEAD} bytes"
+                yield DecodeIssue(pos, _BAD_MAGIC, _ERROR, detail)
                 pos = stop
                 continue
             yield header
@@ -138,12 +147,12 @@ def iter_batches(
 
 
 def _crc_detail(magic: int, stored: int, computed: int) -> str:
-    algo = "CRC-32C" if magic == 2 else "CRC-32"
+    algo = "CRC-32C" if magic == MAGIC_VALUE_V2 else "CRC-32"
     return f"stored {algo} {stored:#010x}, computed {computed:#010x}"
 
 
 def iter_records(buf: SegmentBuffer, header: BatchHeader) -> list[Record]:
     """Records of any entry yielded by ``iter_batches``, whatever its magic."""
-    if header.magic == 2:
+    if header.magic == MAGIC_VALUE_V2:
         return decode_records(buf, header)
     return decode_legacy_entry(buf, header.position, header.size_bytes - LOG_OVERHEAD, verify_crc=False)[1]

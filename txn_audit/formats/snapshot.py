@@ -21,7 +21,7 @@ from crc32c import crc32c
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import IssueKind, ProducerSnapshot, ProducerSnapshotEntry
-from txn_audit.formats.primitives import Buffer
+from txn_audit.formats.primitives import INT32_MAX, Buffer
 
 SNAPSHOT_VERSION: Final = 1
 HEADER: Final = struct.Struct(">hIi")  # version, crc, entry count
@@ -29,7 +29,6 @@ ENTRY: Final = struct.Struct(">qhiqiqiq")
 HEADER_SIZE: Final = HEADER.size  # 10
 ENTRY_SIZE: Final = ENTRY.size  # 46
 CRC_START: Final = 6  # the CRC covers the entry count and the entries
-INT32_MAX: Final = 0x7FFFFFFF
 
 _BAD: Final = IssueKind.BAD_SNAPSHOT.value
 

@@ -203,6 +203,7 @@ def parse_transactions_output(
         lines = source
     out = TransactionsOutput(file=file)
     headers: tuple[str, ...] | None = None
+    row_kind = ""  # the table's kind, once its header is read
     for n, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -222,7 +223,7 @@ def parse_transactions_output(
                 out.issues.append(TextIssue(None, n, IssueKind.UNPARSED_LINE.value, Severity.WARNING.value,
                                             "not a kafka-transactions.sh table header", excerpt(line)))
                 continue
-            out.kind, headers = kind, HEADERS[kind]
+            out.kind, headers, row_kind = kind, HEADERS[kind], kind
             continue
         cells = _cells(line, len(headers))
         if cells is None:
@@ -230,7 +231,7 @@ def parse_transactions_output(
                                         f"expected {len(headers)} cells for a {out.kind} row", excerpt(line)))
             continue
         try:
-            out.rows.append(_row(out.kind, n, cells, topic, partition))  # type: ignore[arg-type]
+            out.rows.append(_row(row_kind, n, cells, topic, partition))
         except ValueError as err:
             out.issues.append(TextIssue(None, n, IssueKind.UNPARSED_LINE.value, Severity.WARNING.value,
                                         f"{out.kind} row that does not parse ({err})", excerpt(line)))

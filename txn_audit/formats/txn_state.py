@@ -30,6 +30,7 @@ from typing import Final
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import IssueKind, TopicPartitions, TxnLogKey, TxnLogValue
 from txn_audit.formats.primitives import (
+    INT32_MIN,
     Buffer,
     Reader,
     pack_i8,
@@ -244,7 +245,7 @@ def java_string_hash(s: str) -> int:
 
 def kafka_abs(n: int) -> int:
     """Kafka ``Utils.abs``: ``Integer.MIN_VALUE`` maps to 0 (``Math.abs`` would stay negative)."""
-    return 0 if n == -(1 << 31) else abs(n)
+    return 0 if n == INT32_MIN else abs(n)
 
 
 def txn_partition_for(transactional_id: str, num_partitions: int) -> int:

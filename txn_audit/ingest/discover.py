@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass, field
-from typing import Any
-
 from txn_audit.errors import CorruptInputError, UsageError
 from txn_audit.formats.checkpoint import (
     decode_leader_epoch_checkpoint,
@@ -38,111 +35,18 @@ from txn_audit.formats.layout import (
     parse_log_file_name,
     parse_partition_dir,
 )
-from txn_audit.formats.model import IssueKind, OffsetCheckpoint, Severity
+from txn_audit.formats.model import IssueKind, Severity
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, Listing, join, resolve_dump
-from txn_audit.ingest.worker import FileTask
+from txn_audit.ingest.inventory import Inventory as Inventory  # what discover() returns: importable from here
+from txn_audit.ingest.inventory import LogDir, PartitionReplica, issue_row
+from txn_audit.ingest.tasks import FileTask
+from txn_audit.ingest.text import discover_text
 
 #: Partitions whose contents say nothing about transactions: inventoried, not decoded.
 NOT_AUDITED_TOPICS = {"__cluster_metadata": "KRaft metadata log (no transactions)"}
 DECODED_KINDS = {"log", "snapshot", "txnindex"}
 #: Log-dir level files that are known and need no decoding for a transaction audit.
 KNOWN_LOG_DIR_FILES = {".lock", "bootstrap.checkpoint", CLEAN_SHUTDOWN_FILE, META_PROPERTIES}
-
-
-@dataclass
-class PartitionReplica:
-    broker_id: int | None
-    log_dir: str
-    topic: str
-    partition: int
-    replica_status: str
-    topic_id: str | None = None
-    log_base_offsets: list[int] = field(default_factory=list)
-    #: a high watermark from outside the log dir (an offsets file beside a text dump)
-    reported_high_watermark: int | None = None
-    #: a log start offset from an offsets file (a text dump has no log-start-offset-checkpoint)
-    reported_log_start_offset: int | None = None
-    #: the newest ``(leader_epoch, start_offset)`` of its leader-epoch-checkpoint, when it lists one
-    leader_epoch: tuple[int, int] | None = None
-
-
-@dataclass
-class LogDir:
-    path: str  # where it is, as printed (a local path or a URI)
-    rel: str
-    broker_id: int | None
-    clean_shutdown: bool
-    checkpoints: dict[str, OffsetCheckpoint] = field(default_factory=dict)
-
-
-@dataclass
-class Inventory:
-    root: str  # the dump root: an absolute local path, or the URI of remote storage
-    location: DumpLocation | None = None
-    log_dirs: list[LogDir] = field(default_factory=list)
-    segments: list[dict[str, Any]] = field(default_factory=list)
-    replicas: list[PartitionReplica] = field(default_factory=list)
-    tasks: list[FileTask] = field(default_factory=list)
-    issues: list[dict[str, Any]] = field(default_factory=list)
-    #: rows of the ``reported_transactions`` table (kafka-transactions.sh outputs beside a text dump)
-    reported: list[dict[str, Any]] = field(default_factory=list)
-    mtimes: dict[str, int | None] = field(default_factory=dict)  # by relative path, for the input fingerprint
-    #: rows of the ``metadata_partitions`` table (the KRaft metadata logs' partition states)
-    metadata_partitions: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def storage(self) -> DumpLocation:
-        assert self.location is not None, "an inventory built by discover() knows its storage"
-        return self.location
-
-    @property
-    def brokers(self) -> list[int | None]:
-        return sorted({d.broker_id for d in self.log_dirs}, key=lambda b: (b is None, b or 0))
-
-    def partition_offsets_rows(self) -> list[dict[str, Any]]:
-        """Rows of the ``partition_offsets`` table, one per partition replica."""
-        by_dir = {d.rel: d for d in self.log_dirs}
-        rows = []
-        for r in self.replicas:
-            ld = by_dir[r.log_dir]
-            key = (r.topic, r.partition)
-
-            def ckpt(name: str, ld: LogDir = ld, key: tuple[str, int] = key) -> int | None:
-                c = ld.checkpoints.get(name)
-                return None if c is None else c.entries.get(key)
-
-            first = min(r.log_base_offsets) if r.log_base_offsets else None
-            last = max(r.log_base_offsets) if r.log_base_offsets else None
-            lso_ckpt = ckpt("log-start-offset-checkpoint")
-            if lso_ckpt is None and r.reported_log_start_offset is not None:
-                # the cluster's own log start (DeleteRecords moves it past the first segment's base)
-                lso_ckpt = r.reported_log_start_offset
-            hw, hw_source = ckpt("replication-offset-checkpoint"), "checkpoint"
-            if hw is None:
-                hw, hw_source = r.reported_high_watermark, "offsets_file"
-            rows.append(
-                {
-                    "broker_id": r.broker_id,
-                    "log_dir": r.log_dir,
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "replica_status": r.replica_status,
-                    "topic_id": r.topic_id,
-                    "high_watermark": hw,
-                    "hw_source": hw_source if hw is not None else None,
-                    "recovery_point": ckpt("recovery-point-offset-checkpoint"),
-                    "log_start_offset_checkpoint": lso_ckpt,
-                    "cleaner_offset": ckpt("cleaner-offset-checkpoint"),
-                    "first_segment_base_offset": first,
-                    "log_start_offset": lso_ckpt if lso_ckpt is not None else first,
-                    "live_segments": len(r.log_base_offsets),
-                    "last_segment_base_offset": last,
-                    "clean_shutdown": ld.clean_shutdown,
-                    "leader_epoch": None if r.leader_epoch is None else r.leader_epoch[0],
-                    "leader_epoch_start_offset": None if r.leader_epoch is None else r.leader_epoch[1],
-                }
-            )
-        return rows
 
 
 def _is_partition_dir(listing: Listing, rel: str, name: str | None = None) -> bool:
@@ -161,7 +65,7 @@ def _not_utf8(name: str) -> bool:
 def _not_utf8_issue(inv: Inventory, broker: int | None, log_dir: str, topic: str | None, partition: int | None,
                     rel: str) -> None:
     shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    inv.issues.append(_issue_row(broker, log_dir, topic, partition, shown, IssueKind.UNRECOGNISED_FILE,
+    inv.issues.append(issue_row(broker, log_dir, topic, partition, shown, IssueKind.UNRECOGNISED_FILE,
                                  Severity.WARNING, "name is not UTF-8 (Kafka never writes such a name): not audited"))
 
 
@@ -201,8 +105,6 @@ def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "aut
     if top.kind not in (DIR, FILE):
         raise UsageError(f"dump not found: {location.display}")
     if input_kind == "text" or (input_kind == "auto" and top.kind == FILE):
-        from txn_audit.ingest.text import discover_text  # it imports this module
-
         return discover_text(location)
     if top.kind != DIR:
         raise UsageError(f"dump must be a folder of broker log dirs, got a file: {location.display}")
@@ -221,8 +123,6 @@ def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "aut
     if only is None:
         _walk(inv, listing, ".", found_dirs)
     if not found_dirs and input_kind == "auto":
-        from txn_audit.ingest.text import discover_text
-
         try:
             return discover_text(location)
         except UsageError:
@@ -241,7 +141,7 @@ def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "aut
 def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
     """Find the log dirs under ``rel`` top-down; a log dir's own folders are not searched further."""
     if rel in listing.errors:
-        inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+        inv.issues.append(issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
                                      f"cannot list folder: {listing.errors[rel]}"))
         return
     if _looks_like_log_dir(listing, rel):
@@ -253,18 +153,8 @@ def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
         elif child.kind == DIR:
             _walk(inv, listing, child.rel, found)
         elif child.kind == SYMLINK:  # listed, never entered
-            inv.issues.append(_issue_row(None, ".", None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+            inv.issues.append(issue_row(None, ".", None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
                                          "symbolic link not followed: what it points to is not part of the audit"))
-
-
-def _issue_row(
-    broker: int | None, log_dir: str, topic: str | None, partition: int | None, file: str,
-    kind: str, severity: str, detail: str, position: int | None = None,
-) -> dict[str, Any]:
-    return {
-        "broker_id": broker, "log_dir": log_dir, "topic": topic, "partition": partition, "file": file,
-        "position": position, "kind": str(kind), "severity": str(severity), "detail": detail,
-    }
 
 
 def _read_text(inv: Inventory, rel: str, broker: int | None, log_dir: str) -> str | None:
@@ -272,7 +162,7 @@ def _read_text(inv: Inventory, rel: str, broker: int | None, log_dir: str) -> st
         return inv.storage.read_bytes(rel).decode("utf-8", errors="strict")
     except (OSError, UnicodeDecodeError) as err:
         reason = (err.strerror or str(err)) if isinstance(err, OSError) else "not UTF-8 text"
-        inv.issues.append(_issue_row(broker, log_dir, None, None, rel, IssueKind.UNREADABLE_FILE,
+        inv.issues.append(issue_row(broker, log_dir, None, None, rel, IssueKind.UNREADABLE_FILE,
                                      Severity.ERROR, f"cannot read: {reason}"))
         return None
 
@@ -287,7 +177,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
                 props = decode_properties(text)
             except CorruptInputError as err:
                 props = {}
-                inv.issues.append(_issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
+                inv.issues.append(issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
                                              Severity.ERROR, err.detail))
             raw = props.get("node.id", props.get("broker.id"))
             try:
@@ -295,10 +185,10 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
             except ValueError:
                 broker = None
             if broker is None:
-                inv.issues.append(_issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
+                inv.issues.append(issue_row(None, rel, None, None, meta, IssueKind.BAD_CHECKPOINT,
                                              Severity.WARNING, "meta.properties has no usable node.id/broker.id"))
     elif only is None:
-        inv.issues.append(_issue_row(None, rel, None, None, rel, IssueKind.UNRECOGNISED_FILE, Severity.INFO,
+        inv.issues.append(issue_row(None, rel, None, None, rel, IssueKind.UNRECOGNISED_FILE, Severity.INFO,
                                      "log dir without meta.properties: broker id unknown"))
     clean = listing.get(join(rel, CLEAN_SHUTDOWN_FILE)) is not None
     ld = LogDir(path=inv.storage.display_of(rel), rel=rel, broker_id=broker, clean_shutdown=clean)
@@ -307,7 +197,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
     try:
         children = listing.children(rel)
     except OSError as err:
-        inv.issues.append(_issue_row(broker, rel, None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+        inv.issues.append(issue_row(broker, rel, None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
                                      f"cannot list log dir: {err.strerror}"))
         return
     for child in children:
@@ -319,7 +209,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
         if child.kind == SYMLINK:
             _inventory(inv, ld, None, None, None, child, kind="symlink", status="live", decoded=False,
                        skip_reason="symbolic link: not followed")
-            inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+            inv.issues.append(issue_row(broker, rel, None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
                                          "symbolic link not followed: what it points to is not part of the audit"))
             continue
         if child.kind == DIR:
@@ -327,7 +217,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
             if parsed is None:
                 _inventory(inv, ld, None, None, None, child, kind="folder", status="live", decoded=False,
                            skip_reason="not a <topic>-<partition> folder")
-                inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
+                inv.issues.append(issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
                                              Severity.WARNING, "folder name is not <topic>-<partition>: not audited"))
                 continue
             _scan_partition(inv, listing, ld, child.rel, parsed.topic, parsed.partition, parsed.status)
@@ -338,7 +228,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
                 try:
                     ld.checkpoints[child.name] = decode_offset_checkpoint(text)
                 except CorruptInputError as err:
-                    inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.BAD_CHECKPOINT,
+                    inv.issues.append(issue_row(broker, rel, None, None, child.rel, IssueKind.BAD_CHECKPOINT,
                                                  Severity.ERROR, err.detail, err.position))
             _inventory(inv, ld, None, None, None, child, kind="checkpoint", status="live", decoded=True)
         elif child.name in KNOWN_LOG_DIR_FILES:
@@ -348,7 +238,7 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
         else:
             _inventory(inv, ld, None, None, None, child, kind="other", status="live", decoded=False,
                        skip_reason="unknown file")
-            inv.issues.append(_issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
+            inv.issues.append(issue_row(broker, rel, None, None, child.rel, IssueKind.UNRECOGNISED_FILE,
                                          Severity.INFO, "unknown file in a log dir: not audited"))
 
 
@@ -385,7 +275,7 @@ def _scan_partition(
     try:
         children = listing.children(path)
     except OSError as err:
-        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
+        inv.issues.append(issue_row(broker, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.ERROR, f"cannot list partition folder: {err.strerror}"))
         return
     swap_bases: list[int] = []
@@ -400,7 +290,7 @@ def _scan_partition(
                       else "unexpected folder" if child.kind == DIR else "not a regular file")
             _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
                        skip_reason=reason)
-            inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,
+            inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,
                                          Severity.WARNING, f"{reason}: not audited"))
             continue
         name = parse_log_file_name(child.name)
@@ -417,7 +307,7 @@ def _scan_partition(
                     try:
                         epochs = decode_leader_epoch_checkpoint(text)
                     except CorruptInputError as err:
-                        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
+                        inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
                                                      Severity.WARNING, err.detail))
                     else:
                         replica.leader_epoch = max(epochs) if epochs else None
@@ -427,10 +317,10 @@ def _scan_partition(
                     try:
                         replica.topic_id = decode_partition_metadata(text).get("topic_id")
                     except CorruptInputError as err:
-                        inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
+                        inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
                                                      Severity.WARNING, err.detail))
             elif not known:
-                inv.issues.append(_issue_row(broker, ld.rel, topic, partition, rel, IssueKind.UNRECOGNISED_FILE,
+                inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.UNRECOGNISED_FILE,
                                              Severity.INFO, "unknown file in a partition folder: not audited"))
             continue
         size = child.size or 0
@@ -465,7 +355,7 @@ def _scan_partition(
     if metadata_files:
         _read_metadata_log(inv, ld, path, topic, partition, metadata_files)
     for base in swap_bases:
-        inv.issues.append(_issue_row(
+        inv.issues.append(issue_row(
             broker, ld.rel, topic, partition, path, IssueKind.NOT_AUDITED, Severity.WARNING,
             f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
             "segments it covers; this audit reads the live segments"))
@@ -479,11 +369,11 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
     try:
         history, last_offset = leadership_history({f.name: inv.storage.read_bytes(f.rel) for f in files})
     except OSError as err:
-        inv.issues.append(_issue_row(ld.broker_id, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
+        inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.WARNING, f"cannot read the KRaft metadata log: {err.strerror or err}"))
         return
     except CorruptInputError as err:
-        inv.issues.append(_issue_row(ld.broker_id, ld.rel, topic, partition, path, err.kind, Severity.WARNING,
+        inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, path, err.kind, Severity.WARNING,
                                      f"KRaft metadata log not replayed (the replica choice uses the leader-epoch "
                                      f"checkpoints): byte {err.position}: {err.detail}"))
         return

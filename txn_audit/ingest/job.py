@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from txn_audit.ingest.discover import Inventory
 from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
-from txn_audit.ingest.worker import TASK_FIELDS, FileTask, replica_runs, task_rows, write_partition
+from txn_audit.ingest.tasks import FileTask
+from txn_audit.ingest.worker import TASK_FIELDS, replica_runs, task_rows, write_partition
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,

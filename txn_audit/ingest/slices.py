@@ -25,10 +25,11 @@ from typing import Any
 from txn_audit.formats.fast_headers import order_detail
 from txn_audit.formats.model import IssueKind, Severity
 from txn_audit.formats.offset_index import decode_offset_index, slice_starts
-from txn_audit.ingest.worker import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, FileTask
+from txn_audit.formats.records import MAGIC_OFFSET, MAGIC_VALUE_V2
+from txn_audit.ingest.tasks import FileTask
+from txn_audit.ingest.worker import CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 DEFAULT_SLICE_BYTES = 64 << 20
-_MAGIC_AT = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +67,7 @@ def _slice_starts_of(task: FileTask, slice_bytes: int) -> list[int]:
         entries = decode_offset_index(index_path.read_bytes(), base_offset=task.base_offset)[0] \
             if index_path.is_file() else []
         with open(task.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as log:
-            if len(log) <= _MAGIC_AT or log[_MAGIC_AT] != 2:
+            if len(log) <= MAGIC_OFFSET or log[MAGIC_OFFSET] != MAGIC_VALUE_V2:
                 return [0]
             return slice_starts(log, entries, slice_bytes=slice_bytes)
     except (OSError, ValueError):

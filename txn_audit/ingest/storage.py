@@ -213,7 +213,8 @@ class DumpLocation:
             with open(self.fs_path(rel), "rb") as handle:
                 return handle.read() if limit is None else handle.read(limit)
         with self.filesystem.open_input_stream(self.fs_path(rel)) as handle:
-            return handle.read() if limit is None else handle.read(limit)
+            data: bytes = handle.read() if limit is None else handle.read(limit)
+            return data
 
 
 def _local_entry(path: str, rel: str) -> Entry:
@@ -383,4 +384,4 @@ def open_stream(path: str) -> Iterator[BinaryIO]:
         return
     filesystem, fs_path = _open_remote(path)
     with filesystem.open_input_stream(fs_path) as raw:
-        yield io.BufferedReader(raw, 1 << 20)  # type: ignore[arg-type]
+        yield io.BufferedReader(raw, 1 << 20)

@@ -55,9 +55,9 @@ from txn_audit.formats.transactions_text import (
     TransactionsOutput,
     parse_transactions_output,
 )
-from txn_audit.ingest.discover import Inventory, LogDir, PartitionReplica, _issue_row
+from txn_audit.ingest.inventory import Inventory, LogDir, PartitionReplica, issue_row
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, open_stream, resolve_dump
-from txn_audit.ingest.worker import FileTask, TableRows
+from txn_audit.ingest.tasks import FileTask, TableRows
 from txn_audit.schemas import RAW_TABLES, REPORTED_TRANSACTIONS
 
 TEXT_TASK_KIND = "dumplog_text"
@@ -104,13 +104,13 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         if entry.kind != FILE:
             reason = "symbolic link: not followed" if entry.kind == SYMLINK else "not a regular file"
             inv.segments.append(_segment_row(entry, "other", False, reason))
-            inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.NOT_AUDITED, Severity.WARNING,
+            inv.issues.append(issue_row(None, ".", None, None, rel, IssueKind.NOT_AUDITED, Severity.WARNING,
                                          f"{reason}: not audited"))
             continue
         try:
             kind = input_kind.sniff_bytes(holder.read_bytes(rel, input_kind.SNIFF_BYTES), entry.name)
         except OSError as err:
-            inv.issues.append(_issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+            inv.issues.append(issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
                                          f"cannot read: {err.strerror or err}"))
             continue
         decoded = kind == input_kind.DUMP_LOG
@@ -129,13 +129,13 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
                 if not raw.startswith(b"Dumping "):
                     continue
                 section = section_of(0, raw[len(b"Dumping ") :].decode("utf-8", "replace").strip())
-                if not _audited(section):
+                if section is None or section.topic is None or section.partition is None or not _audited(section):
                     continue
-                key = (_log_dir(section), section.topic, section.partition)  # type: ignore[assignment]
-                replica = replicas.get(key)  # type: ignore[arg-type]
+                key = (_log_dir(section), section.topic, section.partition)
+                replica = replicas.get(key)
                 if replica is None:
-                    replica = PartitionReplica(None, key[0], key[1], key[2], "live")  # type: ignore[arg-type]
-                    replicas[key] = replica  # type: ignore[index]
+                    replica = PartitionReplica(None, key[0], key[1], key[2], "live")
+                    replicas[key] = replica
                 if section.kind == "log" and section.base_offset is not None:
                     if section.base_offset not in replica.log_base_offsets:
                         replica.log_base_offsets.append(section.base_offset)
@@ -169,7 +169,7 @@ def _read_side_file(
     """Read an offsets file or a kafka-transactions.sh output (small files) on the driver."""
 
     def issue(line: int, kind_: str, severity: str, detail: str) -> None:
-        inv.issues.append(_issue_row(None, ".", None, None, rel, kind_, severity, detail, line))
+        inv.issues.append(issue_row(None, ".", None, None, rel, kind_, severity, detail, line))
 
     try:
         text = holder.read_bytes(rel).decode("utf-8")

@@ -23,7 +23,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -31,14 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.errors import CorruptInputError
+from txn_audit.formats.compression import CODEC_NAMES
 from txn_audit.formats.consumer_offsets import (
     decode_offset_commit_value,
     decode_offsets_key,
 )
 from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
-from txn_audit.formats.fast_markers import MARKER_TYPE_NAMES, MarkerColumns, canonical_markers
+from txn_audit.formats.fast_markers import MarkerColumns, canonical_markers
 from txn_audit.formats.model import (
-    CODEC_NAMES,
     TIMESTAMP_TYPE_NAMES,
     BatchHeader,
     DecodeIssue,
@@ -46,19 +46,20 @@ from txn_audit.formats.model import (
     OffsetCommitKey,
     Severity,
 )
-from txn_audit.formats.record_batch import control_marker_of
+from txn_audit.formats.record_batch import MARKER_TYPE_NAMES, control_marker_of
 from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 from txn_audit.formats.txnindex import decode_txn_index
 from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.text import decode_text_task
 from txn_audit.schemas import (
     DECODED_TABLES,
     REPLICA_COLUMNS,
     WORKER_OUTPUTS,
     WRITTEN_FILES,
     Replica,
-    combined_decode_schema,
     dictionary_columns,
     replicas_metadata,
 )
@@ -67,100 +68,11 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 
 
-@dataclass(frozen=True, slots=True)
-class FileTask:
-    """One file for a worker to decode. ``path`` is what to open, ``rel_path`` what to report."""
-
-    path: str
-    rel_path: str
-    kind: str  # log | snapshot | txnindex
-    broker_id: int | None
-    log_dir: str
-    topic: str
-    partition: int
-    base_offset: int
-    size_bytes: int
-    # A slice of a large segment (see ``ingest.slices``): bytes ``[start, end)``, ``end`` None
-    # for the end of the file; ``task`` >= 0 tags its rows; ``prev_last_offset`` is the last
-    # offset before ``start`` when the driver knows it (a slice decoded again).
-    start: int = 0
-    end: int | None = None
-    task: int = -1
-    prev_last_offset: int | None = None
-
-    @property
-    def is_slice(self) -> bool:
-        return self.task >= 0
-
-    def replica(self) -> tuple[int | None, str, str, int]:
-        return (self.broker_id, self.log_dir, self.topic, self.partition)
-
-
 TASK_FIELDS: tuple[str, ...] = tuple(FileTask.__dataclass_fields__)
 
 
 def task_rows(tasks: list[FileTask]) -> list[dict[str, Any]]:
     return [asdict(t) for t in tasks]
-
-
-class TableRows:
-    """Row buffers for the decoded tables; rows are tuples in schema column order.
-
-    Rows decoded column-wise arrive as ready Arrow struct arrays (``add_struct``); ``parts``
-    keeps them in order with the tuple rows added before them. ``task`` is the tag written
-    with every row drained (set it only between drains).
-    """
-
-    def __init__(self) -> None:
-        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in WORKER_OUTPUTS}
-        self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in WORKER_OUTPUTS}
-        self.task = -1
-
-    def __len__(self) -> int:
-        return sum(len(r) for r in self.rows.values()) + sum(len(a) for p in self.parts.values() for a in p)
-
-    def add(self, table: str, row: tuple[Any, ...]) -> None:
-        self.rows[table].append(row)
-
-    def add_struct(self, table: str, rows: pa.StructArray) -> None:
-        """Append rows already in the table's struct type, after the tuple rows added so far."""
-        self._seal(table)
-        self.parts[table].append(rows)
-
-    def _seal(self, table: str) -> None:
-        rows = self.rows[table]
-        if rows:
-            schema = WORKER_OUTPUTS[table]
-            columns = list(zip(*rows, strict=True))
-            self.parts[table].append(
-                pa.StructArray.from_arrays(
-                    [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], fields=list(schema)
-                )
-            )
-            rows.clear()
-
-    def issue(self, task: FileTask, issue: DecodeIssue) -> None:
-        self.rows["decode_issues"].append(
-            task.replica() + (task.rel_path, issue.position, issue.kind, issue.severity, issue.detail)
-        )
-
-    def drain(self) -> Iterator[pa.RecordBatch]:
-        """Yield one combined-schema record batch per non-empty table, then clear."""
-        combined = combined_decode_schema()
-        for name in WORKER_OUTPUTS:
-            self._seal(name)
-            parts = self.parts[name]
-            if not parts:
-                continue
-            struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-            arrays: list[pa.Array] = [
-                pa.repeat(pa.scalar(name, pa.string()), len(struct)),
-                pa.repeat(pa.scalar(self.task, pa.int64()), len(struct)),
-            ]
-            for other in WORKER_OUTPUTS:
-                arrays.append(struct if other == name else pa.nulls(len(struct), combined.field(other).type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=combined)
-            parts.clear()
 
 
 #: Files up to this size are read into memory, larger ones memory-mapped (see the module doc).
@@ -222,8 +134,6 @@ def decode_task(task: FileTask, out: TableRows) -> Iterator[None]:
     """
     try:
         if task.kind == "dumplog_text":
-            from txn_audit.ingest.text import decode_text_task  # it imports this module: load it late
-
             yield from decode_text_task(task, out)
             return
         with open_readonly(task.path) as buf:

@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txn_audit.formats.primitives import INT32_MAX
+
 #: no value: below every epoch
 NONE = np.iinfo(np.int64).min
 
@@ -476,7 +478,7 @@ def _candidates(batch: pa.RecordBatch) -> np.ndarray:
     prev_epoch = _int64s(batch.column("prev_seq_epoch"))
     prev_last = _int64s(batch.column("prev_seq_last_sequence"))
     base = _int64s(batch.column("base_sequence"))
-    expected = np.where(prev_last == 2**31 - 1, 0, prev_last + 1)
+    expected = np.where(prev_last == INT32_MAX, 0, prev_last + 1)
     continues = ((epoch == prev_epoch) & (base == expected)) | ((epoch > prev_epoch) & (base == 0))
     sequence = (prev_epoch != NONE) & ~continues
     maxima = [_int64s(batch.column(name)) for name in MAXIMA]

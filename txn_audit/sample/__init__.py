@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from txn_audit.errors import UsageError
+from txn_audit.formats.record_batch import RECORDS_OFFSET
 from txn_audit.sample.scenario import Cluster, simulate
 
 __all__ = ["write_sample", "MANIFEST_NAME"]
@@ -24,7 +25,7 @@ def _crash_effects(cluster: Cluster) -> None:
     """Broker 2 died uncleanly: a torn last batch in clicks-1, and one batch with a flipped bit."""
     clicks = cluster.log("clicks-1")
     victim = next(a for a in clicks.appends[5:] if a.segment_base_offset == clicks.segments[0].base_offset)
-    clicks.corrupt_positions.append((victim.segment_base_offset, victim.position + 61 + 7))
+    clicks.corrupt_positions.append((victim.segment_base_offset, victim.position + RECORDS_OFFSET + 7))
     cluster.anomalies.append({
         "kind": "corrupt_batch", "expected_findings": ["corrupt_batch"], "topic": "clicks", "partition": 1,
         "first_offset": victim.base_offset, "last_offset": victim.last_offset,

@@ -10,11 +10,15 @@ encoders, so the sample exercises the same byte layouts the decoders read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from txn_audit.formats.checkpoint import encode_offset_checkpoint, encode_properties
 from txn_audit.formats.model import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
     AbortedTxn,
     OffsetIndexEntry,
     ProducerSnapshotEntry,
@@ -145,11 +149,11 @@ class PartitionLog:
 
     def append(
         self,
-        records: list[tuple[bytes | None, bytes | None, int]],
+        records: Sequence[tuple[bytes | None, bytes | None, int]],
         *,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-        base_sequence: int = -1,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
         transactional: bool = False,
         compression: int = 0,
     ) -> AppendInfo:

@@ -22,6 +22,14 @@ from pathlib import Path
 from crc32c import crc32c
 
 from txn_audit.formats.model import BatchHeader
+from txn_audit.formats.record_batch import (
+    ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+)
+from txn_audit.formats.records import OFFSET_OFFSET
 from txn_audit.formats.segment import iter_batches
 from txn_audit.sample.broker import INDEX_INTERVAL_BYTES, Broker, PartitionLog, Segment, segment_file_name
 from txn_audit.sample.scenario import BASE_TIME_MS, TXN_STATE_PARTITIONS, Clock, Cluster, Coordinator, TxnProducer
@@ -148,12 +156,12 @@ def _write_segment(folder: Path, block: bytes, headers: list[BatchHeader], offse
                 last_offset = h.last_offset + r * offsets
                 batch_max_ts = h.max_timestamp + r * span
                 if r:
-                    _Q.pack_into(buf, p, h.base_offset + r * offsets)
-                    _Q.pack_into(buf, p + 27, h.first_timestamp + r * span)
-                    _Q.pack_into(buf, p + 35, batch_max_ts)
+                    _Q.pack_into(buf, p + OFFSET_OFFSET, h.base_offset + r * offsets)
+                    _Q.pack_into(buf, p + BASE_TIMESTAMP_OFFSET, h.first_timestamp + r * span)
+                    _Q.pack_into(buf, p + MAX_TIMESTAMP_OFFSET, batch_max_ts)
                     if h.base_sequence >= 0:
-                        _I.pack_into(buf, p + 53, h.base_sequence + r * seq_span[h.producer_id])
-                    _U.pack_into(buf, p + 17, crc32c(mv[p + 21 : p + h.size_bytes]))
+                        _I.pack_into(buf, p + BASE_SEQUENCE_OFFSET, h.base_sequence + r * seq_span[h.producer_id])
+                    _U.pack_into(buf, p + CRC_OFFSET, crc32c(mv[p + ATTRIBUTES_OFFSET : p + h.size_bytes]))
                 if since_index > INDEX_INTERVAL_BYTES:
                     index += _I.pack(last_offset - seg_base) + _I.pack(base + p)
                     since_index = 0

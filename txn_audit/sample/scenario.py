@@ -14,6 +14,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from txn_audit.formats.compression import CODEC_NAMES
 from txn_audit.formats.consumer_offsets import encode_offset_commit_key, encode_offset_commit_value
 from txn_audit.formats.model import OffsetCommitKey, OffsetCommitValue, TopicPartitions, TxnLogValue
 from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value, txn_partition_for
@@ -23,7 +24,7 @@ from txn_audit.sample.broker import AppendInfo, Broker, PartitionLog
 BASE_TIME_MS = 1_795_000_000_000
 MINUTE = 60_000
 TXN_STATE_PARTITIONS = 3
-CODEC = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODEC = {name: codec for codec, name in CODEC_NAMES.items()}
 STATE = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4, "CompleteAbort": 5}
 
 Actor = Generator[int, None, None]
