@@ -21,10 +21,10 @@ from __future__ import annotations
 import mmap
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +36,7 @@ from txn_audit.formats.consumer_offsets import (
     decode_offset_commit_value,
     decode_offsets_key,
 )
+from txn_audit.formats import fast_coordinator
 from txn_audit.formats.fast_headers import HeaderChunk, HeaderColumns, iter_header_chunks
 from txn_audit.formats.fast_markers import MarkerColumns, canonical_markers
 from txn_audit.formats.model import (
@@ -169,6 +170,9 @@ def _decode_log(
         task.is_slice or (len(buf) > 16 and buf[16] == 2)
     ):
         yield from _decode_log_columns(task, buf, out, pause_every)
+        return
+    if fast and task.topic in _COORDINATOR_KINDS and not task.is_slice and len(buf) > 16 and buf[16] == 2:
+        yield from _decode_coordinator_log(task, buf, out, pause_every)
         return
     replica = task.replica()
     seg = task.base_offset
@@ -382,6 +386,76 @@ def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: Tab
             task.rel_path,
         ),
     )
+
+
+# -- coordinator segments, column-wise --------------------------------------------------
+
+#: coordinator topic -> (``fast_coordinator`` kind, table its records fill)
+_COORDINATOR_KINDS: dict[str, tuple[int, str]] = {
+    TRANSACTION_STATE_TOPIC: (fast_coordinator.TRANSACTION_STATE, "txn_log"),
+    CONSUMER_OFFSETS_TOPIC: (fast_coordinator.CONSUMER_OFFSETS, "offset_commits"),
+}
+
+
+def _decode_coordinator_log(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, pause_every: int) -> Iterator[None]:
+    """``_decode_log`` for a whole v2 coordinator segment: the same rows and issues, in the same
+    order. Headers come from ``fast_headers``, records from ``fast_coordinator`` and canonical
+    markers from ``fast_markers``; the batches those leave (``fallback``, other markers) go
+    through the reference decoders one by one, with the walk's issues replayed around them."""
+    kind, table = _COORDINATOR_KINDS[task.topic]
+    walk = cast(Generator[HeaderChunk, None, None], iter_header_chunks(buf, max_batches=pause_every))
+    with closing(walk) as chunks:  # closed early too: an mmap cannot close while the walk holds a view
+        for chunk in chunks:
+            cols = chunk.columns
+            if len(cols):
+                out.add_struct("batches", _batch_struct(task, cols))
+            trusted = cols.crc_ok
+            controls = np.flatnonzero(cols.is_control & trusted)
+            data = np.flatnonzero(~cols.is_control & trusted & (cols.record_count != 0))
+            records = fast_coordinator.decode_coordinator_batches(buf, cols, data, kind)
+            markers = canonical_markers(buf, cols, controls)
+            record_rows = data[records.batch]  # the batch of each decoded record
+            slow = np.union1d(records.fallback, np.setdiff1d(controls, markers.rows))
+            issues, issue_rows = chunk.issues, chunk.issue_rows
+            k = done_records = done_markers = 0
+            for j in [*slow.tolist(), len(cols)]:
+                upto = int(np.searchsorted(record_rows, j))
+                if upto > done_records:
+                    out.add_struct(table, _coordinator_struct(task, table, records.table.slice(done_records,
+                                                                                               upto - done_records)))
+                    done_records = upto
+                upto = int(np.searchsorted(markers.rows, j))
+                if upto > done_markers:
+                    out.add_struct("control_markers", _marker_struct(task, cols, markers, slice(done_markers, upto)))
+                    done_markers = upto
+                while k < len(issues) and issue_rows[k] <= j:  # issues the walk met before batch j
+                    out.issue(task, issues[k])
+                    k += 1
+                if j == len(cols):
+                    break
+                if cols.is_control[j]:
+                    _add_marker(task, buf, cols.header(j), out)
+                else:
+                    _add_coordinator_records(task, buf, cols.header(j), out)
+            for issue in issues[k:]:
+                out.issue(task, issue)
+            yield
+
+
+def _coordinator_struct(task: FileTask, table: str, rows: pa.Table) -> pa.StructArray:
+    """``txn_log`` / ``offset_commits`` rows decoded column-wise, with the task's columns."""
+    n = rows.num_rows
+    values: dict[str, Any] = {
+        **_replica_columns(task, n),
+        "segment_base_offset": pa.array(np.full(n, task.base_offset, np.int64)),
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
+    }
+    schema = WORKER_OUTPUTS[table]
+    arrays = [values[f.name] if f.name in values else rows.column(f.name).combine_chunks() for f in schema]
+    return pa.StructArray.from_arrays(arrays, fields=list(schema))
+
+
+# -- coordinator records, one batch at a time (the reference) ----------------------------
 
 
 def _add_coordinator_records(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:

@@ -1,0 +1,301 @@
+"""The vectorised coordinator-record path gives the reference decoders' rows, or leaves the batch
+to them (``fallback``), and the worker's output is the same either way.
+
+Checked on every ``__transaction_state`` / ``__consumer_offsets`` segment of the real corpora
+(``../shared/realcorpus``, ``tests/corpus/kafka-*``: Kafka 2.8.2 to 4.4.0) and of the sample
+dump, on generated records of every key and value version, and on mutated segments (the fuzz
+suite's operators, with and without the CRCs recomputed so the damage reaches the records).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.mutations import OPERATORS, Fields
+from tests.fuzz.targets import fix_crcs
+from tests.kafkacorpus import CORPUS
+from tests.realcorpus import REALCORPUS
+from txn_audit.formats import fast_coordinator as fc
+from txn_audit.formats.consumer_offsets import encode_group_metadata_key, encode_offset_commit_key
+from txn_audit.formats.consumer_offsets import encode_offset_commit_value as encode_commit
+from txn_audit.formats.fast_headers import decode_headers
+from txn_audit.formats.model import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+    TopicPartitions,
+    TxnLogValue,
+)
+from txn_audit.formats.primitives import pack_i16, write_uvarint
+from txn_audit.formats.record_batch import encode_batch
+from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.worker import _add_coordinator_records, _decode_log
+from txn_audit.schemas import DECODED_TABLES, OFFSET_COMMITS, TXN_LOG
+
+REPO = Path(__file__).resolve().parents[2]
+TXN, OFFSETS = "__transaction_state", "__consumer_offsets"
+T0 = 1_795_377_608_870
+
+
+def _segments() -> list[Path]:
+    roots = [REALCORPUS, CORPUS, REPO / "sample_data" / "dump"]
+    found = []
+    for root in roots:
+        if root.is_dir():
+            for topic in (TXN, OFFSETS):
+                found += [p for p in root.rglob(f"{topic}-*/*.log") if p.stat().st_size > 0]
+    return sorted(found)
+
+
+SEGMENTS = _segments()
+
+
+def _topic(path: Path) -> str:
+    return path.parent.name.rsplit("-", 1)[0]
+
+
+def _task(topic: str, size: int) -> FileTask:
+    return FileTask("-", f"{topic}-0/00000000000000000000.log", "log", 1, "ld", topic, 0, 7, size)
+
+
+def _reference_rows(topic: str, data: bytes, rows: np.ndarray) -> tuple[list[dict[str, Any]], int]:
+    """The reference's rows for the batches at ``rows`` (those the fast path decoded), and how
+    many issues it wrote for them (the fast path must not take a batch the reference reports)."""
+    cols = decode_headers(data).columns
+    table = "txn_log" if topic == TXN else "offset_commits"
+    schema = TXN_LOG if topic == TXN else OFFSET_COMMITS
+    task = _task(topic, len(data))
+    out = TableRows()
+    for j in rows.tolist():
+        _add_coordinator_records(task, data, cols.header(j), out)
+    return [dict(zip(schema.names, row, strict=True)) for row in out.rows[table]], len(out.rows["decode_issues"])
+
+
+def _fast(topic: str, data: bytes) -> tuple[fc.CoordinatorRecords, np.ndarray]:
+    cols = decode_headers(data).columns
+    rows = np.flatnonzero(~cols.is_control & cols.crc_ok & (cols.record_count != 0))
+    kind = fc.TRANSACTION_STATE if topic == TXN else fc.CONSUMER_OFFSETS
+    return fc.decode_coordinator_batches(data, cols, rows, kind), rows
+
+
+def _check_decoder(topic: str, data: bytes) -> tuple[int, int, int]:
+    """Fast rows = reference rows for every batch not handed back; returns (batches, fallback, rows)."""
+    got, rows = _fast(topic, data)
+    decoded = np.setdiff1d(rows, got.fallback)
+    expected, issues = _reference_rows(topic, data, decoded)
+    assert issues == 0
+    names = got.table.column_names
+    assert got.table.to_pylist() == [{k: row[k] for k in names} for row in expected]
+    assert len(got.batch) == got.table.num_rows
+    return len(rows), len(got.fallback), got.table.num_rows
+
+
+def _worker(topic: str, data: bytes, *, fast: bool, pause_every: int = 8192) -> dict[str, list[dict[str, Any]]]:
+    out = TableRows()
+    batches: list[pa.RecordBatch] = []
+    for _ in _decode_log(_task(topic, len(data)), data, out, pause_every, fast=fast):
+        batches += out.drain()
+    batches += out.drain()
+    tables: dict[str, list[dict[str, Any]]] = {name: [] for name in DECODED_TABLES}
+    for b in batches:
+        for name in DECODED_TABLES:
+            tables[name] += b.column(name).filter(pa.compute.equal(b.column("table"), name)).to_pylist()
+    return tables
+
+
+def _check_worker(topic: str, data: bytes, pause_every: int = 8192) -> dict[str, list[dict[str, Any]]]:
+    fast = _worker(topic, data, fast=True, pause_every=pause_every)
+    assert fast == _worker(topic, data, fast=False)
+    return fast
+
+
+def test_columns_are_the_tables() -> None:
+    """The decoder's columns are the worker's tables' columns, same names, order and types."""
+    for cols, schema in ((fc.TXN_LOG_COLUMNS, TXN_LOG), (fc.OFFSET_COMMIT_COLUMNS, OFFSET_COMMITS)):
+        fields = {f.name: f.type for f in schema}
+        assert [(f.name, f.type) for f in cols] == [(n, fields[n]) for n in cols.names]
+        assert [n for n in schema.names if n in cols.names] == cols.names
+
+
+# -- real segments -----------------------------------------------------------------------
+
+
+def _id(path: Path) -> str:
+    for root in (REALCORPUS, CORPUS, REPO):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return str(path)
+
+
+@pytest.mark.parametrize("path", SEGMENTS, ids=[_id(p) for p in SEGMENTS])
+def test_real_segments(path: Path) -> None:
+    """Every record a Kafka broker wrote is decoded column-wise, exactly as the reference does."""
+    data = path.read_bytes()
+    batches, fallback, _ = _check_decoder(_topic(path), data)
+    assert fallback == 0, f"{fallback} of {batches} batches fell back"
+
+
+def test_real_segments_are_there() -> None:
+    versions = {p.relative_to(CORPUS).parts[0] for p in SEGMENTS if p.is_relative_to(CORPUS)}
+    assert {"kafka-2.8.2", "kafka-4.4.0"} <= versions
+    assert sum(1 for p in SEGMENTS if _topic(p) == OFFSETS) and sum(1 for p in SEGMENTS if _topic(p) == TXN)
+
+
+@pytest.mark.parametrize("path", [p for p in SEGMENTS if p.is_relative_to(CORPUS)],
+                         ids=[_id(p) for p in SEGMENTS if p.is_relative_to(CORPUS)])
+def test_real_segments_through_the_worker(path: Path) -> None:
+    """The worker's output (every table, issues included) equals the per-batch reference path's.
+    (``tests/ingest/test_worker_fast_path.py`` does the same for ``../shared/realcorpus``.)"""
+    _check_worker(_topic(path), path.read_bytes(), pause_every=7)
+
+
+# -- generated records -------------------------------------------------------------------
+
+_names = st.text(min_size=0, max_size=12)
+_i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+_i16 = st.integers(-(1 << 15), (1 << 15) - 1)
+
+
+@st.composite
+def _txn_value(draw: st.DrawFn) -> bytes | None:
+    if draw(st.integers(0, 9)) == 0:
+        return None  # tombstone
+    version = draw(st.integers(0, 1))
+    parts = draw(st.none() | st.lists(st.builds(TopicPartitions, _names, st.lists(_i32, max_size=4).map(tuple)),
+                                      max_size=3).map(tuple))
+    tags = {}
+    if version == 1:
+        tags = dict(previous_producer_id=draw(st.sampled_from([-1]) | _i64),
+                    next_producer_id=draw(st.sampled_from([-1]) | _i64),
+                    client_transaction_version=draw(st.sampled_from([0, 2]) | _i16),
+                    next_producer_epoch=draw(st.sampled_from([-1]) | _i16))
+    value = TxnLogValue(version=version, producer_id=draw(_i64), producer_epoch=draw(_i16), txn_timeout_ms=draw(_i32),
+                        state_code=draw(st.integers(-128, 127)), topic_partitions=parts,
+                        txn_last_update_timestamp=draw(_i64), txn_start_timestamp=draw(_i64), **tags)
+    data = encode_txn_log_value(value)
+    if version == 1 and draw(st.booleans()):
+        # a hand-written tagged section: unknown tags, any order, repeats (the last one wins)
+        data = encode_txn_log_value(TxnLogValue(*[getattr(value, f) for f in (
+            "version", "producer_id", "producer_epoch", "txn_timeout_ms", "state_code", "topic_partitions",
+            "txn_last_update_timestamp", "txn_start_timestamp")]))[:-1]
+        fields = draw(st.lists(st.tuples(st.integers(0, 6), st.binary(max_size=3)), max_size=4))
+        data += write_uvarint(len(fields))
+        for tag, payload in fields:
+            if tag in (0, 1):
+                payload = draw(_i64).to_bytes(8, "big", signed=True)
+            elif tag in (2, 3):
+                payload = draw(_i16).to_bytes(2, "big", signed=True)
+            data += write_uvarint(tag) + write_uvarint(len(payload)) + payload
+    return data
+
+
+@st.composite
+def _txn_record(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
+    return encode_txn_log_key(draw(_names)), draw(_txn_value())
+
+
+@st.composite
+def _offsets_record(draw: st.DrawFn) -> tuple[bytes | None, bytes | None]:
+    key_kind = draw(st.integers(0, 5))
+    if key_kind == 4:
+        return encode_group_metadata_key(GroupMetadataKey(2, draw(_names))), draw(st.none() | st.binary(max_size=8))
+    if key_kind == 5:  # a newer coordinator record type: skipped unread
+        return pack_i16(draw(st.integers(3, 20))) + draw(st.binary(max_size=8)), draw(st.none() | st.binary(max_size=8))
+    key = encode_offset_commit_key(OffsetCommitKey(draw(st.integers(0, 1)), draw(_names), draw(_names), draw(_i32)))
+    if draw(st.integers(0, 9)) == 0:
+        return key, None
+    value = OffsetCommitValue(version=draw(st.integers(0, 4)), committed_offset=draw(_i64), leader_epoch=draw(_i32),
+                              metadata=draw(_names), commit_timestamp=draw(_i64), expire_timestamp=draw(_i64))
+    return key, encode_commit(value)
+
+
+@st.composite
+def _segment(draw: st.DrawFn, topic: str) -> tuple[bytes, int]:
+    """A segment of generated coordinator batches; and how many of them are compressed."""
+    record = _txn_record() if topic == TXN else _offsets_record()
+    parts, base, compressed = [], draw(st.integers(0, 1 << 40)), 0
+    for _ in range(draw(st.integers(1, 5))):
+        kvs = draw(st.lists(record, min_size=1, max_size=4))
+        records = [Record(base + i, T0 + draw(st.integers(-5, 5)), k, v) for i, (k, v) in enumerate(kvs)]
+        codec = draw(st.sampled_from([0, 0, 0, 1]))
+        compressed += codec != 0
+        parts.append(encode_batch(records, base_offset=base, producer_id=draw(st.integers(-1, 99)),
+                                  producer_epoch=draw(st.integers(-1, 9)), is_transactional=draw(st.booleans()),
+                                  compression=codec, timestamp_type=draw(st.integers(0, 1)),
+                                  max_timestamp=T0 + 100))
+        base += len(records)
+    return b"".join(parts), compressed
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topic=st.sampled_from([TXN, OFFSETS]), data=st.data())
+def test_generated_records(topic: str, data: st.DataObject) -> None:
+    segment, compressed = data.draw(_segment(topic))
+    batches, fallback, _ = _check_decoder(topic, segment)
+    assert fallback == compressed  # every uncompressed batch of well-formed records is decoded column-wise
+    _check_worker(topic, segment, pause_every=data.draw(st.sampled_from([1, 2, 8192])))
+
+
+# -- damaged segments --------------------------------------------------------------------
+
+
+def _seed(path: Path, limit: int = 6000) -> bytes:
+    data = path.read_bytes()
+    cols = decode_headers(data).columns
+    ends = cols.position + cols.size_bytes
+    keep = int(ends[ends <= limit][-1]) if np.any(ends <= limit) else int(ends[0])
+    return data[:keep]
+
+
+def _seeds() -> list[tuple[str, bytes]]:
+    picks = [
+        REPO / "sample_data/dump/broker-1/__transaction_state-1/00000000000000000426.log",
+        REPO / "sample_data/dump/broker-1/__consumer_offsets-0/00000000000000000000.log",
+        *[p for p in SEGMENTS if p.is_relative_to(CORPUS / "kafka-4.4.0") and _topic(p) == TXN][:1],
+        *[p for p in SEGMENTS if p.is_relative_to(CORPUS / "kafka-4.4.0") and _topic(p) == OFFSETS][:1],
+        *[p for p in SEGMENTS if p.is_relative_to(CORPUS / "kafka-2.8.2") and _topic(p) == OFFSETS][:1],
+    ]
+    return [(_topic(p), _seed(p)) for p in picks if p.is_file()]
+
+
+SEEDS = _seeds()
+
+
+def _fields(data: bytes) -> Fields:
+    cols = decode_headers(data).columns
+    pos = cols.position.tolist()
+    return Fields(tuple((p + 8, ">i") for p in pos), tuple((p + 16, ">b") for p in pos),
+                  tuple((p + 57, ">i") for p in pos), tuple(pos))
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_damaged_segments(data: st.DataObject) -> None:
+    """Under mutation the fast and the reference paths never differ and nothing raises; most
+    examples recompute the CRCs, so that the damage reaches the record decoders."""
+    topic, seed = SEEDS[data.draw(st.integers(0, len(SEEDS) - 1), label="seed")]
+    operator = data.draw(st.sampled_from(sorted(OPERATORS)), label="operator")
+    damaged = OPERATORS[operator](seed, lambda lo, hi: data.draw(st.integers(lo, hi)), _fields(seed))
+    if data.draw(st.integers(0, 3), label="fix crcs"):
+        damaged = fix_crcs(damaged)
+    rows = _check_worker(topic, damaged, pause_every=data.draw(st.sampled_from([1, 3, 8192])))
+    assert all(i["kind"] != "decoder_error" for i in rows["decode_issues"])
+    if damaged[16:17] == b"\x02":
+        _check_decoder(topic, damaged)
+
+
+def test_seeds() -> None:
+    assert len(SEEDS) >= 2
+    for topic, seed in SEEDS:
+        assert _check_worker(topic, seed)["decode_issues"] == []
