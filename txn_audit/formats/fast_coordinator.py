@@ -243,11 +243,11 @@ def _txn_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int, elems
     flexible = version >= _TXN_VALUE_FLEXIBLE
     if p + _I64 + _I16 + _I32 + _I8 > stop:
         return _FAIL
-    out[r, _R_VVER] = version
-    out[r, _R_A] = _be(u8, p, _I64)
-    out[r, _R_B] = _be(u8, p + _I64, _I16)
-    out[r, _R_F] = _be(u8, p + _I64 + _I16, _I32)
-    out[r, _R_STATE] = _be(u8, p + _I64 + _I16 + _I32, _I8)
+    out[_R_VVER, r] = version
+    out[_R_A, r] = _be(u8, p, _I64)
+    out[_R_B, r] = _be(u8, p + _I64, _I16)
+    out[_R_F, r] = _be(u8, p + _I64 + _I16, _I32)
+    out[_R_STATE, r] = _be(u8, p + _I64 + _I16 + _I32, _I8)
     p += _I64 + _I16 + _I32 + _I8
     # TransactionPartitions
     if flexible:
@@ -261,12 +261,12 @@ def _txn_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int, elems
         count = _be(u8, p, _I32)
         p += _I32
     if count == _NULL_ARRAY_V0:
-        out[r, _R_ELEM0] = -1
-        out[r, _R_ELEM1] = -1
+        out[_R_ELEM0, r] = -1
+        out[_R_ELEM1, r] = -1
     else:
         if count < 0 or count > stop - p:
             return _FAIL
-        out[r, _R_ELEM0] = ne
+        out[_R_ELEM0, r] = ne
         for _ in range(count):
             if flexible:
                 n, q = _compact_string(u8, p, stop)
@@ -289,25 +289,25 @@ def _txn_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int, elems
             if ids < 0 or ids > stop - p or ids * _I32 > stop - p:
                 return _FAIL
             for _k in range(ids):
-                elems[ne, _E_TOPIC] = topic
-                elems[ne, _E_TOPIC_LEN] = n
-                elems[ne, _E_PART] = _be(u8, p, _I32)
+                elems[_E_TOPIC, ne] = topic
+                elems[_E_TOPIC_LEN, ne] = n
+                elems[_E_PART, ne] = _be(u8, p, _I32)
                 p += _I32
                 ne += 1
             if flexible:
                 p = _skip_tagged(u8, p, stop)
                 if p == _FAIL:
                     return _FAIL
-        out[r, _R_ELEM1] = ne
+        out[_R_ELEM1, r] = ne
     if p + 2 * _I64 > stop:
         return _FAIL
-    out[r, _R_LAST] = _be(u8, p, _I64)
-    out[r, _R_START] = _be(u8, p + _I64, _I64)
+    out[_R_LAST, r] = _be(u8, p, _I64)
+    out[_R_START, r] = _be(u8, p + _I64, _I64)
     p += 2 * _I64
-    out[r, _R_C] = -1  # previous producer id
-    out[r, _R_D] = -1  # next producer id
-    out[r, _R_CTV] = 0  # client transaction version
-    out[r, _R_E] = -1  # next producer epoch
+    out[_R_C, r] = -1  # previous producer id
+    out[_R_D, r] = -1  # next producer id
+    out[_R_CTV, r] = 0  # client transaction version
+    out[_R_E, r] = -1  # next producer epoch
     if flexible:
         tags, p = _uvarint(u8, p, stop, VARINT_MAX_BYTES)
         if p == _FAIL:
@@ -322,11 +322,11 @@ def _txn_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int, elems
             if tag == TAG_PREVIOUS_PRODUCER_ID or tag == TAG_NEXT_PRODUCER_ID:
                 if size != _I64 or p + _I64 > stop:
                     return _FAIL
-                out[r, _R_C if tag == TAG_PREVIOUS_PRODUCER_ID else _R_D] = _be(u8, p, _I64)
+                out[_R_C if tag == TAG_PREVIOUS_PRODUCER_ID else _R_D, r] = _be(u8, p, _I64)
             elif tag == TAG_CLIENT_TRANSACTION_VERSION or tag == TAG_NEXT_PRODUCER_EPOCH:
                 if size != _I16 or p + _I16 > stop:
                     return _FAIL
-                out[r, _R_CTV if tag == TAG_CLIENT_TRANSACTION_VERSION else _R_E] = _be(u8, p, _I16)
+                out[_R_CTV if tag == TAG_CLIENT_TRANSACTION_VERSION else _R_E, r] = _be(u8, p, _I16)
             elif p + size > stop:
                 return _FAIL
             p += size
@@ -344,16 +344,16 @@ def _offset_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int) ->
     p += _I16
     if version < _OFFSET_VALUE_MIN or version > _OFFSET_VALUE_MAX:
         return False
-    out[r, _R_VVER] = version
+    out[_R_VVER, r] = version
     if p + _I64 > stop:
         return False
-    out[r, _R_A] = _be(u8, p, _I64)
+    out[_R_A, r] = _be(u8, p, _I64)
     p += _I64
-    out[r, _R_B] = -1
+    out[_R_B, r] = -1
     if version >= _OFFSET_VALUE_WITH_EPOCH:
         if p + _I32 > stop:
             return False
-        out[r, _R_B] = _be(u8, p, _I32)
+        out[_R_B, r] = _be(u8, p, _I32)
         p += _I32
     if version >= _OFFSET_VALUE_FLEXIBLE:
         n, p = _compact_string(u8, p, stop)
@@ -361,17 +361,17 @@ def _offset_value(u8: np.ndarray, p: int, stop: int, out: np.ndarray, r: int) ->
         n, p = _string16(u8, p, stop)
     if p == _FAIL:
         return False
-    out[r, _R_E] = p - n
-    out[r, _R_F] = n
+    out[_R_E, r] = p - n
+    out[_R_F, r] = n
     if p + _I64 > stop:
         return False
-    out[r, _R_C] = _be(u8, p, _I64)
+    out[_R_C, r] = _be(u8, p, _I64)
     p += _I64
-    out[r, _R_D] = -1
+    out[_R_D, r] = -1
     if version == _OFFSET_VALUE_WITH_EXPIRE:
         if p + _I64 > stop:
             return False
-        out[r, _R_D] = _be(u8, p, _I64)
+        out[_R_D, r] = _be(u8, p, _I64)
         p += _I64
     if version >= _OFFSET_VALUE_FLEXIBLE:
         p = _skip_tagged(u8, p, stop)
@@ -478,12 +478,12 @@ def _walk(u8: np.ndarray, kind: int, position: np.ndarray, size: np.ndarray, bas
                 if q == _FAIL or q != kend:
                     good = False
                     break
-                out[nr, _R_S1] = q - n
-                out[nr, _R_S1_LEN] = n
+                out[_R_S1, nr] = q - n
+                out[_R_S1_LEN, nr] = n
                 if value_len < 0:
-                    out[nr, _R_TOMB] = 1
+                    out[_R_TOMB, nr] = 1
                 else:
-                    out[nr, _R_TOMB] = 0
+                    out[_R_TOMB, nr] = 0
                     got = _txn_value(u8, value, value + value_len, out, nr, elems, ne)
                     if got == _FAIL:
                         good = False
@@ -505,26 +505,26 @@ def _walk(u8: np.ndarray, kind: int, position: np.ndarray, size: np.ndarray, bas
                 if q == _FAIL:
                     good = False
                     break
-                out[nr, _R_S1] = q - n
-                out[nr, _R_S1_LEN] = n
+                out[_R_S1, nr] = q - n
+                out[_R_S1_LEN, nr] = n
                 n, q = _string16(u8, q, kend)
                 if q == _FAIL or q + _I32 != kend:
                     good = False
                     break
-                out[nr, _R_S2] = q - n
-                out[nr, _R_S2_LEN] = n
-                out[nr, _R_PART] = _be(u8, q, _I32)
+                out[_R_S2, nr] = q - n
+                out[_R_S2_LEN, nr] = n
+                out[_R_PART, nr] = _be(u8, q, _I32)
                 if value_len < 0:
-                    out[nr, _R_TOMB] = 1
+                    out[_R_TOMB, nr] = 1
                 else:
-                    out[nr, _R_TOMB] = 0
+                    out[_R_TOMB, nr] = 0
                     if not _offset_value(u8, value, value + value_len, out, nr):
                         good = False
                         break
-            out[nr, _R_BATCH] = i
-            out[nr, _R_OFFSET] = base_offset[i] + offset_delta
-            out[nr, _R_TS] = append_ts[i] if log_append[i] else base_ts[i] + ts_delta
-            out[nr, _R_KEY_VERSION] = key_version
+            out[_R_BATCH, nr] = i
+            out[_R_OFFSET, nr] = base_offset[i] + offset_delta
+            out[_R_TS, nr] = append_ts[i] if log_append[i] else base_ts[i] + ts_delta
+            out[_R_KEY_VERSION, nr] = key_version
             nr += 1
         if good and pos != stop:
             good = False
@@ -594,88 +594,100 @@ class CoordinatorRecords:
     fallback: np.ndarray  # int64 rows of the ``HeaderColumns``, ascending
 
 
-def _strings(u8: np.ndarray, start: np.ndarray, length: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+def _validity(valid: np.ndarray) -> tuple[pa.Buffer, int]:
+    """Arrow validity bitmap and null count of a boolean mask."""
+    return pa.array(valid, pa.bool_()).buffers()[1], int(len(valid) - np.count_nonzero(valid))
+
+
+def _strings(u8: np.ndarray, start: np.ndarray, length: np.ndarray,
+             valid: tuple[pa.Buffer, int] | None = None) -> pa.Array:
     offsets, data = _gather(u8, np.ascontiguousarray(start), np.ascontiguousarray(length))
-    mask = None if valid is None else pa.array(valid, pa.bool_()).buffers()[1]
-    nulls = 0 if valid is None else int(len(valid) - np.count_nonzero(valid))
+    mask, nulls = (None, 0) if valid is None else valid
     return pa.StringArray.from_buffers(len(start), pa.py_buffer(offsets), pa.py_buffer(data), mask, nulls)
 
 
-def _col(values: np.ndarray, kind: pa.DataType, valid: np.ndarray | None) -> pa.Array:
-    return pa.array(values.astype(kind.to_pandas_dtype()), kind, mask=None if valid is None else ~valid)
+def _col(values: np.ndarray, kind: pa.DataType, valid: tuple[pa.Buffer, int]) -> pa.Array:
+    """``values`` as an Arrow array of ``kind`` with validity ``valid`` (bitmap, null count)."""
+    data = np.ascontiguousarray(values.astype(kind.to_pandas_dtype(), copy=False))
+    return pa.Array.from_buffers(kind, len(data), [valid[0], pa.py_buffer(data)], null_count=valid[1])
 
 
-def _states(codes: np.ndarray, valid: np.ndarray) -> pa.Array:
-    names: dict[int, str] = {}
-    uniques, inverse = np.unique(np.where(valid, codes, 0), return_inverse=True)
-    for c in uniques.tolist():
-        names[c] = TXN_STATES.get(c, f"Unknown({c})")
-    dictionary = pa.array([names[c] for c in uniques.tolist()], pa.string())
-    out = dictionary.take(pa.array(inverse.astype(np.int32), mask=~valid))
-    return out
+#: state names (``TxnLogValue.state``) by int8 code + ``_STATE_BIAS``
+_STATE_BIAS: Final = 128
+_STATE_NAMES: Final = pa.array([TXN_STATES.get(c, f"Unknown({c})") for c in range(-_STATE_BIAS, _STATE_BIAS)],
+                               pa.string())
+
+
+def _states(codes: np.ndarray, valid: tuple[pa.Buffer, int]) -> pa.Array:
+    index = np.ascontiguousarray((codes + _STATE_BIAS).astype(np.int32))
+    return _STATE_NAMES.take(pa.Array.from_buffers(pa.int32(), len(index), [valid[0], pa.py_buffer(index)],
+                                                   null_count=valid[1]))
 
 
 def _txn_table(u8: np.ndarray, out: np.ndarray, elems: np.ndarray) -> pa.Table:
-    tomb = out[:, _R_TOMB] != 0
+    tomb = out[_R_TOMB] != 0
     has = ~tomb
-    parts_valid = has & (out[:, _R_ELEM0] >= 0)
-    lo = np.where(parts_valid, out[:, _R_ELEM0], 0)
-    hi = np.where(parts_valid, out[:, _R_ELEM1], 0)
+    valid = _validity(has)
+    parts_valid = has & (out[_R_ELEM0] >= 0)
+    lo = np.where(parts_valid, out[_R_ELEM0], 0)
+    hi = np.where(parts_valid, out[_R_ELEM1], 0)
     sizes = hi - lo
-    list_offsets = np.zeros(len(out) + 1, np.int32)
+    n = out.shape[1]
+    list_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(sizes, out=list_offsets[1:])
     # elements of a row are contiguous and rows are in element order: the offsets index ``elems``
     # directly once the elements of tombstones and null arrays (none) are accounted for
     children = pa.StructArray.from_arrays(
-        [_strings(u8, elems[:, _E_TOPIC], elems[:, _E_TOPIC_LEN]), pa.array(elems[:, _E_PART].astype(np.int32))],
+        [_strings(u8, elems[_E_TOPIC], elems[_E_TOPIC_LEN]), pa.array(elems[_E_PART].astype(np.int32))],
         fields=list(TOPIC_PARTITION_TYPE),
     )
     mask = pa.array(parts_valid, pa.bool_()).buffers()[1]
     parts = pa.Array.from_buffers(
-        pa.list_(TOPIC_PARTITION_TYPE), len(out), [mask, pa.py_buffer(list_offsets)],
-        null_count=int(len(out) - np.count_nonzero(parts_valid)), children=[children],
+        pa.list_(TOPIC_PARTITION_TYPE), n, [mask, pa.py_buffer(list_offsets)],
+        null_count=int(n - np.count_nonzero(parts_valid)), children=[children],
     )
     columns = {
-        "offset": pa.array(out[:, _R_OFFSET]),
-        "record_timestamp": pa.array(out[:, _R_TS]),
-        "transactional_id": _strings(u8, out[:, _R_S1], out[:, _R_S1_LEN]),
-        "key_version": pa.array(out[:, _R_KEY_VERSION].astype(np.int32)),
-        "value_version": _col(out[:, _R_VVER], pa.int32(), has),
+        "offset": pa.array(out[_R_OFFSET]),
+        "record_timestamp": pa.array(out[_R_TS]),
+        "transactional_id": _strings(u8, out[_R_S1], out[_R_S1_LEN]),
+        "key_version": pa.array(out[_R_KEY_VERSION].astype(np.int32)),
+        "value_version": _col(out[_R_VVER], pa.int32(), valid),
         "tombstone": pa.array(tomb),
-        "producer_id": _col(out[:, _R_A], pa.int64(), has),
-        "producer_epoch": _col(out[:, _R_B], pa.int32(), has),
-        "previous_producer_id": _col(out[:, _R_C], pa.int64(), has),
-        "next_producer_id": _col(out[:, _R_D], pa.int64(), has),
-        "next_producer_epoch": _col(out[:, _R_E], pa.int32(), has),
-        "txn_timeout_ms": _col(out[:, _R_F], pa.int32(), has),
-        "state_code": _col(out[:, _R_STATE], pa.int32(), has),
-        "state": _states(out[:, _R_STATE], has),
+        "producer_id": _col(out[_R_A], pa.int64(), valid),
+        "producer_epoch": _col(out[_R_B], pa.int32(), valid),
+        "previous_producer_id": _col(out[_R_C], pa.int64(), valid),
+        "next_producer_id": _col(out[_R_D], pa.int64(), valid),
+        "next_producer_epoch": _col(out[_R_E], pa.int32(), valid),
+        "txn_timeout_ms": _col(out[_R_F], pa.int32(), valid),
+        "state_code": _col(out[_R_STATE], pa.int32(), valid),
+        "state": _states(out[_R_STATE], valid),
         "topic_partitions": parts,
-        "txn_last_update_timestamp": _col(out[:, _R_LAST], pa.int64(), has),
-        "txn_start_timestamp": _col(out[:, _R_START], pa.int64(), has),
-        "client_transaction_version": _col(out[:, _R_CTV], pa.int32(), has),
+        "txn_last_update_timestamp": _col(out[_R_LAST], pa.int64(), valid),
+        "txn_start_timestamp": _col(out[_R_START], pa.int64(), valid),
+        "client_transaction_version": _col(out[_R_CTV], pa.int32(), valid),
     }
     return pa.Table.from_arrays([columns[f.name] for f in TXN_LOG_COLUMNS], schema=TXN_LOG_COLUMNS)
 
 
 def _offsets_table(u8: np.ndarray, out: np.ndarray, cols: HeaderColumns, rows: np.ndarray) -> pa.Table:
-    tomb = out[:, _R_TOMB] != 0
+    tomb = out[_R_TOMB] != 0
     has = ~tomb
-    batch_rows = rows[out[:, _R_BATCH]]
+    valid = _validity(has)
+    batch_rows = rows[out[_R_BATCH]]
     columns = {
-        "offset": pa.array(out[:, _R_OFFSET]),
-        "record_timestamp": pa.array(out[:, _R_TS]),
-        "group_id": _strings(u8, out[:, _R_S1], out[:, _R_S1_LEN]),
-        "commit_topic": _strings(u8, out[:, _R_S2], out[:, _R_S2_LEN]),
-        "commit_partition": pa.array(out[:, _R_PART].astype(np.int32)),
-        "key_version": pa.array(out[:, _R_KEY_VERSION].astype(np.int32)),
-        "value_version": _col(out[:, _R_VVER], pa.int32(), has),
+        "offset": pa.array(out[_R_OFFSET]),
+        "record_timestamp": pa.array(out[_R_TS]),
+        "group_id": _strings(u8, out[_R_S1], out[_R_S1_LEN]),
+        "commit_topic": _strings(u8, out[_R_S2], out[_R_S2_LEN]),
+        "commit_partition": pa.array(out[_R_PART].astype(np.int32)),
+        "key_version": pa.array(out[_R_KEY_VERSION].astype(np.int32)),
+        "value_version": _col(out[_R_VVER], pa.int32(), valid),
         "tombstone": pa.array(tomb),
-        "committed_offset": _col(out[:, _R_A], pa.int64(), has),
-        "leader_epoch": _col(out[:, _R_B], pa.int32(), has),
-        "metadata": _strings(u8, np.where(has, out[:, _R_E], 0), np.where(has, out[:, _R_F], 0), has),
-        "commit_timestamp": _col(out[:, _R_C], pa.int64(), has),
-        "expire_timestamp": _col(out[:, _R_D], pa.int64(), has),
+        "committed_offset": _col(out[_R_A], pa.int64(), valid),
+        "leader_epoch": _col(out[_R_B], pa.int32(), valid),
+        "metadata": _strings(u8, np.where(has, out[_R_E], 0), np.where(has, out[_R_F], 0), valid),
+        "commit_timestamp": _col(out[_R_C], pa.int64(), valid),
+        "expire_timestamp": _col(out[_R_D], pa.int64(), valid),
         "is_transactional": pa.array(cols.is_transactional[batch_rows]),
         "producer_id": pa.array(cols.producer_id[batch_rows]),
         "producer_epoch": pa.array(cols.producer_epoch[batch_rows].astype(np.int32)),
@@ -738,14 +750,14 @@ def _decode_group(u8: np.ndarray, cols: HeaderColumns, sel: np.ndarray,
     log_append = cols.timestamp_type[sel] == 1
     base_ts = np.where(cols.has_delete_horizon[sel], cols.delete_horizon_ms[sel], cols.first_timestamp[sel])
     total_bytes = int(size.sum())
-    out = np.empty((int(count.sum()), _NCOLS), np.int64)
-    elems = np.empty((total_bytes // _I32 + 1 if kind == TRANSACTION_STATE else 0, _ECOLS), np.int64)
+    out = np.empty((_NCOLS, int(count.sum())), np.int64)
+    elems = np.empty((_ECOLS, total_bytes // _I32 + 1 if kind == TRANSACTION_STATE else 0), np.int64)
     ok = np.zeros(len(sel), np.bool_)
     nr, ne = _walk(u8, kind, position, size, cols.base_offset[sel], base_ts, cols.max_timestamp[sel], log_append,
                    count, out, elems, ok)
-    out = out[:nr]
+    out = out[:, :nr]
     if kind == TRANSACTION_STATE:
-        table = _txn_table(u8, out, elems[:ne])
+        table = _txn_table(u8, out, elems[:, :ne])
     else:
         table = _offsets_table(u8, out, cols, sel)
-    return table, out[:, _R_BATCH].copy(), ok
+    return table, out[_R_BATCH].copy(), ok

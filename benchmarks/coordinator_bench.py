@@ -1,0 +1,175 @@
+"""Coordinator-record decode: the reference decoders against ``fast_coordinator``, on one core.
+
+The log is shaped like a real ``__transaction_state``: 50 partitions (the broker default), many
+transactional ids placed by ``txn_partition_for``, and every transaction's records as the
+coordinator writes them, one record per batch: ``Ongoing`` once per partition added (the
+partition list growing), ``PrepareCommit``/``PrepareAbort``, then ``CompleteCommit``/
+``CompleteAbort``, with an ``Empty`` record when an id is initialised. A quarter of the ids are
+TV2 clients (flexible v1 values with tagged fields). Records are written with the sample
+generator's log and encoders (``txn_audit.sample``), segments kept in memory.
+
+Two measurements, interleaved in the same process (the machine is shared: ratios are what
+matter), best of ``--repeat``:
+
+* records: the headers decoded once beforehand; the reference decoder (what the worker ran per
+  batch: ``iter_records`` + ``decode_txn_log_key``/``decode_txn_log_value`` + its row tuple)
+  against ``decode_coordinator_batches`` (records to Arrow columns);
+* worker: ``_decode_log`` on every segment, all tables, the per-batch path against the
+  column-wise path (headers, CRCs, batches rows and records).
+
+Usage::
+
+    python benchmarks/coordinator_bench.py [--ids 4000] [--txns 6] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from txn_audit.formats import fast_coordinator
+from txn_audit.formats.fast_headers import HeaderColumns, decode_headers
+from txn_audit.formats.model import TXN_STATES, TopicPartitions, TxnLogValue
+from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value, txn_partition_for
+from txn_audit.ingest.tasks import FileTask, TableRows
+from txn_audit.ingest.worker import TRANSACTION_STATE_TOPIC, _add_coordinator_records, _decode_log
+from txn_audit.sample.broker import PartitionLog
+from txn_audit.sample.scenario import BASE_TIME_MS
+
+PARTITIONS = 50
+TARGET = 1_000_000  # records/s per core (issue J)
+STATE = {name: code for code, name in TXN_STATES.items()}
+
+
+def _grouped(parts: list[tuple[str, int]] | None) -> tuple[TopicPartitions, ...] | None:
+    if parts is None:
+        return None
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in parts:
+        by_topic.setdefault(topic, []).append(p)
+    return tuple(TopicPartitions(t, tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
+
+
+def coordinator_log(ids: int, txns: int, seed: int = 7) -> list[bytes]:
+    """The segments of the 50 partitions (each partition's log in one segment)."""
+    rng = random.Random(seed)
+    logs = [PartitionLog(TRANSACTION_STATE_TOPIC, p, segment_bytes=1 << 40) for p in range(PARTITIONS)]
+    now = BASE_TIME_MS
+    topics = [f"topic-{t}" for t in range(8)]
+    for n in range(ids):
+        tid = f"app-{n % 37}-txn-{n:06d}"
+        log = logs[txn_partition_for(tid, PARTITIONS)]
+        tv2 = n % 4 == 0
+        pid, epoch = 1000 + n, 0
+        # (state, partitions so far, start time) as the coordinator writes them, one record each
+        writes: list[tuple[str, list[tuple[str, int]] | None, int]] = [("Empty", None, -1)]
+        for _ in range(txns):
+            start = now + len(writes)
+            added: list[tuple[str, int]] = []
+            for _ in range(rng.randint(1, 5)):
+                added.append((rng.choice(topics), rng.randrange(PARTITIONS)))
+                writes.append(("Ongoing", list(added), start))
+            commit = rng.random() < 0.9
+            writes.append(("PrepareCommit" if commit else "PrepareAbort", added, start))
+            writes.append(("CompleteCommit" if commit else "CompleteAbort", added, start))
+        for state, parts, start in writes:
+            now += rng.randint(1, 20)
+            if tv2 and state == "Ongoing" and parts is not None and len(parts) == 1:
+                epoch += 1  # a TV2 client bumps the epoch every transaction
+            value = TxnLogValue(version=1 if tv2 else 0, producer_id=pid, producer_epoch=epoch, txn_timeout_ms=60_000,
+                                state_code=STATE[state], topic_partitions=_grouped(parts),
+                                txn_last_update_timestamp=now, txn_start_timestamp=start,
+                                client_transaction_version=2 if tv2 else 0)
+            log.append([(encode_txn_log_key(tid), encode_txn_log_value(value), now)])
+    return [bytes(log.segments[0].data) for log in logs if log.segments[0].data]
+
+
+def _task(size: int) -> FileTask:
+    return FileTask("-", f"{TRANSACTION_STATE_TOPIC}-0/00000000000000000000.log", "log", 1, "ld",
+                    TRANSACTION_STATE_TOPIC, 0, 0, size)
+
+
+def reference_records(segments: list[tuple[bytes, HeaderColumns]]) -> int:
+    n = 0
+    for data, cols in segments:
+        task = _task(len(data))
+        out = TableRows()
+        for h in cols.headers():
+            _add_coordinator_records(task, data, h, out)
+        n += len(out.rows["txn_log"])
+    return n
+
+
+def fast_records(segments: list[tuple[bytes, HeaderColumns]]) -> int:
+    n = 0
+    for data, cols in segments:
+        rows = np.flatnonzero(~cols.is_control & cols.crc_ok & (cols.record_count != 0))
+        got = fast_coordinator.decode_coordinator_batches(data, cols, rows, fast_coordinator.TRANSACTION_STATE)
+        assert len(got.fallback) == 0
+        n += got.table.num_rows
+    return n
+
+
+def worker(segments: list[bytes], fast: bool) -> int:
+    n = 0
+    for data in segments:
+        out = TableRows()
+        for _ in _decode_log(_task(len(data)), data, out, fast=fast):
+            pass
+        n += len(out)
+    return n
+
+
+def best(runs: list[float]) -> float:
+    return min(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ids", type=int, default=4000, help="transactional ids")
+    parser.add_argument("--txns", type=int, default=6, help="transactions per id")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    segments = coordinator_log(args.ids, args.txns)
+    with_cols = [(s, decode_headers(s).columns) for s in segments]
+    records = sum(len(c) for _, c in with_cols)
+    size = sum(len(s) for s in segments)
+    fast_records(with_cols[:1])  # compile (or load the cached compilation) outside the timing
+    worker(segments[:1], True)
+    timings: dict[str, list[float]] = {"reference": [], "fast": [], "worker reference": [], "worker fast": []}
+    jobs: dict[str, Callable[[], int]] = {
+        "reference": lambda: reference_records(with_cols),
+        "fast": lambda: fast_records(with_cols),
+        "worker reference": lambda: worker(segments, False),
+        "worker fast": lambda: worker(segments, True),
+    }
+    counts: dict[str, int] = {}
+    for _ in range(args.repeat):
+        for name, job in jobs.items():  # interleaved: a burst of load hits both sides alike
+            t = time.perf_counter()
+            counts[name] = job()
+            timings[name].append(time.perf_counter() - t)
+    assert counts["reference"] == counts["fast"] == records
+    assert counts["worker reference"] == counts["worker fast"]
+    print(f"machine: {platform.machine()} {platform.python_implementation()} {platform.python_version()}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    print(f"log: {PARTITIONS} partitions, {args.ids} transactional ids, {records} records "
+          f"(one per batch), {size / 1e6:.1f} MB\n")
+    print("| decoder | best s | records/s | vs reference | vs 1 M/s target |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in ("", "worker "):
+        ref = best(timings[f"{kind}reference"])
+        for name in (f"{kind}reference", f"{kind}fast"):
+            t = best(timings[name])
+            rate = records / t
+            print(f"| {name} | {t:.3f} | {rate:,.0f} | {ref / t:.1f}x | {rate / TARGET:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
