@@ -12,7 +12,9 @@ which is a failure too. The properties, per family:
 * ``.log`` files: every batch that ends before the first damaged byte decodes exactly as in
   the intact file, no issue is placed before the damaged batch, a damage that leaves no issue
   only touched bytes no checksum covers (the verified part of every decoded batch is byte for
-  byte one of the intact file's), the column-wise and the per-batch paths agree, and
+  byte one of the intact file's), the column-wise and the per-batch paths agree (for
+  coordinator segments: ``fast_coordinator`` and the reference record decoders, also with the
+  CRCs recomputed so that the damage reaches the records: ``worker.coordinator``), and
   ``tracemalloc``'s peak stays within a few MiB of the file size whatever the length fields say;
 * producer snapshots: any change is reported (the CRC and the exact length cover every byte);
 * indexes: entries before the damaged one are unchanged;
@@ -243,8 +245,7 @@ def check_worker_log(seed: Seed, damaged: bytes, *, crc_fixed: bool = False) -> 
     assert all(i["position"] >= damaged_at for i in issues), (damaged_at, issues)
     if not issues and not crc_fixed:
         _assert_only_unverified_bytes_changed(seed.data, damaged, rows["batches"])
-    if seed.topic not in ("__transaction_state", "__consumer_offsets"):
-        _assert_paths_agree(seed.topic, damaged)
+    _assert_paths_agree(seed.topic, damaged)  # for coordinator topics: fast_coordinator against the reference
     return peak
 
 
@@ -265,6 +266,36 @@ def _assert_paths_agree(topic: str, data: bytes) -> None:
             pass
         got.append(rows_of(out))
     assert got[0] == got[1], "column-wise and per-batch decoding differ"
+
+
+_COORDINATOR_SEEDS: tuple[tuple[str, Path, str], ...] = (
+    ("real:4.4.0 epoch-rotation __transaction_state-2 (v1 values)",
+     REPO / "tests/corpus/kafka-4.4.0/epoch-rotation/logdirs/__transaction_state-2/00000000000000000000.log",
+     "__transaction_state"),
+    ("sample:__transaction_state-1", SAMPLE / "broker-1/__transaction_state-1/00000000000000000426.log",
+     "__transaction_state"),
+    ("sample:__consumer_offsets-0", SAMPLE / "broker-1/__consumer_offsets-0/00000000000000000000.log",
+     "__consumer_offsets"),
+)
+
+
+@functools.cache
+def coordinator_seeds() -> list[Seed]:
+    seeds = []
+    for name, path, topic in _COORDINATOR_SEEDS:
+        if path.is_file():
+            data = _prefix(path.read_bytes(), 3000)
+            seeds.append(Seed(name, data, _log_fields(data), "log", topic))
+    return seeds
+
+
+def check_worker_coordinator(seed: Seed, damaged: bytes) -> None:
+    """Coordinator segments, CRCs recomputed so the damage reaches the record decoders: the
+    worker's column-wise path (``fast_coordinator``) writes exactly what the reference path
+    writes, rows and issues, and neither raises."""
+    data = fix_crcs(damaged)
+    _assert_paths_agree(seed.topic, data)
+    _no_decoder_error(run_task("log", seed.topic, data), len(data))
 
 
 def check_worker_log_crc_fixed(seed: Seed, damaged: bytes) -> int:
@@ -509,6 +540,7 @@ TARGETS: dict[str, Target] = {
     for t in (
         Target("worker.log", log_seeds, check_worker_log),
         Target("worker.log+crc", log_seeds, check_worker_log_crc_fixed),
+        Target("worker.coordinator", coordinator_seeds, check_worker_coordinator),
         Target("segment", log_seeds, check_segment),
         Target("snapshot", snapshot_seeds, check_snapshot),
         Target("txnindex", txnindex_seeds, check_txnindex),
