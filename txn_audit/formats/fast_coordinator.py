@@ -31,6 +31,12 @@ unknown version, a record the reference would reject or report) marks the whole 
 *fallback*: the caller runs the reference decoder on it, so its rows and issues stay the
 reference's. The tests check both paths agree on the real corpus, on generated records of
 every version and under the fuzz suite's mutations.
+
+API: ``decode_coordinator_batches(buf, header_columns, rows, kind)`` with ``kind``
+``TRANSACTION_STATE`` or ``CONSUMER_OFFSETS`` returns ``CoordinatorRecords``: a ``pa.Table``
+of the ``txn_log`` / ``offset_commits`` columns (``TXN_LOG_COLUMNS``, ``OFFSET_COMMIT_COLUMNS``:
+the worker's tables without the replica and file columns), each row's batch, and the batches
+handed back.
 """
 
 from __future__ import annotations
@@ -92,11 +98,16 @@ _MIN_RECORD_BYTES: Final = 7
 
 # -- compiled walk ---------------------------------------------------------------------
 
-# columns of the per-record block
+# rows of the per-record block (one column per output record). S1 is the transactional id or
+# the group, S2 the commit topic (start and length in the buffer). The value fields A-F are
+# per topic: txn value A producerId, B producerEpoch, C previous and D next producerId,
+# E nextProducerEpoch, F timeout; offset commit A offset, B leaderEpoch, C commitTimestamp,
+# D expireTimestamp, E/F metadata start/length. ELEM0/ELEM1: the value's partition elements
+# (-1 for a null array).
 (_R_BATCH, _R_OFFSET, _R_TS, _R_KEY_VERSION, _R_S1, _R_S1_LEN, _R_S2, _R_S2_LEN, _R_PART, _R_TOMB, _R_VVER,
  _R_A, _R_B, _R_C, _R_D, _R_E, _R_F, _R_STATE, _R_LAST, _R_START, _R_CTV, _R_ELEM0, _R_ELEM1) = range(23)
 _NCOLS: Final = 23
-# columns of the per-partition-element block (txn values): topic start, topic length, partition
+# rows of the per-partition-element block (txn values): topic start, topic length, partition
 _E_TOPIC, _E_TOPIC_LEN, _E_PART = range(3)
 _ECOLS: Final = 3
 
@@ -635,8 +646,8 @@ def _txn_table(u8: np.ndarray, out: np.ndarray, elems: np.ndarray) -> pa.Table:
     n = out.shape[1]
     list_offsets = np.zeros(n + 1, np.int32)
     np.cumsum(sizes, out=list_offsets[1:])
-    # elements of a row are contiguous and rows are in element order: the offsets index ``elems``
-    # directly once the elements of tombstones and null arrays (none) are accounted for
+    # each row's elements are contiguous and follow the previous row's (tombstones and null
+    # arrays have none), so the list offsets are the running sum of the element counts
     children = pa.StructArray.from_arrays(
         [_strings(u8, elems[_E_TOPIC], elems[_E_TOPIC_LEN]), pa.array(elems[_E_PART].astype(np.int32))],
         fields=list(TOPIC_PARTITION_TYPE),
