@@ -19,7 +19,9 @@ matter), best of ``--repeat``:
 
 Usage::
 
-    python benchmarks/coordinator_bench.py [--ids 4000] [--txns 6] [--repeat 3]
+    python benchmarks/coordinator_bench.py [--topic __consumer_offsets] [--ids 4000] [--txns 6] [--repeat 3]
+
+``--topic __consumer_offsets`` measures offset commits instead (``offsets_log``).
 """
 
 from __future__ import annotations
@@ -35,10 +37,16 @@ import numpy as np
 
 from txn_audit.formats import fast_coordinator
 from txn_audit.formats.fast_headers import HeaderColumns, decode_headers
-from txn_audit.formats.model import TXN_STATES, TopicPartitions, TxnLogValue
+from txn_audit.formats.consumer_offsets import encode_offset_commit_key, encode_offset_commit_value
+from txn_audit.formats.model import TXN_STATES, OffsetCommitKey, OffsetCommitValue, TopicPartitions, TxnLogValue
 from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value, txn_partition_for
 from txn_audit.ingest.tasks import FileTask, TableRows
-from txn_audit.ingest.worker import TRANSACTION_STATE_TOPIC, _add_coordinator_records, _decode_log
+from txn_audit.ingest.worker import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    _add_coordinator_records,
+    _decode_log,
+)
 from txn_audit.sample.broker import PartitionLog
 from txn_audit.sample.scenario import BASE_TIME_MS
 
@@ -90,37 +98,59 @@ def coordinator_log(ids: int, txns: int, seed: int = 7) -> list[bytes]:
     return [bytes(log.segments[0].data) for log in logs if log.segments[0].data]
 
 
-def _task(size: int) -> FileTask:
-    return FileTask("-", f"{TRANSACTION_STATE_TOPIC}-0/00000000000000000000.log", "log", 1, "ld",
-                    TRANSACTION_STATE_TOPIC, 0, 0, size)
+def offsets_log(groups: int, commits: int, seed: int = 7) -> list[bytes]:
+    """``__consumer_offsets`` segments of 50 partitions: each group commits ``commits`` times the
+    offsets of 4 to 12 partitions in one batch (v3 values, as brokers write them), every third
+    group transactionally (``sendOffsetsToTransaction``)."""
+    rng = random.Random(seed)
+    logs = [PartitionLog(CONSUMER_OFFSETS_TOPIC, p, segment_bytes=1 << 40) for p in range(PARTITIONS)]
+    now = BASE_TIME_MS
+    for g in range(groups):
+        group = f"consumer-group-{g:05d}"
+        log = logs[txn_partition_for(group, PARTITIONS)]
+        owned = rng.sample(range(PARTITIONS), rng.randint(4, 12))
+        for c in range(commits):
+            now += rng.randint(1, 50)
+            records = [(encode_offset_commit_key(OffsetCommitKey(1, group, "orders", p)),
+                        encode_offset_commit_value(OffsetCommitValue(3, 1000 * c + p, 5, "", now, -1)), now)
+                       for p in owned]
+            txn = g % 3 == 0
+            log.append(records, producer_id=5000 + g if txn else -1, producer_epoch=0 if txn else -1,
+                       transactional=txn)
+    return [bytes(log.segments[0].data) for log in logs if log.segments[0].data]
 
 
-def reference_records(segments: list[tuple[bytes, HeaderColumns]]) -> int:
+def _task(topic: str, size: int) -> FileTask:
+    return FileTask("-", f"{topic}-0/00000000000000000000.log", "log", 1, "ld", topic, 0, 0, size)
+
+
+def reference_records(topic: str, segments: list[tuple[bytes, HeaderColumns]]) -> int:
     n = 0
     for data, cols in segments:
-        task = _task(len(data))
+        task = _task(topic, len(data))
         out = TableRows()
         for h in cols.headers():
             _add_coordinator_records(task, data, h, out)
-        n += len(out.rows["txn_log"])
+        n += len(out.rows["txn_log"]) + len(out.rows["offset_commits"])
     return n
 
 
-def fast_records(segments: list[tuple[bytes, HeaderColumns]]) -> int:
+def fast_records(topic: str, segments: list[tuple[bytes, HeaderColumns]]) -> int:
     n = 0
+    kind = fast_coordinator.TRANSACTION_STATE if topic == TRANSACTION_STATE_TOPIC else fast_coordinator.CONSUMER_OFFSETS
     for data, cols in segments:
         rows = np.flatnonzero(~cols.is_control & cols.crc_ok & (cols.record_count != 0))
-        got = fast_coordinator.decode_coordinator_batches(data, cols, rows, fast_coordinator.TRANSACTION_STATE)
+        got = fast_coordinator.decode_coordinator_batches(data, cols, rows, kind)
         assert len(got.fallback) == 0
         n += got.table.num_rows
     return n
 
 
-def worker(segments: list[bytes], fast: bool) -> int:
+def worker(topic: str, segments: list[bytes], fast: bool) -> int:
     n = 0
     for data in segments:
         out = TableRows()
-        for _ in _decode_log(_task(len(data)), data, out, fast=fast):
+        for _ in _decode_log(_task(topic, len(data)), data, out, fast=fast):
             pass
         n += len(out)
     return n
@@ -132,35 +162,44 @@ def best(runs: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ids", type=int, default=4000, help="transactional ids")
-    parser.add_argument("--txns", type=int, default=6, help="transactions per id")
+    parser.add_argument("--topic", choices=[TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC],
+                        default=TRANSACTION_STATE_TOPIC)
+    parser.add_argument("--ids", type=int, default=4000, help="transactional ids (groups for __consumer_offsets)")
+    parser.add_argument("--txns", type=int, default=6, help="transactions per id (commits per group)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    segments = coordinator_log(args.ids, args.txns)
+    if args.topic == TRANSACTION_STATE_TOPIC:
+        segments = coordinator_log(args.ids, args.txns)
+        shape = f"{args.ids} transactional ids"
+    else:
+        segments = offsets_log(args.ids, args.txns)
+        shape = f"{args.ids} groups committing {args.txns} times"
+    topic = args.topic
     with_cols = [(s, decode_headers(s).columns) for s in segments]
-    records = sum(len(c) for _, c in with_cols)
+    batches = sum(len(c) for _, c in with_cols)
     size = sum(len(s) for s in segments)
-    fast_records(with_cols[:1])  # compile (or load the cached compilation) outside the timing
-    worker(segments[:1], True)
-    timings: dict[str, list[float]] = {"reference": [], "fast": [], "worker reference": [], "worker fast": []}
+    fast_records(topic, with_cols[:1])  # compile (or load the cached compilation) outside the timing
+    worker(topic, segments[:1], True)
     jobs: dict[str, Callable[[], int]] = {
-        "reference": lambda: reference_records(with_cols),
-        "fast": lambda: fast_records(with_cols),
-        "worker reference": lambda: worker(segments, False),
-        "worker fast": lambda: worker(segments, True),
+        "reference": lambda: reference_records(topic, with_cols),
+        "fast": lambda: fast_records(topic, with_cols),
+        "worker reference": lambda: worker(topic, segments, False),
+        "worker fast": lambda: worker(topic, segments, True),
     }
+    timings: dict[str, list[float]] = {name: [] for name in jobs}
     counts: dict[str, int] = {}
     for _ in range(args.repeat):
         for name, job in jobs.items():  # interleaved: a burst of load hits both sides alike
             t = time.perf_counter()
             counts[name] = job()
             timings[name].append(time.perf_counter() - t)
-    assert counts["reference"] == counts["fast"] == records
+    assert counts["reference"] == counts["fast"]
     assert counts["worker reference"] == counts["worker fast"]
+    records = counts["fast"]
     print(f"machine: {platform.machine()} {platform.python_implementation()} {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.2f}")
-    print(f"log: {PARTITIONS} partitions, {args.ids} transactional ids, {records} records "
-          f"(one per batch), {size / 1e6:.1f} MB\n")
+    print(f"log: {topic}, {PARTITIONS} partitions, {shape}, {records} records in {batches} batches, "
+          f"{size / 1e6:.1f} MB\n")
     print("| decoder | best s | records/s | vs reference | vs 1 M/s target |")
     print("|---|---:|---:|---:|---:|")
     for kind in ("", "worker "):
