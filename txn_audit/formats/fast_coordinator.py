@@ -55,7 +55,7 @@ from txn_audit.formats.consumer_offsets import (
     OFFSET_COMMIT_VALUE_VERSIONS,
 )
 from txn_audit.formats.fast_headers import HeaderColumns
-from txn_audit.formats.model import TXN_STATES
+from txn_audit.formats.model import TIMESTAMP_TYPE_NAMES, TXN_STATES
 from txn_audit.formats.primitives import VARINT_MAX_BYTES, VARLONG_MAX_BYTES
 from txn_audit.formats.record_batch import RECORDS_OFFSET, as_view
 from txn_audit.formats.records import MAGIC_VALUE_V2
@@ -76,6 +76,7 @@ _I8: Final = 1
 _I16: Final = 2
 _I32: Final = 4
 _I64: Final = 8
+_LOG_APPEND_TIME: Final = next(t for t, name in TIMESTAMP_TYPE_NAMES.items() if name == "LogAppendTime")
 _NULL_ARRAY_V0: Final = -1  # an int32 array count of -1 is a null array (a compact count of 0)
 
 # OffsetCommitValue versions (OffsetCommitValue.json): expireTimestamp only in v1, leaderEpoch
@@ -758,7 +759,7 @@ def _decode_group(u8: np.ndarray, cols: HeaderColumns, sel: np.ndarray,
     position = cols.position[sel]
     size = cols.size_bytes[sel]
     count = cols.record_count[sel].astype(np.int64)
-    log_append = cols.timestamp_type[sel] == 1
+    log_append = cols.timestamp_type[sel] == _LOG_APPEND_TIME
     base_ts = np.where(cols.has_delete_horizon[sel], cols.delete_horizon_ms[sel], cols.first_timestamp[sel])
     total_bytes = int(size.sum())
     out = np.empty((_NCOLS, int(count.sum())), np.int64)
