@@ -42,13 +42,20 @@ def _label(t: Row) -> str:
     return f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · #{t['txn_seq']}"
 
 
+def _hw(stability: Row) -> Any:
+    """The HW the partition's LSO is computed against (``partition_stability.effective_high_watermark``:
+    the log end when the dump holds no HW); the bare ``high_watermark`` for rows that lack it."""
+    effective = stability.get("effective_high_watermark")
+    return stability.get("high_watermark") if effective is None else effective
+
+
 def stability_figure(partitions: Sequence[Row]) -> go.Figure | None:
     """High watermark and last stable offset per partition, with the records held back."""
     if not partitions:
         return None
     names = [f"{p['topic']}-{p['partition']}" for p in partitions]
     fig = go.Figure()
-    fig.add_bar(name="high watermark", x=names, y=[p["high_watermark"] for p in partitions])
+    fig.add_bar(name="high watermark", x=names, y=[_hw(p) for p in partitions])
     fig.add_bar(name="last stable offset", x=names, y=[p["last_stable_offset"] for p in partitions])
     fig.add_scatter(name="held records", x=names, y=[p["held_records"] for p in partitions], mode="markers",
                     marker={"size": 12, "color": "#c62828", "symbol": "diamond"}, yaxis="y2")
@@ -168,11 +175,10 @@ def offsets_figure(ptx: Sequence[Row], stability: Row | None = None,
                     hovertext=[f"{t['state']}: offsets {s}-{e}, {t['records']} records"
                                for t, s, e in zip(subset, starts, ends, strict=True)])
     if stability is not None:
-        lines = (("log start", "log_start_offset", "#757575", "bottom right"),
-                 ("LSO", "last_stable_offset", "#6a1b9a", "top right"),
-                 ("high watermark", "high_watermark", "#000000", "top left"))
-        for name, column, colour, position in lines:
-            value = stability.get(column)
+        lines = (("log start", stability.get("log_start_offset"), "#757575", "bottom right"),
+                 ("LSO", stability.get("last_stable_offset"), "#6a1b9a", "top right"),
+                 ("high watermark", _hw(stability), "#000000", "top left"))
+        for name, value, colour, position in lines:
             if value is not None:
                 fig.add_vline(x=value, line={"color": colour, "dash": "dash"}, annotation_text=f"{name} {value}",
                               annotation_position=position)
