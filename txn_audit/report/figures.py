@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
+from txn_audit.severity import Severity
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -32,7 +34,8 @@ __all__ = [
 Row = dict[str, Any]
 
 MAX_TIMELINE_ROWS = 60  # transactions drawn on the timeline
-SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+SEVERITY_COLOURS: dict[str, str] = {Severity.CRITICAL: "#c62828", Severity.WARNING: "#ef6c00",
+                                    Severity.INFO: "#1565c0"}
 OUTCOME_COLOURS: dict[str | None, str] = {"COMMIT": "#2e7d32", "ABORT": "#6d4c41", None: "#c62828"}
 LATE_MARKER = {"symbol": "x", "size": 12, "color": "#ff1744"}
 DATE_AXIS = {"title": "audit date", "type": "date", "dtick": 86_400_000, "tickformat": "%Y-%m-%d"}
