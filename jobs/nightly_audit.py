@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
-from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TextIO
 
 USAGE, SOFTWARE = 2, 70  # the usage code of every txn-audit command; EX_SOFTWARE for a crash
 
@@ -28,7 +26,7 @@ log = logging.getLogger("txn_audit.nightly")
 HANDLER_NAME = "txn-audit-nightly-stderr"
 
 
-class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _CurrentStderr(logging.StreamHandler[TextIO]):
     """Logs to whatever ``sys.stderr`` is when a record is written (main() may run more than once
     in one process, each time with its own stderr)."""
 
@@ -36,7 +34,7 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
         logging.Handler.__init__(self)
 
     @property
-    def stream(self) -> Any:  # type: ignore[override]
+    def stream(self) -> Any:
         return sys.stderr
 
     @stream.setter
@@ -45,6 +43,10 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The job's options: where from and where to, then the audit options of ``txn-audit scan``
+    (``txn_audit.cli.add_audit_options``: same names, defaults, choices and help)."""
+    from txn_audit.cli import add_audit_options
+
     parser = argparse.ArgumentParser(
         prog="nightly_audit.py",
         description="Scan a dump of Kafka log dirs and append the results to a warehouse by audit date.",
@@ -53,21 +55,13 @@ def _parser() -> argparse.ArgumentParser:
                         "hdfs:// URI (S3 settings from AWS_* variables, ~/.aws or ?endpoint_override=...)")
     parser.add_argument("--warehouse", required=True, help="warehouse folder (path or file:// URI)")
     parser.add_argument("--audit-date", help="partition to write, YYYY-MM-DD (default: today, UTC)")
-    parser.add_argument("--as-of", help="audit time, ISO-8601 or epoch ms (default: newest timestamp in the dump)")
-    parser.add_argument("--max-transaction-timeout", default="15m", help="age after which an unlisted open "
-                        "transaction is hanging (default: 15m)")
-    parser.add_argument("--late-tolerance", default="1s", help="skew allowed before a batch counts as late "
-                        "(default: 1s)")
-    parser.add_argument("--min-severity", default="warning", choices=("info", "warning", "critical"),
-                        help="findings at or above this make the exit code 1 (default: warning)")
-    parser.add_argument("--strict", action="store_true", help="exit with 3 if anything could not be decoded")
+    add_audit_options(parser)
     parser.add_argument("--work-dir", help="scratch folder for the scan (default: the system's temporary folder; "
                         "on a multi-host cluster, one every executor can write to)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)  # exits with 2 on a bad option
     if not any(h.get_name() == HANDLER_NAME for h in log.handlers):  # other handlers may be there too
         handler = _CurrentStderr()
         handler.set_name(HANDLER_NAME)
@@ -78,19 +72,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from txn_audit import api
         from txn_audit.errors import TxnAuditError
-        from txn_audit.timeparse import parse_duration_ms, parse_time_ms
+        from txn_audit.timeparse import parse_date
     except ImportError as err:
         log.error("error: the txn_audit package is not importable (%s); install it into the Python that "
                   "spark-submit runs (PYSPARK_PYTHON)", err)
         return USAGE
+    args = _parser().parse_args(argv)  # exits with 2 on a bad option
     try:
-        audit_date = _audit_date(args.audit_date)
         result = api.run_nightly(
-            args.dump, args.warehouse, audit_date,
-            as_of_ms=parse_time_ms(args.as_of) if args.as_of is not None else None,
-            max_transaction_timeout_ms=parse_duration_ms(args.max_transaction_timeout),
-            late_tolerance_ms=parse_duration_ms(args.late_tolerance),
-            min_severity=args.min_severity, strict=args.strict, work_dir=args.work_dir,
+            args.dump, args.warehouse, parse_date(args.audit_date),
+            **api.audit_times(args.as_of, args.max_transaction_timeout, args.late_tolerance),
+            min_severity=api.Severity.parse(args.min_severity), strict=args.strict, work_dir=args.work_dir,
             on_stage=lambda stage: log.info("%s", stage),
         )
     except TxnAuditError as err:
@@ -102,19 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     for line in result.summary_lines():
         log.info("%s", line)
     return int(result.exit_code)
-
-
-def _audit_date(text: str | None) -> date:
-    from txn_audit.errors import UsageError
-
-    if text is None:
-        return datetime.now(UTC).date()
-    try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            return date.fromisoformat(text)
-    except ValueError:
-        pass
-    raise UsageError(f"--audit-date must be a date as YYYY-MM-DD, got {text!r}")
 
 
 def _stop_spark() -> None:

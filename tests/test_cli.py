@@ -125,3 +125,47 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out,
                                         "--no-quality", "--no-report"])
     assert critical_only.exit_code == 0, critical_only.output  # only an info/warning open txn at the dump's own time
+
+
+@pytest.mark.spark
+def test_without_checkpoints_the_terminal_summary_and_report_agree_on_held_partitions(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A dump without replication-offset-checkpoint: no HW is known and the log end stands in for
+    it. The partitions whose LSO is below it are the same in the terminal table, summary.json's
+    count, the report and the partition_stability table."""
+    import json
+    import re
+    import shutil
+
+    import pyarrow.dataset as ds
+
+    from tests.realcorpus import SCENARIOS, scenario_dir
+
+    if "crashed-producer" not in SCENARIOS:
+        pytest.skip("real corpus not found")
+    dump = tmp_path / "dump"
+    shutil.copytree(scenario_dir("crashed-producer") / "logdirs", dump)
+    (dump / "replication-offset-checkpoint").unlink()
+    out = tmp_path / "out"
+    run = runner.invoke(app, ["scan", str(dump), "--out", str(out), "--no-progress", "--no-quality",
+                              "--min-severity", "info"])
+    assert run.exit_code == 1, run.output  # without a known HW the stuck LSOs are info findings
+    stability = ds.dataset(str(out / "tables" / "partition_stability")).to_table().to_pylist()
+    assert {p["hw_source"] for p in stability} == {"log_end"}  # no HW anywhere in the dump
+    held = {f"{p['topic']}-{p['partition']}" for p in stability if p["lso_below_hw"]}
+    assert held == {"crash-0", "crash-1"}  # the crashed producer's open transaction holds both
+    for p in stability:
+        assert p["effective_high_watermark"] == p["log_end_offset"]
+        assert p["lso_below_hw"] == (p["last_stable_offset"] < p["log_end_offset"])
+    section = run.stdout.split("Partitions whose LSO is below the high watermark")[1]
+    shown = {m.group(1) for line in section.splitlines() if (m := re.match(r"\W*([\w.-]+-\d+)\s", line))}
+    assert shown == held
+    for p in stability:
+        if p["lso_below_hw"]:  # the HW shown is the log end the LSO was computed against
+            (row,) = [line for line in section.splitlines() if f"{p['topic']}-{p['partition']} " in line]
+            assert f" {p['log_end_offset']} " in row and "log end" in row
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["partitions_with_lso_below_hw"] == len(held)
+    report = (out / "report.html").read_text()
+    assert f"{len(held)} partition(s) whose last stable offset is below the high watermark" in report

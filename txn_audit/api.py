@@ -14,16 +14,18 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.job import write_raw_tables
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.progress import spark_progress
+from txn_audit.results import Finding, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
+from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session
 
 if TYPE_CHECKING:
@@ -33,7 +35,12 @@ if TYPE_CHECKING:
 
     from txn_audit.warehouse import PublishedRun
 
-SEVERITIES = ("info", "warning", "critical")
+__all__ = [
+    "AuditTimes", "ExitCode", "Finding", "IngestResult", "InputKind", "NightlyResult", "PartitionStatus",
+    "ReplicaStatus", "ScanResult", "Severity", "audit_times", "ingest", "ingest_exit_code", "run_nightly", "scan",
+    "scan_exit_code", "verdict",
+]
+
 INGEST_STAMP = "_ingest.json"
 JSON_FINDING_KEYS = (
     "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id", "first_offset",
@@ -61,6 +68,41 @@ class ExitCode(IntEnum):
     FINDINGS = 1  # findings at or above the chosen severity
     USAGE = 2  # bad arguments, missing input, or an environment problem (no Java)
     CORRUPT_INPUT = 3  # unreadable or corrupt input under --strict
+
+
+class InputKind(StrEnum):
+    """What a dump holds (``txn_audit.ingest.discover``)."""
+
+    AUTO = "auto"  # log dirs when there are any, else text
+    LOGDIRS = "logdirs"  # copies of broker log dirs
+    TEXT = "text"  # kafka-dump-log.sh / kafka-transactions.sh text output, an offsets file
+
+
+class AuditTimes(TypedDict):
+    """The times a scan is audited with, as ``scan`` and ``run_nightly`` take them."""
+
+    as_of_ms: int | None
+    max_transaction_timeout_ms: int
+    late_tolerance_ms: int
+
+
+def audit_times(as_of: str | None, max_transaction_timeout: str, late_tolerance: str) -> AuditTimes:
+    """The audit time and durations as typed on a command line (``--as-of``, ``--max-transaction-timeout``,
+    ``--late-tolerance``), checked: ``UsageError`` on a bad one."""
+    from txn_audit.timeparse import parse_duration_ms, parse_time_ms
+
+    times = AuditTimes(
+        as_of_ms=None if as_of is None else parse_time_ms(as_of),
+        max_transaction_timeout_ms=parse_duration_ms(max_transaction_timeout),
+        late_tolerance_ms=parse_duration_ms(late_tolerance),
+    )
+    _check_durations(times["max_transaction_timeout_ms"], times["late_tolerance_ms"])
+    return times
+
+
+def _check_durations(max_transaction_timeout_ms: int, late_tolerance_ms: int) -> None:
+    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
+        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
 
 
 @dataclass
@@ -198,36 +240,44 @@ def check_dump(dump: str | Path) -> None:
 
 @dataclass
 class ScanResult:
+    """What ``scan`` found. ``partitions``, ``replicas`` and ``findings`` are the rows of the
+    ``partition_stability``, ``replica_stability`` and ``findings`` tables (``txn_audit.results``);
+    ``to_json()`` is the JSON contract."""
+
     input: str
     as_of_ms: int
     options: dict[str, Any]
-    partitions: list[dict[str, Any]]
-    #: every live copy of every partition (``replica_stability`` rows), the chosen ones first
-    replicas: list[dict[str, Any]]
-    findings: list[dict[str, Any]]
+    #: one per partition, by topic and partition
+    partitions: list[PartitionStatus]
+    #: every live copy of every partition, by topic and partition, the chosen ones first
+    replicas: list[ReplicaStatus]
+    #: in the one finding order (``txn_audit.detect.finding_order``): most severe first
+    findings: list[Finding]
     ingest: IngestResult
     out_dir: Path | None
 
-    def counts(self, min_severity: str = "info") -> Counter[str]:
-        floor = SEVERITIES.index(min_severity)
-        return Counter(f["kind"] for f in self.findings if SEVERITIES.index(f["severity"]) >= floor)
+    def counts(self, min_severity: Severity = Severity.INFO) -> Counter[str]:
+        """Findings by kind, of those at or above ``min_severity``."""
+        return Counter(f.kind for f in self.at_or_above(min_severity))
 
-    def at_or_above(self, min_severity: str) -> list[dict[str, Any]]:
-        floor = SEVERITIES.index(min_severity)
-        return [f for f in self.findings if SEVERITIES.index(f["severity"]) >= floor]
+    def at_or_above(self, min_severity: Severity) -> list[Finding]:
+        """The findings at or above ``min_severity``, in the one finding order."""
+        floor = Severity(min_severity)
+        return [f for f in self.findings if f.severity >= floor]
+
+    def lso_below_hw(self) -> list[PartitionStatus]:
+        """The partitions whose last stable offset is below their high watermark (records held)."""
+        return [p for p in self.partitions if p.lso_below_hw]
 
     def summary(self) -> dict[str, Any]:
-        by_severity = Counter(f["severity"] for f in self.findings)
+        by_severity = Counter(f.severity for f in self.findings)
         return {
-            "verdict": verdict(self, "warning"),
-            "findings_by_severity": {s: by_severity.get(s, 0) for s in SEVERITIES},
-            "findings_by_kind": dict(sorted(Counter(f["kind"] for f in self.findings).items())),
+            "verdict": verdict(self, Severity.WARNING),
+            "findings_by_severity": {s.value: by_severity.get(s, 0) for s in SEVERITIES},
+            "findings_by_kind": dict(sorted(Counter(f.kind for f in self.findings).items())),
             "partitions": len(self.partitions),
-            "partitions_with_lso_below_hw": sum(
-                1 for p in self.partitions
-                if p["high_watermark"] is not None and p["last_stable_offset"] < p["high_watermark"]
-            ),
-            "hw_sources": dict(sorted(Counter(p.get("hw_source", "checkpoint") for p in self.partitions).items())),
+            "partitions_with_lso_below_hw": len(self.lso_below_hw()),
+            "hw_sources": dict(sorted(Counter(p.hw_source for p in self.partitions).items())),
             "brokers": [b for b in self.ingest.brokers],
             "files": self.ingest.files,
             "decoded_files": self.ingest.decoded_files,
@@ -238,30 +288,37 @@ class ScanResult:
         }
 
     def to_json(self) -> dict[str, Any]:
-        several = {(r["topic"], r["partition"]) for r in self.replicas if r["replica_rank"] > 1}
+        several = {(r.topic, r.partition) for r in self.replicas if r.replica_rank > 1}
         return {
             "as_of_ms": self.as_of_ms,
             "input": self.input,
-            "partitions": [{k: p[k] for k in JSON_PARTITION_KEYS} for p in self.partitions],
+            "partitions": [_pick(p, JSON_PARTITION_KEYS) for p in self.partitions],
             # the copies of the partitions the dump holds several of, each audited on its own data
-            "replicas": [{k: r[k] for k in JSON_REPLICA_KEYS} for r in self.replicas
-                         if (r["topic"], r["partition"]) in several],
-            "findings": [{k: f[k] for k in JSON_FINDING_KEYS} for f in self.findings],
+            "replicas": [_pick(r, JSON_REPLICA_KEYS) for r in self.replicas if (r.topic, r.partition) in several],
+            "findings": [_pick(f, JSON_FINDING_KEYS) for f in self.findings],
             "summary": self.summary(),
         }
 
 
-def verdict(result: ScanResult, min_severity: str) -> str:
+def _pick(row: Finding | PartitionStatus | ReplicaStatus, keys: tuple[str, ...]) -> dict[str, Any]:
+    # a severity goes out as its plain string
+    return {k: v.value if isinstance(v := getattr(row, k), Severity) else v for k in keys}
+
+
+def verdict(result: ScanResult, min_severity: Severity) -> str:
+    """One line: CLEAN, or the worst severity and the findings by kind, at or above ``min_severity``."""
     relevant = result.at_or_above(min_severity)
     if not relevant:
-        return f"CLEAN: no findings at or above {min_severity} in {len(result.partitions)} partitions"
-    worst = max(relevant, key=lambda f: SEVERITIES.index(f["severity"]))["severity"].upper()
-    counts = Counter(f["kind"] for f in relevant)
+        return f"CLEAN: no findings at or above {Severity(min_severity).value} in {len(result.partitions)} partitions"
+    worst = max(f.severity for f in relevant).value.upper()
+    counts = Counter(f.kind for f in relevant)
     parts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.most_common())
     return f"{worst}: {parts}"
 
 
-def scan_exit_code(result: ScanResult, *, min_severity: str, strict: bool) -> ExitCode:
+def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) -> ExitCode:
+    """3 under ``strict`` when anything could not be decoded, else 1 when there are findings at or
+    above ``min_severity``, else 0."""
     if strict and result.ingest.total_issues:
         return ExitCode.CORRUPT_INPUT
     return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
@@ -274,21 +331,20 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
     newest = [raw["batches"].select(F.col("max_timestamp").alias("ts")),
               raw["control_markers"].select(F.col("timestamp").alias("ts")),
               raw["txn_log"].select(F.col("record_timestamp").alias("ts"))]
-    found = newest[0].unionByName(newest[1]).unionByName(newest[2]).agg(F.max("ts")).first()[0]  # one job
+    row = newest[0].unionByName(newest[1]).unionByName(newest[2]).agg(F.max("ts")).first()  # one job
+    found = None if row is None else row[0]  # an aggregation gives one row
     return None if found is None else int(found)
 
 
 def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
     """Run the suites over every table; broken invariants join the findings table."""
+    from txn_audit.detect import add_findings
     from txn_audit.quality import validate_tables
-    from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
+    from txn_audit.schemas import ALL_TABLES
     from txn_audit.tables import load_tables
 
     outcome = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), quality_dir)
-    extra = outcome.findings()
-    if extra:
-        spark.createDataFrame(extra, spark_schema(FINDINGS)).coalesce(1).write.mode("append").parquet(
-            str(tables_dir / "findings"))
+    add_findings(spark, tables_dir / "findings", outcome.findings())
 
 
 def scan(
@@ -348,12 +404,11 @@ def _scan(
     report: bool,
     input_kind: str = "auto",
 ) -> ScanResult:
-    from txn_audit.detect import DetectOptions, detect
+    from txn_audit.detect import DetectOptions, detect, write_findings
     from txn_audit.reconstruct import reconstruct
     from txn_audit.tables import load_tables, read_arrow_table
 
-    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
-        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
+    _check_durations(max_transaction_timeout_ms, late_tolerance_ms)
     tables_dir = work / "tables"
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
                        input_kind=input_kind)
@@ -378,24 +433,22 @@ def _scan(
                             table_dir=lambda name: str(tables_dir / name) if name in DERIVED_TABLES else None)
         if on_stage:
             on_stage("detecting")
-        detect(raw, recon, opts).coalesce(1).write.parquet(str(tables_dir / "findings"))
+        write_findings(detect(raw, recon, opts), tables_dir / "findings")
         if quality:
             if on_stage:
                 on_stage("checking data quality")
             _check_quality(spark, tables_dir, work / "quality")
-    findings = sorted(
-        (r.asDict() for r in spark.read.parquet(str(tables_dir / "findings")).collect()),
-        key=lambda f: (-SEVERITIES.index(f["severity"]), f["kind"], f["topic"] or "\uffff",
-                       f["partition"] if f["partition"] is not None else 1 << 31,
-                       f["first_offset"] if f["first_offset"] is not None else 1 << 62, f["evidence"]),
-    )
+    # the findings table is one file in the one finding order (detect.write_findings): read as it
+    # is, without a Spark job
+    findings = [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
     partitions = [
-        r.asDict()
+        PartitionStatus.from_row(r.asDict())
         for r in spark.read.parquet(str(tables_dir / "partition_stability")).orderBy("topic", "partition").collect()
     ]
     # one row per copy of a partition: read without a Spark job
-    replicas = sorted(read_arrow_table(tables_dir, "replica_stability").to_pylist(),
-                      key=lambda r: (r["topic"], r["partition"], r["replica_rank"]))
+    copies = read_arrow_table(tables_dir, "replica_stability").to_pylist()
+    replicas = sorted((ReplicaStatus.from_row(r) for r in copies),
+                      key=lambda r: (r.topic or "", r.partition or 0, r.replica_rank))
     result = ScanResult(
         input=ingested.dump,
         as_of_ms=as_of_ms,
@@ -423,7 +476,7 @@ def _scan(
 class NightlyResult:
     scan: ScanResult
     published: PublishedRun
-    min_severity: str
+    min_severity: Severity
     exit_code: ExitCode
 
     def summary_lines(self) -> list[str]:
@@ -450,7 +503,7 @@ def run_nightly(
     as_of_ms: int | None = None,
     max_transaction_timeout_ms: int = 15 * 60_000,
     late_tolerance_ms: int = 1_000,
-    min_severity: str = "warning",
+    min_severity: Severity = Severity.WARNING,
     strict: bool = False,
     work_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
@@ -462,8 +515,7 @@ def run_nightly(
     from txn_audit.ingest.storage import DIR, resolve_dump
     from txn_audit.warehouse import publish_run, resolve
 
-    if min_severity not in SEVERITIES:
-        raise UsageError(f"--min-severity must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
+    min_severity = Severity.parse(min_severity)
     location = resolve_dump(dump)
     resolve(warehouse)  # refuse an unsupported location before the scan, not after
     if location.info().kind != DIR:

@@ -6,18 +6,25 @@ error, 3 unreadable/corrupt input under ``--strict``.
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import json
 import sys
+import typing
+from collections.abc import Callable, Iterable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.text import Text
 from rich.table import Table
+from rich.text import Text
+from typer.models import OptionInfo
 
-from txn_audit.api import ExitCode, IngestResult, ScanResult, ingest_exit_code
+from txn_audit.api import ExitCode, IngestResult, InputKind, ScanResult, ingest_exit_code
 from txn_audit.errors import TxnAuditError
+from txn_audit.severity import Severity
 
 app = typer.Typer(
     name="txn-audit",
@@ -31,19 +38,17 @@ out_console = Console()
 err_console = Console(stderr=True)
 
 
-SEVERITY_CHOICES = ("info", "warning", "critical")
-FORMAT_CHOICES = ("table", "json")
-INPUT_KIND_CHOICES = ("auto", "logdirs", "text")
+class OutputFormat(StrEnum):
+    """How ``scan`` prints its result."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
 INPUT_KIND_HELP = (
     "What DUMP holds: logdirs (copies of broker log dirs), text (kafka-dump-log.sh text dumps, "
     "kafka-transactions.sh outputs, an offsets file) or auto: log dirs when any are found, else text."
 )
-
-
-def _check_input_kind(input_kind: str) -> None:
-    if input_kind not in INPUT_KIND_CHOICES:
-        raise _fail(f"--input-kind must be one of {', '.join(INPUT_KIND_CHOICES)}, got {input_kind!r}")
-
 
 DUMP_HELP = (
     "Folder holding broker log dir(s): one log dir, several log dirs of one broker, or several brokers "
@@ -59,6 +64,57 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     return typer.Exit(int(code))
 
 
+# -- the audit options, shared by ``scan`` and the nightly job (``argparse_audit_options``) ----
+
+AsOfOption = Annotated[
+    str | None,
+    typer.Option("--as-of", help="Audit time, ISO-8601 or epoch milliseconds; ages are measured to it. "
+                 "Default: the newest timestamp in the dump, so an old dump audits the same any day."),
+]
+MaxTransactionTimeoutOption = Annotated[
+    str, typer.Option("--max-transaction-timeout", help="An open transaction whose producer last wrote longer "
+                      "ago than this, and that the coordinator does not list, is hanging (find-hanging's rule; "
+                      "Kafka's default transaction.max.timeout.ms is 15m).")
+]
+LateToleranceOption = Annotated[
+    str, typer.Option("--late-tolerance", help="How much earlier than the previous marker a batch may be "
+                      "created before it counts as a late arrival (clients stamp records at send time, "
+                      "so healthy traffic shows ~0.1 s).")
+]
+MinSeverityOption = Annotated[
+    Severity, typer.Option("--min-severity", help="Findings at or above this severity (info, warning, critical) "
+                           "are listed and make the exit code 1.")
+]
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
+]
+InputKindOption = Annotated[InputKind, typer.Option("--input-kind", help=INPUT_KIND_HELP)]
+
+#: the ``scan`` options the nightly job takes too, with the same names, defaults and help
+AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "strict")
+
+
+def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AUDIT_OPTIONS) -> None:
+    """Add the ``scan`` command's options ``names`` to ``parser`` (the nightly job's), as this
+    module defines them: same flags, defaults, choices and help. Each lands in ``parser``'s
+    namespace under its parameter name, as a string (or a bool for a flag)."""
+    parameters = inspect.signature(scan_command, eval_str=True).parameters
+    for name in names:
+        param = parameters[name]
+        kind, info = typing.get_args(param.annotation)[:2]  # Annotated[type, typer.Option(...)]
+        assert isinstance(info, OptionInfo), name
+        # typer.Option("--flag", ...) in an Annotated hint: the first name is held as the default
+        flags = [d for d in (info.default, *(info.param_decls or ())) if isinstance(d, str) and d.startswith("-")]
+        help_text = (info.help or "").replace("%", "%%")  # argparse formats help with %
+        if kind is bool:
+            parser.add_argument(*flags, dest=name, action="store_true", help=help_text)
+            continue
+        default = param.default.value if isinstance(param.default, StrEnum) else param.default
+        choices = [c.value for c in kind] if isinstance(kind, type) and issubclass(kind, StrEnum) else None
+        parser.add_argument(*flags, dest=name, default=default, choices=choices,
+                            help=help_text if default is None else f"{help_text} (default: {default})")
+
+
 @app.command("ingest")
 def ingest_command(
     dump: Annotated[
@@ -71,11 +127,9 @@ def ingest_command(
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Folder to write the Parquet tables to (DIR/<table>/).")
     ],
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
-    ] = False,
+    strict: StrictOption = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
-    input_kind: Annotated[str, typer.Option("--input-kind", help=INPUT_KIND_HELP)] = "auto",
+    input_kind: InputKindOption = InputKind.AUTO,
 ) -> None:
     """Decode a dump of Kafka log dirs into raw Parquet tables and print a row count per table.
 
@@ -84,7 +138,6 @@ def ingest_command(
     """
     from txn_audit import api
 
-    _check_input_kind(input_kind)
     try:
         result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer(), input_kind=input_kind)
     except TxnAuditError as err:
@@ -113,37 +166,20 @@ def scan_command(
                      "DIR/report.html and DIR/quality/ (results.json, Data Docs). DIR is replaced as a whole "
                      "when the run is complete; an ingest already in DIR from the same input is reused."),
     ] = None,
-    as_of: Annotated[
-        str | None,
-        typer.Option("--as-of", help="Audit time, ISO-8601 or epoch milliseconds; ages are measured to it. "
-                     "Default: the newest timestamp in the dump, so an old dump audits the same any day."),
-    ] = None,
-    max_transaction_timeout: Annotated[
-        str, typer.Option("--max-transaction-timeout", help="An open transaction whose producer last wrote longer "
-                          "ago than this, and that the coordinator does not list, is hanging (find-hanging's rule; "
-                          "Kafka's default transaction.max.timeout.ms is 15m).")
-    ] = "15m",
-    late_tolerance: Annotated[
-        str, typer.Option("--late-tolerance", help="How much earlier than the previous marker a batch may be "
-                          "created before it counts as a late arrival (clients stamp records at send time, "
-                          "so healthy traffic shows ~0.1 s).")
-    ] = "1s",
-    min_severity: Annotated[
-        str, typer.Option("--min-severity", help="Findings at or above this severity (info, warning, critical) "
-                          "are listed and make the exit code 1.")
-    ] = "warning",
+    as_of: AsOfOption = None,
+    max_transaction_timeout: MaxTransactionTimeoutOption = "15m",
+    late_tolerance: LateToleranceOption = "1s",
+    min_severity: MinSeverityOption = Severity.WARNING,
     output_format: Annotated[
-        str, typer.Option("--format", help="table: a verdict and tables on the terminal; json: the JSON contract "
-                          "documented in the README, on stdout.")
-    ] = "table",
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
-    ] = False,
+        OutputFormat, typer.Option("--format", help="table: a verdict and tables on the terminal; json: the JSON "
+                                   "contract documented in the README, on stdout.")
+    ] = OutputFormat.TABLE,
+    strict: StrictOption = False,
     quality: Annotated[bool, typer.Option(help="Run the data-quality suites over every table "
                                           "(broken invariants become invariant_violation findings).")] = True,
     report: Annotated[bool, typer.Option(help="Write DIR/report.html (needs --out).")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
-    input_kind: Annotated[str, typer.Option("--input-kind", help=INPUT_KIND_HELP)] = "auto",
+    input_kind: InputKindOption = InputKind.AUTO,
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
 
@@ -153,25 +189,16 @@ def scan_command(
     input under --strict.
     """
     from txn_audit import api
-    from txn_audit.timeparse import parse_duration_ms, parse_time_ms
 
-    if min_severity not in SEVERITY_CHOICES:
-        raise _fail(f"--min-severity must be one of {', '.join(SEVERITY_CHOICES)}, got {min_severity!r}")
-    if output_format not in FORMAT_CHOICES:
-        raise _fail(f"--format must be one of {', '.join(FORMAT_CHOICES)}, got {output_format!r}")
-    _check_input_kind(input_kind)
     try:
-        as_of_ms = parse_time_ms(as_of) if as_of is not None else None
-        timeout_ms = parse_duration_ms(max_transaction_timeout)
-        tolerance_ms = parse_duration_ms(late_tolerance)
         result = api.scan(
-            dump, out, as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms,
-            progress=progress and output_format == "table", on_stage=_stage_printer(), quality=quality,
+            dump, out, **api.audit_times(as_of, max_transaction_timeout, late_tolerance),
+            progress=progress and output_format is OutputFormat.TABLE, on_stage=_stage_printer(), quality=quality,
             report=report, input_kind=input_kind,
         )
     except TxnAuditError as err:
         raise _fail(str(err)) from None
-    if output_format == "json":
+    if output_format is OutputFormat.JSON:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n")
     else:
         _print_scan(result, min_severity)
@@ -181,19 +208,22 @@ def scan_command(
     raise typer.Exit(int(code))
 
 
-def _print_scan(result: ScanResult, min_severity: str) -> None:
+SEVERITY_COLOURS = {Severity.CRITICAL: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _print_scan(result: ScanResult, min_severity: Severity) -> None:
     from txn_audit.api import verdict
     from txn_audit.schemas import HW_CAPPED
     from txn_audit.timeparse import format_time_ms
 
-    colour = {"CLEAN": "green", "INFO": "cyan", "WARNING": "yellow", "CRITICAL": "red"}
     line = verdict(result, min_severity)
+    colour = {s.value.upper(): c for s, c in SEVERITY_COLOURS.items()} | {"CLEAN": "green"}
     out_console.print(f"[bold {colour.get(line.split(':')[0], 'white')}]{line}[/]")
     out_console.print(
         f"[dim]{result.input}: {len(result.partitions)} partitions"
         + (f" ({several} with copies on several brokers, each audited from one: the JSON's replicas and the "
            "report's Replicas section say which and why)"
-           if (several := sum(1 for p in result.partitions if (p.get("replicas") or 1) > 1)) else "")
+           if (several := sum(1 for p in result.partitions if p.replicas > 1)) else "")
         + f", {result.ingest.files} files, audit time {format_time_ms(result.as_of_ms)}"
         + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
     )
@@ -201,53 +231,49 @@ def _print_scan(result: ScanResult, min_severity: str) -> None:
     if shown:
         # two columns: what and where stacked in the first, the sentence to check in the second,
         # so that the table stays readable at 80 columns and in a nightly log
-        sev_colour = {"critical": "red", "warning": "yellow", "info": "cyan"}
         table = Table(title="Findings", title_justify="left", show_lines=True, expand=True)
         table.add_column("finding", no_wrap=True, ratio=2)
         table.add_column("evidence / fix", ratio=3, overflow="fold")
         for f in shown:
-            where = (f"{f['topic']}-{f['partition']}" if f["topic"] is not None
-                     else f["file"] or (f"broker {f['broker_id']}" if f["broker_id"] is not None else "-"))
-            head = Text.assemble((f["severity"].upper(), f"bold {sev_colour.get(f['severity'], 'white')}"),
-                                 " ", (f["kind"], "bold"), "\n", where)
-            if f["producer_id"] is not None:
-                head.append(f"\nproducer {f['producer_id']}/{f['producer_epoch']}")
-                if f["transactional_id"]:
-                    head.append(f"\n({f['transactional_id']})")
-            if f["first_offset"] is not None:
-                head.append(f"\noffset {f['first_offset']}" if f["last_offset"] in (None, f["first_offset"])
-                            else f"\noffsets {f['first_offset']}-{f['last_offset']}")
-            body = Text(f["evidence"])
-            if f["remediation"]:
-                body.append("\nfix: ", style="bold").append(f["remediation"])
+            where = (f"{f.topic}-{f.partition}" if f.topic is not None
+                     else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
+            head = Text.assemble((f.severity.value.upper(), f"bold {SEVERITY_COLOURS[f.severity]}"),
+                                 " ", (f.kind, "bold"), "\n", where)
+            if f.producer_id is not None:
+                head.append(f"\nproducer {f.producer_id}/{f.producer_epoch}")
+                if f.transactional_id:
+                    head.append(f"\n({f.transactional_id})")
+            if f.first_offset is not None:
+                head.append(f"\noffset {f.first_offset}" if f.last_offset in (None, f.first_offset)
+                            else f"\noffsets {f.first_offset}-{f.last_offset}")
+            body = Text(f.evidence)
+            if f.remediation:
+                body.append("\nfix: ", style="bold").append(f.remediation)
             table.add_row(head, body)
         out_console.print(table)
-    def hw_of(p: dict[str, Any]) -> int | None:
-        return p["log_end_offset"] if p.get("hw_source") == "log_end" else p["high_watermark"]
-
-    stuck = [p for p in result.partitions if hw_of(p) is not None and p["last_stable_offset"] < hw_of(p)]
+    stuck = result.lso_below_hw()  # the partition status of partition_stability, as summary.json counts it
     if stuck:
         table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
-        copies = any((p.get("replicas") or 1) > 1 for p in result.partitions)
+        copies = any(p.replicas > 1 for p in result.partitions)
         for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit",
                     *(["copy audited"] if copies else [])):
             table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
                              else "left")
         for p in stuck:
-            held_for = "-" if p["held_ms"] is None else f"{p['held_ms'] / 1000:.1f} s"
-            culprit = "-" if p["culprit_producer_id"] is None else (
-                f"producer {p['culprit_producer_id']}" + (f" ({p['culprit_transactional_id']})"
-                                                         if p["culprit_transactional_id"] else ""))
+            held_for = "-" if p.held_ms is None else f"{p.held_ms / 1000:.1f} s"
+            culprit = "-" if p.culprit_producer_id is None else (
+                f"producer {p.culprit_producer_id}" + (f" ({p.culprit_transactional_id})"
+                                                      if p.culprit_transactional_id else ""))
             hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file",
-                       HW_CAPPED: "log end (the checkpoint says more)"}.get(
-                p.get("hw_source") or "checkpoint", "log end (HW unknown)")
-            cells = [f"{p['topic']}-{p['partition']}", str(hw_of(p)), hw_from, str(p["last_stable_offset"]),
-                     f"{p['held_records']:,}", f"{p['held_bytes']:,}", held_for, culprit]
-            table.add_row(*cells, *([p["chosen_replica"]] if copies else []))
+                       HW_CAPPED: "log end (the checkpoint says more)"}.get(p.hw_source, "log end (HW unknown)")
+            cells = [f"{p.topic}-{p.partition}", str(p.effective_high_watermark), hw_from, str(p.last_stable_offset),
+                     f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
+            table.add_row(*cells, *([p.chosen_replica] if copies else []))
         out_console.print(table)
     hidden = len(result.findings) - len(shown)
     if hidden:
-        out_console.print(f"[dim]{hidden} finding(s) below {min_severity} not shown (--min-severity info shows them)[/]")
+        out_console.print(f"[dim]{hidden} finding(s) below {min_severity.value} not shown "
+                          "(--min-severity info shows them)[/]")
 
 
 @app.command("sample")
@@ -274,7 +300,7 @@ def sample_command(
     )
 
 
-def _stage_printer() -> object:
+def _stage_printer() -> Callable[[str], None]:
     def on_stage(stage: str) -> None:
         if not err_console.is_terminal:
             err_console.print(f"[dim]{stage}[/]")

@@ -30,6 +30,7 @@ from txn_audit import warehouse as wh
 from txn_audit.errors import UsageError
 from txn_audit.report import figures
 from txn_audit.schemas import ALL_TABLES
+from txn_audit.severity import SEVERITIES
 from txn_audit.timeparse import format_time_ms
 
 __all__ = [
@@ -55,7 +56,7 @@ __all__ = [
     "use_offline_plotly",
 ]
 
-SEVERITY_ORDER = ("critical", "warning", "info")  # most serious first
+SEVERITY_ORDER = tuple(s.value for s in reversed(SEVERITIES))  # most serious first
 # plotly's own MIME bundle, drawn by JupyterLab, Notebook 7 and VS Code with the plotly.js they
 # bundle; the HTML renderers ("notebook", the default "notebook_connected") reach for a CDN
 OFFLINE_RENDERER = "plotly_mimetype"
@@ -461,12 +462,17 @@ def findings_by_date(history: dict[str, pd.DataFrame], by: str = "severity") -> 
 
 def lso_lag(history: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per partition and audit date: high watermark, last stable offset, and ``lso_lag`` =
-    high watermark − last stable offset (the records consumers reading committed data cannot see)."""
+    the HW the LSO is computed against (``effective_high_watermark``: the log end when the dump
+    holds no HW) − last stable offset (the records consumers reading committed data cannot see);
+    ``lso_lag`` > 0 exactly where ``partition_stability.lso_below_hw``."""
     stability = history["partition_stability"]
-    columns = [wh.PARTITION_COLUMN, "topic", "partition", "broker_id", "high_watermark", "last_stable_offset",
-               "held_records", "held_ms", "culprit_producer_id", "culprit_transactional_id"]
-    lag = stability[columns].copy()
-    lag["lso_lag"] = lag["high_watermark"] - lag["last_stable_offset"]
+    columns = [wh.PARTITION_COLUMN, "topic", "partition", "broker_id", "high_watermark", "effective_high_watermark",
+               "last_stable_offset", "lso_below_hw", "held_records", "held_ms", "culprit_producer_id",
+               "culprit_transactional_id"]
+    lag = stability.reindex(columns=columns).copy()  # dates published before the status columns lack them
+    # the high watermark alone where an older date has no effective one
+    lag["effective_high_watermark"] = lag["effective_high_watermark"].fillna(lag["high_watermark"])
+    lag["lso_lag"] = lag["effective_high_watermark"] - lag["last_stable_offset"]
     return lag.sort_values([wh.PARTITION_COLUMN, "topic", "partition"]).reset_index(drop=True)
 
 

@@ -65,4 +65,5 @@ def spark_progress(
         finally:
             stop.set()
             thread.join()
+            # None removes the property (pyspark's stubs only allow a string)
             spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]

@@ -413,6 +413,11 @@ _STABILITY = [
     pa.field("culprit_producer_id", pa.int64()),
     pa.field("culprit_producer_epoch", pa.int32()),
     pa.field("culprit_transactional_id", pa.string()),
+    # the partition's status, computed once here and shown as is by every output: the HW the LSO
+    # is computed against (``high_watermark``, or the log end when no HW is known) and whether
+    # the LSO is below it (records held back from read_committed consumers)
+    pa.field("effective_high_watermark", pa.int64()),
+    pa.field("lso_below_hw", pa.bool_(), nullable=False),
 ]
 
 #: One row per partition, from the replica chosen to speak for it (``replica_stability`` has them all).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from txn_audit.errors import UsageError
 
@@ -37,3 +37,15 @@ def parse_time_ms(text: str) -> int:
 
 def format_time_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def parse_date(text: str | None, option: str = "--audit-date") -> date:
+    """``YYYY-MM-DD`` → that date; ``None`` → today (UTC)."""
+    if text is None:
+        return datetime.now(UTC).date()
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            return date.fromisoformat(text)
+    except ValueError:
+        pass
+    raise UsageError(f"{option} must be a date as YYYY-MM-DD, got {text!r}")

@@ -122,9 +122,9 @@ def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Pat
         row_counts[name] = sum(pq.read_metadata(file).num_rows for file in files)
     run_dir = root / RUNS / part
     with staged_output(run_dir) as stage:
-        for file in RUN_FILES:
-            if (source / file).is_file():
-                _link_or_copy(source / file, stage / file)
+        for run_file in RUN_FILES:
+            if (source / run_file).is_file():
+                _link_or_copy(source / run_file, stage / run_file)
         for folder in RUN_FOLDERS:
             if (source / folder).is_dir():
                 link_tree(source / folder, stage / folder)

@@ -60,9 +60,9 @@ def test_the_corpus_covers_every_release_and_scenario() -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_hw_lso_and_log_start_equal_the_brokers(scans: dict[str, Any], scenario: CorpusScenario) -> None:
-    ours = {f"{p['topic']}-{p['partition']}": p for p in scans[scenario.id].partitions}
+    ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario.id].partitions}
     for name, broker in scenario.broker_offsets.items():
-        got = {k: ours[name][k] for k in ("high_watermark", "last_stable_offset", "log_start_offset")}
+        got = {k: getattr(ours[name], k) for k in ("high_watermark", "last_stable_offset", "log_start_offset")}
         want = {k: broker[k] for k in ("high_watermark", "last_stable_offset", "log_start_offset")}
         assert got == want, name
 
@@ -71,7 +71,7 @@ def test_hw_lso_and_log_start_equal_the_brokers(scans: dict[str, Any], scenario:
                                                                                         if s.version == NEWEST])
 def test_no_invariant_is_broken_on_real_data(scans: dict[str, Any], scenario: CorpusScenario) -> None:
     """Real brokers keep Kafka's invariants: the data-quality suites find nothing to report."""
-    broken = [f["evidence"] for f in scans[scenario.id].findings if f["kind"] == "invariant_violation"]
+    broken = [f.evidence for f in scans[scenario.id].findings if f.kind == "invariant_violation"]
     assert broken == []
 
 
@@ -79,9 +79,9 @@ def test_no_invariant_is_broken_on_real_data(scans: dict[str, Any], scenario: Co
                          ids=[s.id for s in SCENARIOS if s.find_hanging_rows is not None])
 def test_hanging_set_equals_find_hanging(scans: dict[str, Any], scenario: CorpusScenario) -> None:
     ours = {
-        (f["topic"], f["partition"], f["producer_id"], f["producer_epoch"], f["first_offset"])
+        (f.topic, f.partition, f.producer_id, f.producer_epoch, f.first_offset)
         for f in scans[scenario.id].findings
-        if f["kind"] == "hanging_transaction"
+        if f.kind == "hanging_transaction"
     }
     assert ours == scenario.find_hanging_rows
 
@@ -90,7 +90,7 @@ def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
     fields = ("kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms")
     # invariant_violation comes from the data-quality suites, which the text scans skip
-    return sorted((tuple(f[k] for k in fields) for f in result.findings if f["kind"] != "invariant_violation"),
+    return sorted((tuple(getattr(f, k) for k in fields) for f in result.findings if f.kind != "invariant_violation"),
                   key=repr)
 
 
@@ -99,15 +99,15 @@ def test_text_dump_gives_the_same_findings_and_lso(
     scans: dict[str, Any], text_scans: dict[str, Any], scenario: CorpusScenario
 ) -> None:
     assert _finding_keys(text_scans[scenario.id]) == _finding_keys(scans[scenario.id])
-    binary = {(p["topic"], p["partition"]): p for p in scans[scenario.id].partitions}
-    text = {(p["topic"], p["partition"]): p for p in text_scans[scenario.id].partitions}
+    binary = {(p.topic, p.partition): p for p in scans[scenario.id].partitions}
+    text = {(p.topic, p.partition): p for p in text_scans[scenario.id].partitions}
     assert set(text) == {k for k in binary if k[0] != "__cluster_metadata"}
     for key, p in text.items():
-        assert p["last_stable_offset"] == binary[key]["last_stable_offset"], key
+        assert p.last_stable_offset == binary[key].last_stable_offset, key
     # the HW of the data partitions comes from the offsets the live broker gave (tools/offsets.json)
     for name, broker in scenario.expected["partitions"].items():
         p = text[(broker["topic"], broker["partition"])]
-        assert (p["high_watermark"], p["hw_source"]) == (broker["high_watermark"], "offsets_file"), name
+        assert (p.high_watermark, p.hw_source) == (broker["high_watermark"], "offsets_file"), name
 
 
 # -- what each scenario planted, and what it did not ---------------------------------------------
@@ -123,13 +123,13 @@ def test_real_traffic_without_anomalies_raises_nothing(scans: dict[str, Any], sc
     """Real clients' normal behaviour (timestamps older than the previous marker, epoch bumps on
     every TV2 commit, producer-id rotation, fencing, coordinator aborts) is not an anomaly."""
     killed = scenario.expected.get("killed_broker")
-    loud = [(f["kind"], f["topic"], f["partition"], f["evidence"][:200])
+    loud = [(f.kind, f.topic, f.partition, f.evidence[:200])
             for f in scans[scenario.id].at_or_above("warning")
             # the copies of a broker that stayed down lack what the others wrote since (see below)
-            if not (f["kind"] == "replica_divergence" and f["broker_id"] == killed and f["severity"] == "warning")]
+            if not (f.kind == "replica_divergence" and f.broker_id == killed and f.severity == "warning")]
     assert loud == []
     for p in scans[scenario.id].partitions:
-        assert (p["held_records"], p["held_since_timestamp"]) == (0, None), p
+        assert (p.held_records, p.held_since_timestamp) == (0, None), p
 
 
 def _planted(kind: str) -> list[tuple[CorpusScenario, dict[str, Any]]]:
@@ -148,13 +148,13 @@ def test_a_crashed_producer_is_open_and_holds_the_lso(scans: dict[str, Any], sce
                                                      anomaly: dict[str, Any]) -> None:
     result = scans[scenario.id]
     key = (anomaly["topic"], anomaly["partition"], anomaly["producer_id"], anomaly["producer_epoch"])
-    kinds = {f["kind"] for f in result.findings
-             if (f["topic"], f["partition"], f["producer_id"], f["producer_epoch"]) == key}
+    kinds = {f.kind for f in result.findings
+             if (f.topic, f.partition, f.producer_id, f.producer_epoch) == key}
     assert {"open_transaction", "stuck_lso"} <= kinds
     assert "hanging_transaction" not in kinds  # the coordinator lists the partition: long-running, not hanging
     broker = scenario.broker_offsets[f"{anomaly['topic']}-{anomaly['partition']}"]
-    (part,) = [p for p in result.partitions if (p["topic"], p["partition"]) == key[:2]]
-    assert part["held_records"] == broker["high_watermark"] - broker["last_stable_offset"]
+    (part,) = [p for p in result.partitions if (p.topic, p.partition) == key[:2]]
+    assert part.held_records == broker["high_watermark"] - broker["last_stable_offset"]
 
 
 PENDING = _planted("pending_offset_commit")
@@ -164,9 +164,9 @@ PENDING = _planted("pending_offset_commit")
 def test_a_dead_eos_producer_leaves_a_pending_offset_commit(scans: dict[str, Any], text_scans: dict[str, Any],
                                                            scenario: CorpusScenario, anomaly: dict[str, Any]) -> None:
     for result in (scans[scenario.id], text_scans[scenario.id]):
-        pending = [f for f in result.findings if f["kind"] == "pending_offset_commit"]
-        assert pending and all(f["topic"] == "__consumer_offsets" for f in pending)
-        assert any(anomaly["group"] in f["evidence"] for f in pending)
+        pending = [f for f in result.findings if f.kind == "pending_offset_commit"]
+        assert pending and all(f.topic == "__consumer_offsets" for f in pending)
+        assert any(anomaly["group"] in f.evidence for f in pending)
 
 
 LATE = _planted("absorbed_late_record") + _planted("late_arrival_hanging")
@@ -179,9 +179,9 @@ def test_a_late_batch_is_found_where_kafka_took_it(scans: dict[str, Any], scenar
     in its ProduceResponse) is a late arrival; on late-0 the next transaction's marker absorbed it,
     on late-1 nothing closed it and find-hanging lists it."""
     at = (anomaly["topic"], anomaly["partition"])
-    found = {f["kind"] for f in scans[scenario.id].findings
-             if (f["topic"], f["partition"]) == at and f["producer_id"] == anomaly["producer_id"]
-             and (f["first_offset"] == anomaly["first_offset"] or f["kind"] == "absorbed_late_record")}
+    found = {f.kind for f in scans[scenario.id].findings
+             if (f.topic, f.partition) == at and f.producer_id == anomaly["producer_id"]
+             and (f.first_offset == anomaly["first_offset"] or f.kind == "absorbed_late_record")}
     assert "late_arrival" in found
     if anomaly["type"] == "absorbed_late_record":
         assert "absorbed_late_record" in found and "hanging_transaction" not in found
@@ -202,18 +202,18 @@ def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: dict[str, Any]
     result = scans[scenario.id]
     kraft = scenario.expected["mode"].startswith("KRaft")
     for name, live in scenario.expected["partitions"].items():
-        copies = [r for r in result.replicas if (r["topic"], r["partition"]) == (live["topic"], live["partition"])]
+        copies = [r for r in result.replicas if (r.topic, r.partition) == (live["topic"], live["partition"])]
         assert len(copies) == scenario.brokers, name  # replication factor: every broker
-        (chosen,) = [r for r in copies if r["chosen"]]
-        (leader,) = [r for r in copies if r["broker_id"] == live["leader"]]
+        (chosen,) = [r for r in copies if r.chosen]
+        (leader,) = [r for r in copies if r.broker_id == live["leader"]]
         if kraft:
-            assert chosen["broker_id"] == live["leader"], name
-            assert chosen["metadata_leader"] == live["leader"] and chosen["in_isr"], name
+            assert chosen.broker_id == live["leader"], name
+            assert chosen.metadata_leader == live["leader"] and chosen.in_isr, name
         keys = ("log_end_offset", "high_watermark", "last_stable_offset", "open_transactions")
-        assert {k: chosen[k] for k in keys} == {k: leader[k] for k in keys}, name
+        assert {k: getattr(chosen, k) for k in keys} == {k: getattr(leader, k) for k in keys}, name
         for r in copies:
-            assert r["high_watermark"] is None or r["high_watermark"] <= r["log_end_offset"], (name, r["broker_id"])
-            assert r["last_stable_offset"] <= r["log_end_offset"], (name, r["broker_id"])
+            assert r.high_watermark is None or r.high_watermark <= r.log_end_offset, (name, r.broker_id)
+            assert r.last_stable_offset <= r.log_end_offset, (name, r.broker_id)
 
 
 @pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
@@ -222,16 +222,16 @@ def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: dict[s
     """A killed follower restarted and caught up: its copies agree. A killed coordinator stayed
     down: its copies may lack what the others wrote since (``behind``), and nothing else differs."""
     result = scans[scenario.id]
-    differing = [r for r in result.replicas if r["divergence"] is not None]
+    differing = [r for r in result.replicas if r.divergence is not None]
     killed = scenario.expected.get("killed_broker")
     if scenario.name == "follower-killed":
         assert differing == []
     else:
-        assert {(r["broker_id"], r["divergence"]) for r in differing} <= {(killed, "behind")}
+        assert {(r.broker_id, r.divergence) for r in differing} <= {(killed, "behind")}
         for r in differing:
-            (chosen,) = [c for c in result.replicas if c["chosen"] and (c["topic"], c["partition"]) ==
-                         (r["topic"], r["partition"])]
-            assert r["log_end_offset"] < chosen["high_watermark"] and r["divergent_offset"] == r["log_end_offset"]
-        found = {(f["topic"], f["partition"], f["broker_id"]) for f in result.findings
-                 if f["kind"] == "replica_divergence"}
-        assert found == {(r["topic"], r["partition"], r["broker_id"]) for r in differing}
+            (chosen,) = [c for c in result.replicas if c.chosen and (c.topic, c.partition) ==
+                         (r.topic, r.partition)]
+            assert r.log_end_offset < chosen.high_watermark and r.divergent_offset == r.log_end_offset
+        found = {(f.topic, f.partition, f.broker_id) for f in result.findings
+                 if f.kind == "replica_divergence"}
+        assert found == {(r.topic, r.partition, r.broker_id) for r in differing}

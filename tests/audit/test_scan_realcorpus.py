@@ -35,19 +35,19 @@ def scans(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_hw_and_lso_equal_the_brokers(scans: dict[str, Any], scenario: str) -> None:
-    ours = {f"{p['topic']}-{p['partition']}": p for p in scans[scenario].partitions}
+    ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario].partitions}
     for name, exp in offsets_json(scenario).items():
-        assert ours[name]["high_watermark"] == exp["high_watermark"], name
-        assert ours[name]["last_stable_offset"] == exp["last_stable_offset"], name
-        assert ours[name]["log_start_offset"] == exp["log_start_offset"], name
+        assert ours[name].high_watermark == exp["high_watermark"], name
+        assert ours[name].last_stable_offset == exp["last_stable_offset"], name
+        assert ours[name].log_start_offset == exp["log_start_offset"], name
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_hanging_set_equals_find_hanging(scans: dict[str, Any], scenario: str) -> None:
     ours = {
-        (f["topic"], f["partition"], f["producer_id"], f["producer_epoch"], f["first_offset"])
+        (f.topic, f.partition, f.producer_id, f.producer_epoch, f.first_offset)
         for f in scans[scenario].findings
-        if f["kind"] == "hanging_transaction"
+        if f.kind == "hanging_transaction"
     }
     kafka = {
         (r["Topic"], int(r["Partition"]), int(r["ProducerId"]), int(r["ProducerEpoch"]), int(r["StartOffset"]))
@@ -57,7 +57,7 @@ def test_hanging_set_equals_find_hanging(scans: dict[str, Any], scenario: str) -
 
 
 def _at_least_warning(result: Any) -> list[tuple[str, str, int | None]]:
-    return [(f["kind"], f["topic"], f["partition"]) for f in result.at_or_above("warning")]
+    return [(f.kind, f.topic, f.partition) for f in result.at_or_above("warning")]
 
 
 @pytest.mark.parametrize("scenario", ["healthy", "timeout-abort", "verification-rejects"])
@@ -68,29 +68,29 @@ def test_quiet_scenarios_have_nothing_at_warning(scans: dict[str, Any], scenario
     # every partition is stable: its LSO is its HW (where the broker checkpointed one), and
     # nothing is held behind it
     for p in scans[scenario].partitions:
-        assert p["high_watermark"] is None or p["last_stable_offset"] == p["high_watermark"], p
-        assert (p["held_records"], p["held_bytes"], p["held_since_timestamp"]) == (0, 0, None), p
+        assert p.high_watermark is None or p.last_stable_offset == p.high_watermark, p
+        assert (p.held_records, p.held_bytes, p.held_since_timestamp) == (0, 0, None), p
 
 
 def test_crashed_producer_is_open_and_stuck_not_hanging(scans: dict[str, Any]) -> None:
     result = scans["crashed-producer"]
-    kinds = {(f["kind"], f["topic"], f["partition"]) for f in result.findings}
+    kinds = {(f.kind, f.topic, f.partition) for f in result.findings}
     for p in (0, 1):
         assert ("open_transaction", "crash", p) in kinds
         assert ("stuck_lso", "crash", p) in kinds
-    assert not [f for f in result.findings if f["kind"] == "hanging_transaction"]
-    held = {p["partition"]: p["held_records"] for p in result.partitions if p["topic"] == "crash"}
+    assert not [f for f in result.findings if f.kind == "hanging_transaction"]
+    held = {p.partition: p.held_records for p in result.partitions if p.topic == "crash"}
     assert held[0] == 10 and held[1] == 10
-    opened = [f for f in result.findings if f["kind"] == "open_transaction"]
-    assert {f["transactional_id"] for f in opened} == {"crash-txn"}
+    opened = [f for f in result.findings if f.kind == "open_transaction"]
+    assert {f.transactional_id for f in opened} == {"crash-txn"}
 
 
 def test_hanging_unadded_partition_has_a_working_abort_command(scans: dict[str, Any]) -> None:
-    hanging = [f for f in scans["hanging-unadded-partition"].findings if f["kind"] == "hanging_transaction"]
+    hanging = [f for f in scans["hanging-unadded-partition"].findings if f.kind == "hanging_transaction"]
     assert len(hanging) == 1
     f = hanging[0]
-    assert (f["topic"], f["partition"], f["first_offset"], f["severity"]) == ("hang", 1, 0, "critical")
-    args = f["remediation"].split()
+    assert (f.topic, f.partition, f.first_offset, f.severity) == ("hang", 1, 0, "critical")
+    args = f.remediation.split()
     assert args[0] == "kafka-transactions.sh" and args[args.index("--bootstrap-server") + 2] == "abort"
     assert args[args.index("--topic") + 1] == "hang"
     assert args[args.index("--partition") + 1] == "1"
@@ -99,11 +99,11 @@ def test_hanging_unadded_partition_has_a_working_abort_command(scans: dict[str, 
              "kafka-transactions-describe-producers-hang-1.txt").read_text().splitlines()
     start = tools[-1].split()[-1]
     assert args[args.index("--start-offset") + 1] == start
-    legacy = f["remediation_pre_3_0"].split()
+    legacy = f.remediation_pre_3_0.split()
     assert legacy[legacy.index("--producer-id") + 1] == "0"
     assert legacy[legacy.index("--producer-epoch") + 1] == "0"
     assert legacy[legacy.index("--coordinator-epoch") + 1] == "0"  # -1 in DescribeProducers, raised to 0
-    assert "hang-txn" in f["evidence"] and "CompleteCommit" in f["evidence"]
+    assert "hang-txn" in f.evidence and "CompleteCommit" in f.evidence
 
 
 def test_default_audit_time_is_the_newest_timestamp(spark: Any, tmp_path: Any) -> None:
@@ -112,9 +112,9 @@ def test_default_audit_time_is_the_newest_timestamp(spark: Any, tmp_path: Any) -
 
     result = api.scan(scenario_dir("hanging-unadded-partition") / "logdirs", tmp_path, spark=spark, progress=False)
     assert result.as_of_ms < _find_hanging_time("hanging-unadded-partition")
-    assert not [f for f in result.findings if f["kind"] == "hanging_transaction"]
-    assert [(f["kind"], f["partition"]) for f in result.findings if f["topic"] == "hang" and
-            f["kind"] == "open_transaction"] == [("open_transaction", 1)]
+    assert not [f for f in result.findings if f.kind == "hanging_transaction"]
+    assert [(f.kind, f.partition) for f in result.findings if f.topic == "hang" and
+            f.kind == "open_transaction"] == [("open_transaction", 1)]
 
 
 # -- the same scenarios from Kafka's tools' text output (kafka-dump-log, kafka-transactions) --------
@@ -138,7 +138,7 @@ def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
     fields = ("kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
               "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms")
     # invariant_violation comes from the data-quality suites, which the text scans skip
-    return sorted((tuple(f[k] for k in fields) for f in result.findings if f["kind"] != "invariant_violation"),
+    return sorted((tuple(getattr(f, k) for k in fields) for f in result.findings if f.kind != "invariant_violation"),
                   key=repr)
 
 
@@ -151,19 +151,19 @@ def test_text_dump_gives_the_same_findings(scans: dict[str, Any], text_scans: di
 def test_text_dump_gives_the_same_lso_and_says_where_the_hw_came_from(
     scans: dict[str, Any], text_scans: dict[str, Any], scenario: str
 ) -> None:
-    binary = {(p["topic"], p["partition"]): p for p in scans[scenario].partitions}
-    text = {(p["topic"], p["partition"]): p for p in text_scans[scenario].partitions}
+    binary = {(p.topic, p.partition): p for p in scans[scenario].partitions}
+    text = {(p.topic, p.partition): p for p in text_scans[scenario].partitions}
     # kafka-dump-log was not run over the KRaft metadata log: every other partition is there
     assert set(text) == {k for k in binary if k[0] != "__cluster_metadata"}
     for key, p in text.items():
-        assert p["last_stable_offset"] == binary[key]["last_stable_offset"], key
+        assert p.last_stable_offset == binary[key].last_stable_offset, key
     reported = offsets_json(scenario)
     for key, p in text.items():
         name = f"{key[0]}-{key[1]}"
         if name in reported:
-            assert (p["high_watermark"], p["hw_source"]) == (reported[name]["high_watermark"], "offsets_file")
+            assert (p.high_watermark, p.hw_source) == (reported[name]["high_watermark"], "offsets_file")
         else:  # offsets.json covers the data topics only
-            assert (p["high_watermark"], p["hw_source"]) == (None, "log_end")
+            assert (p.high_watermark, p.hw_source) == (None, "log_end")
     assert text_scans[scenario].summary()["hw_sources"].get("offsets_file") == len(reported)
 
 
@@ -218,5 +218,5 @@ def test_describe_outputs_stand_in_for_a_missing_transaction_log(
     for describe in tools.glob("kafka-transactions-describe-crash-*.txt"):
         describe.unlink()
     without = api.scan(tools, **options)
-    assert {(f["kind"], f["partition"]) for f in without.findings if f["topic"] == "crash"
-            and f["kind"].endswith("transaction")} == {("hanging_transaction", 0), ("hanging_transaction", 1)}
+    assert {(f.kind, f.partition) for f in without.findings if f.topic == "crash"
+            and f.kind.endswith("transaction")} == {("hanging_transaction", 0), ("hanging_transaction", 1)}

@@ -22,6 +22,7 @@ from crc32c import crc32c
 
 from tests.kafkacorpus import CORPUS
 from tests.realcorpus import REALCORPUS, needs_corpus
+from txn_audit.results import Finding, PartitionStatus
 
 pytestmark = [pytest.mark.spark]
 
@@ -50,13 +51,13 @@ def scan(spark: Any, dump: Path, out: Path) -> tuple[Any, list[dict[str, Any]]]:
     return result, replicas
 
 
-def partition(result: Any, topic: str, number: int) -> dict[str, Any]:
-    (found,) = [p for p in result.partitions if (p["topic"], p["partition"]) == (topic, number)]
-    return dict(found)
+def partition(result: Any, topic: str, number: int) -> PartitionStatus:
+    (found,) = [p for p in result.partitions if (p.topic, p.partition) == (topic, number)]
+    return found
 
 
-def findings(result: Any, kind: str, topic: str, number: int) -> list[dict[str, Any]]:
-    return [f for f in result.findings if (f["kind"], f["topic"], f["partition"]) == (kind, topic, number)]
+def findings(result: Any, kind: str, topic: str, number: int) -> list[Finding]:
+    return [f for f in result.findings if (f.kind, f.topic, f.partition) == (kind, topic, number)]
 
 
 # -- two copies of a crashed producer's broker, one cut short -----------------------------------
@@ -87,28 +88,28 @@ def test_the_intact_copy_speaks_and_gives_the_brokers_lso(two_brokers: tuple[Any
     result, _, _ = two_brokers
     live = json.loads((CRASHED / "expected.json").read_text())["partitions"]
     p = partition(result, "crash", 0)
-    assert (p["high_watermark"], p["last_stable_offset"]) == (live["crash-0"]["high_watermark"],
+    assert (p.high_watermark, p.last_stable_offset) == (live["crash-0"]["high_watermark"],
                                                              live["crash-0"]["last_stable_offset"])
-    assert (p["broker_id"], p["replicas"], p["open_transactions"]) == (2, 2, 1)
-    assert p["held_records"] == live["crash-0"]["high_watermark"] - live["crash-0"]["last_stable_offset"]
-    assert "cut short" in p["replica_choice_reason"] and p["chosen_replica"] == "broker 2 (broker-2)"
+    assert (p.broker_id, p.replicas, p.open_transactions) == (2, 2, 1)
+    assert p.held_records == live["crash-0"]["high_watermark"] - live["crash-0"]["last_stable_offset"]
+    assert "cut short" in p.replica_choice_reason and p.chosen_replica == "broker 2 (broker-2)"
     assert findings(result, "stuck_lso", "crash", 0) and findings(result, "open_transaction", "crash", 0)
     # every other partition as the live broker had it, whichever copy speaks
     for name, broker in live.items():
         got = partition(result, broker["topic"], broker["partition"])
-        assert (got["high_watermark"], got["last_stable_offset"]) == (broker["high_watermark"],
+        assert (got.high_watermark, got.last_stable_offset) == (broker["high_watermark"],
                                                                       broker["last_stable_offset"]), name
-    assert partition(result, "crash", 2)["replicas"] == 1
+    assert partition(result, "crash", 2).replicas == 1
 
 
 @needs_corpus
 def test_the_copy_cut_short_is_a_divergence_naming_both_brokers(two_brokers: tuple[Any, Any, int]) -> None:
     result, replicas, _ = two_brokers
     (diverged,) = findings(result, "replica_divergence", "crash", 0)
-    assert diverged["severity"] == "warning" and diverged["first_offset"] == 60
-    assert "broker 1 (broker-1)" in diverged["evidence"] and "broker 2 (broker-2)" in diverged["evidence"]
-    assert "batch 60..69 of producer 1" in diverged["evidence"]  # what the intact copy holds there
-    assert [f for f in result.findings if f["kind"] == "replica_divergence"] == [diverged]
+    assert diverged.severity == "warning" and diverged.first_offset == 60
+    assert "broker 1 (broker-1)" in diverged.evidence and "broker 2 (broker-2)" in diverged.evidence
+    assert "batch 60..69 of producer 1" in diverged.evidence  # what the intact copy holds there
+    assert [f for f in result.findings if f.kind == "replica_divergence"] == [diverged]
     # broker 1's own audit: its checkpoint's HW capped at its log end, nothing reported beyond it
     (mine,) = [r for r in replicas if (r["topic"], r["partition"], r["broker_id"]) == ("crash", 0, 1)]
     assert (mine["log_end_offset"], mine["high_watermark"], mine["checkpoint_high_watermark"]) == (60, 60, 70)
@@ -138,10 +139,10 @@ def test_one_copy_cut_short_alone_caps_its_hw_and_says_so(spark: Any, tmp_path: 
         f.truncate(cut)
     result, _ = scan(spark, dump, tmp_path / "out")
     p = partition(result, "crash", 0)
-    assert (p["high_watermark"], p["hw_source"], p["log_end_offset"]) == (60, "capped_at_log_end", 60)
-    assert p["last_stable_offset"] == 60 and p["held_records"] == 0
+    assert (p.high_watermark, p.hw_source, p.log_end_offset) == (60, "capped_at_log_end", 60)
+    assert p.last_stable_offset == 60 and p.held_records == 0
     (broken,) = findings(result, "invariant_violation", "crash", 0)
-    assert "a high watermark of 70" in broken["evidence"] and "beyond the end of its log at 60" in broken["evidence"]
+    assert "a high watermark of 70" in broken.evidence and "beyond the end of its log at 60" in broken.evidence
     # the replica's own snapshot (taken at 70) still says producer 1 is open from 60
     assert findings(result, "open_transaction", "crash", 0)
     assert not findings(result, "retention_lost_open_txn", "crash", 0)
@@ -186,13 +187,13 @@ def test_a_follower_holding_another_batch_is_a_critical_divergence_at_that_offse
     result, replicas, changed, _ = damaged_cluster
     expected = json.loads((REPLICATED / "expected.json").read_text())["partitions"]["repl-0"]
     p = partition(result, "repl", 0)
-    assert p["broker_id"] == expected["leader"]
-    assert (p["high_watermark"], p["last_stable_offset"]) == (expected["high_watermark"],
+    assert p.broker_id == expected["leader"]
+    assert (p.high_watermark, p.last_stable_offset) == (expected["high_watermark"],
                                                              expected["last_stable_offset"])
     (diverged,) = findings(result, "replica_divergence", "repl", 0)
-    assert (diverged["severity"], diverged["first_offset"]) == ("critical", changed)
-    assert "broker 3 (broker-3)" in diverged["evidence"] and f"broker {expected['leader']} (broker-" in \
-        diverged["evidence"]
+    assert (diverged.severity, diverged.first_offset) == ("critical", changed)
+    assert "broker 3 (broker-3)" in diverged.evidence and f"broker {expected['leader']} (broker-" in \
+        diverged.evidence
     (third,) = [r for r in replicas if (r["topic"], r["partition"], r["broker_id"]) == ("repl", 0, 3)]
     assert (third["divergence"], third["divergent_offset"]) == ("conflict", changed)
     assert "epoch" in third["replica_holds"] and third["replica_holds"] != third["chosen_holds"]
@@ -203,11 +204,11 @@ def test_a_leaders_copy_cut_short_gives_way_and_the_verdict_is_the_clusters(
     result, replicas, _, cut = damaged_cluster
     expected = json.loads((REPLICATED / "expected.json").read_text())["partitions"]["repl-1"]
     p = partition(result, "repl", 1)
-    assert p["broker_id"] != 1 and "cut short" in p["replica_choice_reason"]
-    assert (p["high_watermark"], p["last_stable_offset"]) == (expected["high_watermark"],
+    assert p.broker_id != 1 and "cut short" in p.replica_choice_reason
+    assert (p.high_watermark, p.last_stable_offset) == (expected["high_watermark"],
                                                              expected["last_stable_offset"])
     (diverged,) = findings(result, "replica_divergence", "repl", 1)
-    assert (diverged["severity"], diverged["first_offset"]) == ("warning", cut)
+    assert (diverged.severity, diverged.first_offset) == ("warning", cut)
     assert not findings(result, "invariant_violation", "repl", 1)  # the copy audited is intact
     (first,) = [r for r in replicas if (r["topic"], r["partition"], r["broker_id"]) == ("repl", 1, 1)]
     assert (first["hw_source"], first["high_watermark"], first["log_end_offset"]) == ("capped_at_log_end", cut, cut)
@@ -217,11 +218,11 @@ def test_untouched_partitions_of_the_damaged_cluster_agree_everywhere(
         damaged_cluster: tuple[Any, Any, int, int]) -> None:
     result, replicas, _, _ = damaged_cluster
     damaged = {("repl", 0), ("repl", 1)}
-    assert {(f["topic"], f["partition"]) for f in result.findings if f["kind"] == "replica_divergence"} == damaged
+    assert {(f.topic, f.partition) for f in result.findings if f.kind == "replica_divergence"} == damaged
     expected = json.loads((REPLICATED / "expected.json").read_text())
     for name, live in expected["partitions"].items():
         got = partition(result, live["topic"], live["partition"])
-        assert (got["high_watermark"], got["last_stable_offset"]) == (live["high_watermark"],
+        assert (got.high_watermark, got.last_stable_offset) == (live["high_watermark"],
                                                                       live["last_stable_offset"]), name
     per_partition = {(r["topic"], r["partition"]) for r in replicas if r["topic"] == "repl"}
     assert all(sum(1 for r in replicas if (r["topic"], r["partition"]) == k) == 3 for k in per_partition)
@@ -258,8 +259,8 @@ def test_jbod_and_a_future_copy_audit_as_one_log_dir(spark: Any, tmp_path: Path)
     live = json.loads((CRASHED / "expected.json").read_text())["partitions"]
     for name, broker in live.items():
         got = partition(result, broker["topic"], broker["partition"])
-        assert (got["high_watermark"], got["last_stable_offset"], got["replicas"]) == (
+        assert (got.high_watermark, got.last_stable_offset, got.replicas) == (
             broker["high_watermark"], broker["last_stable_offset"], 1), name
-    assert partition(result, "crash", 2)["log_dir"] == "data-b"
-    assert not [f for f in result.findings if f["kind"] == "replica_divergence"]
+    assert partition(result, "crash", 2).log_dir == "data-b"
+    assert not [f for f in result.findings if f.kind == "replica_divergence"]
     assert len([r for r in replicas if (r["topic"], r["partition"]) == ("crash", 1)]) == 1

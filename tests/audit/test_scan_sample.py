@@ -10,32 +10,33 @@ from typing import Any
 import pytest
 
 from tests.conftest import SampleScan
+from txn_audit.results import Finding
 
 pytestmark = pytest.mark.spark
 
 
-def _matches(f: dict[str, Any], a: dict[str, Any]) -> bool:
-    if (f["topic"], f["partition"]) != (a["topic"], a["partition"]):
+def _matches(f: Finding, a: dict[str, Any]) -> bool:
+    if (f.topic, f.partition) != (a["topic"], a["partition"]):
         return False
-    if f["first_offset"] is None:
+    if f.first_offset is None:
         return True
-    return a["first_offset"] <= f["first_offset"] <= max(a["last_offset"], a.get("closing_marker_offset", -1))
+    return a["first_offset"] <= f.first_offset <= max(a["last_offset"], a.get("closing_marker_offset", -1))
 
 
 def test_every_planted_anomaly_is_found(sample_scan: SampleScan) -> None:
     manifest, result = sample_scan.manifest, sample_scan.result
     for anomaly in manifest["anomalies"]:
         for kind in anomaly["expected_findings"]:
-            hits = [f for f in result.findings if f["kind"] == kind and _matches(f, anomaly)]
+            hits = [f for f in result.findings if f.kind == kind and _matches(f, anomaly)]
             assert hits, f"{kind} not found for planted {anomaly['kind']} at {anomaly['topic']}-{anomaly['partition']}"
 
 
 def test_nothing_else_at_warning_or_above(sample_scan: SampleScan) -> None:
     manifest, result = sample_scan.manifest, sample_scan.result
     unexplained = [
-        (f["kind"], f["topic"], f["partition"], f["first_offset"], f["evidence"])
+        (f.kind, f.topic, f.partition, f.first_offset, f.evidence)
         for f in result.at_or_above("warning")
-        if not any(f["kind"] in a["expected_findings"] and _matches(f, a) for a in manifest["anomalies"])
+        if not any(f.kind in a["expected_findings"] and _matches(f, a) for a in manifest["anomalies"])
     ]
     assert unexplained == []
 

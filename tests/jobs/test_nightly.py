@@ -145,7 +145,7 @@ def _assert_layout(warehouse: Path) -> None:
 def _assert_findings_match(warehouse: Path, sample: SampleScan) -> None:
     published = [row for f in sorted((warehouse / "findings" / PART).glob("*.parquet"))
                  for row in pq.read_table(f).to_pylist()]
-    assert Counter(map(_finding_key, published)) == Counter(map(_finding_key, sample.result.findings))
+    assert Counter(map(_finding_key, published)) == Counter(_finding_key(f.to_row()) for f in sample.result.findings)
     run = warehouse / RUNS / PART
     summary = json.loads((run / "summary.json").read_text())
     assert summary["findings"] == sample.result.to_json()["findings"]

@@ -66,6 +66,10 @@ def warehouse(spark: SparkSession, sample_scan: SampleScan, tmp_path_factory: py
     lso[worst] = stability.column("high_watermark")[worst].as_py()
     index = stability.schema.get_field_index("last_stable_offset")
     stability = stability.set_column(index, stability.schema.field(index), pa.array(lso, pa.int64()))
+    below = stability.column("lso_below_hw").to_pylist()
+    below[worst] = False  # its status as the reconstruction would have computed it
+    index = stability.schema.get_field_index("lso_below_hw")
+    stability = stability.set_column(index, stability.schema.field(index), pa.array(below, pa.bool_()))
     _rewrite(tables, "partition_stability", stability)
 
     root = base / "warehouse"

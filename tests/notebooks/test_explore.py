@@ -13,11 +13,11 @@ from tests.notebooks.conftest import EARLIER, LATER, RESOLVED_KIND, Warehouse, r
 from txn_audit import explore
 from txn_audit.errors import UsageError
 from txn_audit.schemas import ALL_TABLES
+from txn_audit.severity import Severity
 
 if TYPE_CHECKING:
     from tests.conftest import SampleScan
 
-SEVERITIES = ("info", "warning", "critical")
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +71,10 @@ def test_choose_target(scan: explore.ScanTables, sample_scan: SampleScan) -> Non
     tables = sample_scan.out / "tables"
     with_txns = {(t["topic"], t["partition"]) for t in read_table(tables, "partition_transactions").to_pylist()}
     findings = [f for f in read_table(tables, "findings").to_pylist() if (f["topic"], f["partition"]) in with_txns]
-    worst = max(SEVERITIES.index(f["severity"]) for f in findings)
+    worst = max(Severity(f["severity"]).rank for f in findings)
     target = explore.choose_target(scan)
     assert any((f["topic"], f["partition"], f["producer_id"]) == (target.topic, target.partition, target.producer_id)
-               and SEVERITIES.index(f["severity"]) == worst for f in findings)
+               and Severity(f["severity"]).rank == worst for f in findings)
     # a partition without findings: its busiest producer
     quiet = sorted(with_txns - {(f["topic"], f["partition"]) for f in findings})
     assert quiet
@@ -136,11 +136,15 @@ def test_lso_lag(warehouse: Warehouse) -> None:
     history = explore.load_history(warehouse.root)
     lag = explore.lso_lag(history)
     for day, scan_out in ((EARLIER, warehouse.earlier_scan), (LATER, warehouse.later_scan)):
-        expected = {(r["topic"], r["partition"]): r["high_watermark"] - r["last_stable_offset"]
-                    for r in read_table(scan_out / "tables", "partition_stability").to_pylist()}
+        stability = read_table(scan_out / "tables", "partition_stability").to_pylist()
+        expected = {(r["topic"], r["partition"]): r["effective_high_watermark"] - r["last_stable_offset"]
+                    for r in stability}
         got = lag[lag["audit_date"] == str(day)]
         assert {(t, int(p)): int(v) for t, p, v in zip(got["topic"], got["partition"], got["lso_lag"], strict=True)} \
             == expected
+        # lagging exactly where the table says the LSO is below the HW
+        assert {(t, int(p)) for t, p, v in zip(got["topic"], got["partition"], got["lso_lag"], strict=True) if v > 0} \
+            == {(r["topic"], r["partition"]) for r in stability if r["lso_below_hw"]}
     quiet = lag[(lag["topic"] == warehouse.quiet_partition[0]) & (lag["partition"] == warehouse.quiet_partition[1])]
     assert [int(v) for v in quiet.sort_values("audit_date")["lso_lag"]][0] == 0
     assert [int(v) for v in quiet.sort_values("audit_date")["lso_lag"]][1] > 0

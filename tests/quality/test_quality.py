@@ -20,7 +20,7 @@ def test_sample_passes_every_check_but_the_planted_damage(sample_scan: SampleSca
     # the sample's one flipped bit is a CRC mismatch: dump damage, already a corrupt_batch finding
     assert failed == {("batches", "crc_ok")}
     assert all(r["data_health"] for r in doc["results"] if not r["success"])
-    assert not [f for f in sample_scan.result.findings if f["kind"] == "invariant_violation"]
+    assert not [f for f in sample_scan.result.findings if f.kind == "invariant_violation"]
     from txn_audit.schemas import ALL_TABLES
 
     assert set(doc["tables"]) == set(ALL_TABLES)

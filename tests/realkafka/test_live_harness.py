@@ -62,20 +62,20 @@ def test_scan_agrees_with_the_live_broker(spark: Any, live: Path) -> None:
     as_of = expected["find_hanging"]["at_ms"]
     result = api.scan(live / "logdirs", spark=spark, as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE,
                       progress=False, quality=False, report=False)
-    ours = {f"{p['topic']}-{p['partition']}": p for p in result.partitions}
+    ours = {f"{p.topic}-{p.partition}": p for p in result.partitions}
     for name, broker in expected["partitions_after_find_hanging_wait"].items():
-        got = tuple(ours[name][k] for k in ("high_watermark", "last_stable_offset", "log_start_offset"))
+        got = tuple(getattr(ours[name], k) for k in ("high_watermark", "last_stable_offset", "log_start_offset"))
         assert got == (broker["high_watermark"], broker["last_stable_offset"], broker["log_start_offset"]), name
-    hanging = {(f["topic"], f["partition"], f["producer_id"], f["first_offset"])
-               for f in result.findings if f["kind"] == "hanging_transaction"}
+    hanging = {(f.topic, f.partition, f.producer_id, f.first_offset)
+               for f in result.findings if f.kind == "hanging_transaction"}
     assert hanging == {(r["Topic"], int(r["Partition"]), int(r["ProducerId"]), int(r["StartOffset"]))
                        for r in expected["find_hanging"]["rows"]}
-    opened = {(f["topic"], f["partition"], f["transactional_id"]) for f in result.findings
-              if f["kind"] == "open_transaction"}
+    opened = {(f.topic, f.partition, f.transactional_id) for f in result.findings
+              if f.kind == "open_transaction"}
     assert opened == {("crash", 0, "crash-txn"), ("crash", 1, "crash-txn")}
 
     text = api.scan(live / "tools", spark=spark, as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE,
                     progress=False, quality=False, report=False, input_kind="text")
-    assert {(p["topic"], p["partition"], p["last_stable_offset"]) for p in text.partitions} == {
-        (p["topic"], p["partition"], p["last_stable_offset"]) for p in result.partitions
-        if p["topic"] != "__cluster_metadata"}
+    assert {(p.topic, p.partition, p.last_stable_offset) for p in text.partitions} == {
+        (p.topic, p.partition, p.last_stable_offset) for p in result.partitions
+        if p.topic != "__cluster_metadata"}

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import shutil
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from txn_audit.detect.rules import (
@@ -22,10 +28,10 @@ from txn_audit.detect.rules import (
     stuck_lso_findings,
 )
 from txn_audit.reconstruct import Reconstruction, on_replicas
+from txn_audit.schemas import FINDINGS, spark_schema
+from txn_audit.severity import SEVERITIES
 
-__all__ = ["DetectOptions", "SEVERITY_RANK", "detect", "FINDING_KINDS"]
-
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+__all__ = ["DetectOptions", "FINDING_KINDS", "add_findings", "detect", "finding_order", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -52,7 +58,7 @@ FINDING_KINDS = (
 
 
 def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
-    """All findings in one partition, ordered most severe first, then by kind and location."""
+    """All findings in one partition, in the one order (``finding_order``)."""
     batches = on_replicas(raw["batches"], recon.replicas)
     markers = on_replicas(raw["control_markers"], recon.replicas)
     txn_log = on_replicas(raw["txn_log"], recon.replicas)
@@ -86,10 +92,51 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
     findings = parts[0]
     for part in parts[1:]:
         findings = findings.unionByName(part)
-    rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    # findings are few: one sorted partition. A global orderBy would sample its input first,
-    # running every rule twice.
-    return findings.repartition(1).sortWithinPartitions(
-        rank, "kind", F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last(),
-        F.col("first_offset").asc_nulls_last(), F.col("producer_id").asc_nulls_last(), "evidence",
-    )
+    return _ordered(findings)
+
+
+def severity_rank() -> Column:
+    """The ``severity`` column's rank, most severe first (0: critical), from ``txn_audit.severity``."""
+    rank: Column = F.lit(len(SEVERITIES))
+    for position, severity in enumerate(reversed(SEVERITIES)):
+        rank = F.when(F.col("severity") == severity.value, position).otherwise(rank)
+    return rank
+
+
+def finding_order() -> list[Column]:
+    """The one order of findings, wherever they are listed (the table, the JSON, the terminal,
+    the report): most severe first, then by kind, topic, partition, first offset, evidence and
+    producer, absent values last."""
+    return [
+        severity_rank(), F.col("kind"), F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last(),
+        F.col("first_offset").asc_nulls_last(), F.col("evidence"), F.col("producer_id").asc_nulls_last(),
+    ]
+
+
+def _ordered(findings: DataFrame) -> DataFrame:
+    # findings are few: one sorted partition, written as one file that keeps the order. A global
+    # orderBy would sample its input first, running every rule twice.
+    return findings.repartition(1).sortWithinPartitions(*finding_order())
+
+
+def write_findings(findings: DataFrame, path: str | Path) -> None:
+    """Write the ``findings`` table from ``detect``'s frame (or ``_ordered``'s): one file whose
+    rows are in the one order, so that readers need not sort again."""
+    findings.write.parquet(str(path))
+
+
+def add_findings(spark: SparkSession, path: str | Path, extra: Sequence[Mapping[str, Any]]) -> None:
+    """Add ``extra`` rows (in the ``FINDINGS`` schema, e.g. the data-quality suites' findings)
+    to the ``findings`` table at ``path``, which stays in the one order, replaced in one step."""
+    if not extra:
+        return
+    target = Path(path)
+    staged = target.with_name(f".{target.name}.adding")
+    table = spark.read.schema(spark_schema(FINDINGS)).parquet(str(target))
+    # as plain values: a severity may come as a Severity
+    plain = [{k: v.value if isinstance(v, Enum) else v for k, v in row.items()} for row in extra]
+    added = spark.createDataFrame(plain, spark_schema(FINDINGS))
+    shutil.rmtree(staged, ignore_errors=True)
+    write_findings(_ordered(table.unionByName(added)), staged)  # reads the table in full before it goes
+    shutil.rmtree(target)
+    staged.rename(target)

@@ -16,6 +16,10 @@ from pyspark.sql import functions as F
 
 from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, FOLLOW_KEY, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
+from txn_audit.severity import Severity
+
+#: the severities as the ``findings`` table stores them
+INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
 
 CORRUPTION_ISSUES = (
     "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
@@ -77,7 +81,7 @@ def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: 
 
 def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, **columns: Column) -> DataFrame:
     """Shape ``df`` into findings rows; columns not given are taken from ``df`` by name, or null."""
-    sev = F.lit(severity) if isinstance(severity, str) else severity
+    sev = F.lit(Severity(severity).value) if isinstance(severity, str) else severity
     given = {"kind": F.lit(kind), "severity": sev, "evidence": evidence, **columns}
     computed = df.select("*", *[column.alias(f"_finding_{name}") for name, column in given.items()])
     present = {name: f"`{name}`" for name in df.columns}
@@ -147,7 +151,7 @@ def open_transaction_findings(
     hanging_rows = finding(
         open_.where(hanging),
         "hanging_transaction",
-        "critical",
+        CRITICAL,
         F.format_string(
             "producer %d (epoch %d) has a transaction open on %s since offset %d%s; its last write here was "
             "at %s, %s before the audit time (more than the %s maximum transaction timeout), and %s, so no "
@@ -163,7 +167,7 @@ def open_transaction_findings(
     mismatch_rows = finding(
         open_.where(mismatch),
         "open_transaction_epoch_mismatch",
-        "warning",
+        WARNING,
         F.format_string(
             "producer %d has a transaction open on %s since offset %d at epoch %d, while its transactional id %s "
             "lists %s in a %s transaction at epoch %d; find-hanging does not report this (it ignores epochs), "
@@ -175,7 +179,7 @@ def open_transaction_findings(
     )
     age = F.lit(opts.as_of_ms) - F.coalesce("cur_start", "first_timestamp")
     overdue = (F.col("cur_state") == "Ongoing") & F.col("cur_timeout").isNotNull() & (age > F.col("cur_timeout"))
-    open_sev = F.when(~listed, "warning").when(overdue, "warning").otherwise("info")
+    open_sev = F.when(~listed, WARNING).when(overdue, WARNING).otherwise(INFO)
     open_rows = finding(
         open_.where(~hanging & ~mismatch),
         "open_transaction",
@@ -215,8 +219,8 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
     """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
     info and says that the gap may be records not yet replicated rather than a stuck LSO."""
     known = F.col("hw_source") != "log_end"
-    hw = F.when(known, F.col("high_watermark")).otherwise(F.col("log_end_offset"))
-    held = stability.where(F.col("last_stable_offset") < hw)
+    hw = F.col("effective_high_watermark")
+    held = stability.where(F.col("lso_below_hw"))
     source = F.coalesce(
         F.element_at(F.create_map(*[F.lit(x) for kv in HW_SOURCE_TEXT.items() for x in kv]), F.col("hw_source")),
         F.lit("unknown: the dump holds no high watermark (no replication-offset-checkpoint entry, no offsets file), "
@@ -225,7 +229,7 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
     return finding(
         held,
         "stuck_lso",
-        F.when(known, "warning").otherwise("info"),
+        F.when(known, WARNING).otherwise(INFO),
         F.format_string(
             "last stable offset %d is %d offsets behind the high watermark %d (%s): %d records (%d bytes) are "
             "held back from read_committed consumers since %s (%s) by producer %d%s, whose transaction is open "
@@ -249,7 +253,7 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
 # -- several copies of a partition ---------------------------------------------------------
 
 
-DIVERGENCE_SEVERITY = {CONFLICT: "critical", BEHIND: "warning", AHEAD: "info"}
+DIVERGENCE_SEVERITY = {CONFLICT: CRITICAL, BEHIND: WARNING, AHEAD: INFO}
 
 
 def replica_divergence_findings(replica_stability: DataFrame, stability: DataFrame) -> DataFrame:
@@ -285,7 +289,7 @@ def replica_divergence_findings(replica_stability: DataFrame, stability: DataFra
     )
     severity = F.when(F.col("divergence") == CONFLICT, F.lit(DIVERGENCE_SEVERITY[CONFLICT])).when(
         F.col("divergence") == BEHIND, F.lit(DIVERGENCE_SEVERITY[BEHIND])).when(
-        F.col("_chosen_hw_source") == HW_CAPPED, F.lit("warning")).otherwise(F.lit(DIVERGENCE_SEVERITY[AHEAD]))
+        F.col("_chosen_hw_source") == HW_CAPPED, F.lit(WARNING)).otherwise(F.lit(DIVERGENCE_SEVERITY[AHEAD]))
     remediation = F.when(F.col("divergence") == CONFLICT, F.format_string(
         "kafka-topics.sh --bootstrap-server <broker> --describe --topic %s: confirm the leader and the ISR. A "
         "follower whose copy differs truncates to the leader's log when it next fetches; one that stays out of the "
@@ -305,7 +309,7 @@ def hw_beyond_log_end_findings(stability: DataFrame) -> DataFrame:
     replica broken. The audit caps the HW at the log end (``reconstruct.stability``)."""
     rows = stability.where(F.col("hw_source") == HW_CAPPED)
     return finding(
-        rows, "invariant_violation", "warning",
+        rows, "invariant_violation", WARNING,
         F.format_string(
             "the dump gives %s's copy of %s a high watermark of %d (its checkpoint, or the offsets file beside a text "
             "dump), beyond the end of its log at %d: the log lost its tail after the high watermark was recorded (a "
@@ -335,7 +339,7 @@ def late_arrival_findings(events: DataFrame, opts: DetectOptions) -> DataFrame:
     return finding(
         late,
         "late_arrival",
-        "warning",
+        WARNING,
         F.format_string(
             "transactional batch at offsets %d-%d of %s (producer %d, epoch %d) was appended after the producer's "
             "%s marker at offset %d (%s) yet %s: it belongs to a transaction that had already ended",
@@ -357,7 +361,7 @@ def absorbed_findings(ptx: DataFrame) -> DataFrame:
     return finding(
         closed,
         "absorbed_late_record",
-        F.when(flipped, "critical").otherwise("warning"),
+        F.when(flipped, CRITICAL).otherwise(WARNING),
         F.format_string(
             "%d late batch(es) from offset %d of %s, written for the transaction that producer %d ended with %s at "
             "offset %d, were %s by the next transaction's %s marker at offset %d: records of one transaction were "
@@ -471,7 +475,7 @@ def coordinator_findings(
     missing_rows = finding(
         missing,
         "missing_marker",
-        "critical",
+        CRITICAL,
         F.format_string(
             "transactional id %s (producer %d, epoch %d) decided %s at %s (__transaction_state-%d offset %d) and "
             "the coordinator then wrote %s, but %s never received the %s marker for it",
@@ -482,12 +486,13 @@ def coordinator_findings(
         first_timestamp_ms=F.col("ts"),
     )
     mismatch = matches.where(
-        F.col("has_marker") & F.col("next_marker_type").isin(*KNOWN_MARKERS) & (F.col("next_marker_type") != F.col("decision"))
+        F.col("has_marker") & F.col("next_marker_type").isin(*KNOWN_MARKERS)
+        & (F.col("next_marker_type") != F.col("decision"))
     )
     mismatch_rows = finding(
         mismatch,
         "outcome_mismatch",
-        "critical",
+        CRITICAL,
         F.format_string(
             "transactional id %s (producer %d, epoch %d) decided %s at %s but the marker written to %s at offset %d "
             "is %s",
@@ -516,7 +521,7 @@ def coordinator_findings(
     stuck_rows = finding(
         pending,
         "coordinator_stuck",
-        F.when(age > opts.prepare_grace_ms, "warning").otherwise("info"),
+        F.when(age > opts.prepare_grace_ms, WARNING).otherwise(INFO),
         F.format_string(
             "transactional id %s (producer %d, epoch %d) has been in %s since %s (%s before the audit time) with no "
             "Complete record; %s still has no marker%s",
@@ -558,7 +563,7 @@ def sequence_findings(producer_events: DataFrame, batches: DataFrame) -> DataFra
     return finding(
         bad,
         "sequence_gap",
-        "warning",
+        WARNING,
         F.when(
             F.col("producer_epoch") == F.col("prev_epoch"),
             F.format_string(
@@ -606,7 +611,7 @@ def epoch_findings(producer_events: DataFrame) -> DataFrame:
     }
     return (
         finding(
-            zombie, "zombie_write", "critical",
+            zombie, "zombie_write", CRITICAL,
             F.format_string(
                 "data batch at offset %d of %s was written by producer %d with epoch %d after a marker with epoch %d "
                 "had fenced that epoch: a zombie producer's write",
@@ -616,7 +621,7 @@ def epoch_findings(producer_events: DataFrame) -> DataFrame:
         )
         .unionByName(
             finding(
-                regress, "epoch_regression", "critical",
+                regress, "epoch_regression", CRITICAL,
                 F.format_string(
                     "%s at offset %d of %s has producer %d epoch %d, lower than the epoch %d it already wrote with "
                     "on this partition",
@@ -627,7 +632,7 @@ def epoch_findings(producer_events: DataFrame) -> DataFrame:
         )
         .unionByName(
             finding(
-                coord, "epoch_regression", "critical",
+                coord, "epoch_regression", CRITICAL,
                 F.format_string(
                     "marker at offset %d of %s for producer %d has coordinator epoch %d, lower than the %d of an "
                     "earlier marker (the KAFKA-9144 signature)",
@@ -665,7 +670,7 @@ def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) ->
     return finding(
         grouped,
         "pending_offset_commit",
-        "warning",
+        WARNING,
         F.format_string(
             "group %s has offsets for %s committed inside producer %d's transaction (offsets %d-%d of %s) that has "
             "no marker: the group's offsets stay unstable (UNSTABLE_OFFSET_COMMIT) until it ends",
@@ -682,7 +687,7 @@ def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
     return finding(
         lost,
         "retention_lost_open_txn",
-        "critical",
+        CRITICAL,
         F.format_string(
             "a producer snapshot shows producer %d with a transaction open on %s from offset %d, below the log start "
             "offset %d: its data was deleted by retention while it stayed open, pinning the LSO at the log start",
@@ -711,14 +716,14 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
     where = F.format_string("%s at byte %d", F.col("file"), F.coalesce("position", F.lit(-1)))
     return (
         finding(
-            corrupt, "corrupt_batch", "critical",
+            corrupt, "corrupt_batch", CRITICAL,
             F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
             first_offset=F.col("_b"), last_offset=F.col("_l"), first_timestamp_ms=F.col("_t"),
         )
         .unionByName(
             finding(
                 torn, "truncated_segment",
-                F.when(F.col("kind") == "zero_filled_tail", "info").otherwise("warning"),
+                F.when(F.col("kind") == "zero_filled_tail", INFO).otherwise(WARNING),
                 F.concat(where, F.lit(": "), F.col("detail"),
                          F.lit(" (a torn tail is how a crashed broker's active segment ends; the broker truncates it "
                                "on recovery)")),
@@ -727,7 +732,8 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
         )
         .unionByName(
             finding(
-                other, "unreadable_input", F.when(F.col("severity") == "info", "info").otherwise("warning"),
+                # the decode issue's own severity (info | warning | error) decides the finding's
+                other, "unreadable_input", F.when(F.col("severity") == "info", INFO).otherwise(WARNING),
                 F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
             )
         )
@@ -748,7 +754,8 @@ def find_hanging_disagreement_findings(
     in the dump, or one of the two is wrong (warning).
     """
     fh = reported.where(F.col("tool") == "find-hanging")
-    runs = fh.select("file", "run_at_ms", "max_transaction_timeout_min", F.col("broker_id").alias("run_broker")).distinct()
+    runs = fh.select("file", "run_at_ms", "max_transaction_timeout_min",
+                     F.col("broker_id").alias("run_broker")).distinct()
     theirs = fh.where(F.col("line").isNotNull()).select(
         "file", "run_at_ms", "max_transaction_timeout_min", "topic", "partition", "producer_id", "producer_epoch",
         F.col("start_offset").alias("first_offset"), F.col("last_timestamp").alias("their_last_timestamp"),
@@ -799,7 +806,7 @@ def find_hanging_disagreement_findings(
     theirs_rows = finding(
         only_theirs,
         "tool_disagreement",
-        F.when(F.col("partition_in_dump").isNull(), "info").otherwise("warning"),
+        F.when(F.col("partition_in_dump").isNull(), INFO).otherwise(WARNING),
         F.format_string(
             "%s lists producer %d (epoch %d) on %s as hanging from offset %d (last write %s); txn-audit does not "
             "call it hanging: %s",
@@ -831,7 +838,7 @@ def find_hanging_disagreement_findings(
     ours_rows = finding(
         only_ours,
         "tool_disagreement",
-        F.when(explained, "info").otherwise("warning"),
+        F.when(explained, INFO).otherwise(WARNING),
         F.format_string(
             "txn-audit finds producer %d (epoch %d) hanging on %s from offset %d (last write %s), but %s does not "
             "list it: %s",

@@ -13,13 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import great_expectations.expectations as gxe
+from great_expectations.expectations.core.expect_column_values_to_be_in_set import ExpectColumnValuesToBeInSet
+from great_expectations.expectations.core.expect_table_columns_to_match_set import ExpectTableColumnsToMatchSet
+from great_expectations.expectations.core.unexpected_rows_expectation import UnexpectedRowsExpectation
 
 from txn_audit.schemas import ALL_TABLES
+from txn_audit.severity import SEVERITIES, Severity
 
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
               "Dead", "PrepareEpochFence")
-SEVERITIES = ("info", "warning", "critical")
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Check:
     name: str
     rule: str  # one sentence a human can check
     build: Callable[[dict[str, Any]], Any]  # meta -> expectation
-    severity: str = "warning"
+    severity: Severity = Severity.WARNING
     data_health: bool = False
     #: subqueries of the check's query (templates over ``{batch}``) that other checks read too:
     #: the suite computes each once (``quality._computed_once``)
@@ -39,7 +41,7 @@ class Check:
 
 
 def _rows(sql: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda meta: gxe.UnexpectedRowsExpectation(unexpected_rows_query=sql, meta=meta)
+    return lambda meta: UnexpectedRowsExpectation(unexpected_rows_query=sql, meta=meta)
 
 
 def _not_null(*columns: str) -> Callable[[dict[str, Any]], Any]:
@@ -50,13 +52,13 @@ def _not_null(*columns: str) -> Callable[[dict[str, Any]], Any]:
 def _schema(table: str) -> Check:
     names = list(ALL_TABLES[table].names)
     return Check(table, "columns", f"{table} has exactly the columns of txn_audit.schemas",
-                 lambda meta: gxe.ExpectTableColumnsToMatchSet(column_set=names, exact_match=True, meta=meta),
-                 severity="critical")
+                 lambda meta: ExpectTableColumnsToMatchSet(column_set=names, exact_match=True, meta=meta),
+                 severity=Severity.CRITICAL)
 
 
 def _in_set(table: str, column: str, values: tuple[str, ...]) -> Check:
     return Check(table, f"{column}_valid", f"{column} is one of {', '.join(values)}",
-                 lambda meta: gxe.ExpectColumnValuesToBeInSet(column=column, value_set=list(values), meta=meta))
+                 lambda meta: ExpectColumnValuesToBeInSet(column=column, value_set=list(values), meta=meta))
 
 
 def _never_down(epoch: str, offset: str, rows: str) -> str:
@@ -77,12 +79,12 @@ def _never_down(epoch: str, offset: str, rows: str) -> str:
 _BATCH_ROW_RULES = (
     ("keys_present", "every batch has its partition, file position and offsets",
      "topic IS NULL OR partition IS NULL OR position IS NULL OR base_offset IS NULL OR last_offset IS NULL "
-     "OR magic IS NULL", "warning"),
+     "OR magic IS NULL", Severity.WARNING),
     ("offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
-     "last_offset < base_offset OR base_offset < 0", "critical"),
+     "last_offset < base_offset OR base_offset < 0", Severity.CRITICAL),
     ("control_is_one_record", "a control batch (marker) holds exactly one record",
-     "is_control AND record_count <> 1 AND crc_ok", "warning"),
-    ("v2_size", "a v2 batch is at least 61 bytes", "magic = 2 AND size_bytes < 61", "critical"),
+     "is_control AND record_count <> 1 AND crc_ok", Severity.WARNING),
+    ("v2_size", "a v2 batch is at least 61 bytes", "magic = 2 AND size_bytes < 61", Severity.CRITICAL),
 )
 _BATCH_ROW_COLUMNS = ("broker_id, log_dir, file, topic, partition, segment_base_offset, position, base_offset, "
                       "last_offset, magic, is_control, producer_id, producer_epoch, record_count, size_bytes, crc_ok")
@@ -108,19 +110,19 @@ CHECKS: tuple[Check, ...] = (
           _rows("SELECT broker_id, log_dir, topic, partition, base_offset, count(*) + 1 AS copies "
                 "FROM {batch}_replica_neighbours WHERE base_offset = previous_base "
                 "GROUP BY broker_id, log_dir, topic, partition, base_offset"),
-          severity="critical", companions=("replica_neighbours",)),
+          severity=Severity.CRITICAL, companions=("replica_neighbours",)),
     Check("batches", "no_overlap",
           "batches of a replica do not overlap: each starts after the previous one's last offset",
           _rows("SELECT topic, partition, broker_id, base_offset, last_offset, previous_last "
                 "FROM {batch}_replica_neighbours WHERE base_offset <= previous_last"),
-          severity="critical", companions=("replica_neighbours",)),
+          severity=Severity.CRITICAL, companions=("replica_neighbours",)),
     Check("batches", "epochs_non_decreasing",
           "a producer's epoch never goes down in offset order on a partition",
           _rows(_never_down("producer_epoch", "base_offset",
                             "{batch} WHERE producer_id >= 0 AND magic = 2")),
-          severity="critical"),
+          severity=Severity.CRITICAL),
     Check("batches", "crc_ok", "every batch's stored CRC matches its bytes",
-          lambda meta: gxe.ExpectColumnValuesToBeInSet(column="crc_ok", value_set=[True], meta=meta),
+          lambda meta: ExpectColumnValuesToBeInSet(column="crc_ok", value_set=[True], meta=meta),
           data_health=True),
     # control markers (A.3)
     _in_set("control_markers", "marker_type", ("COMMIT", "ABORT", "UNKNOWN")),
@@ -137,18 +139,18 @@ CHECKS: tuple[Check, ...] = (
     # derived tables
     Check("partition_stability", "lso_at_most_hw", "last stable offset <= high watermark",
           _rows("SELECT * FROM {batch} WHERE high_watermark IS NOT NULL AND last_stable_offset > high_watermark"),
-          severity="critical"),
+          severity=Severity.CRITICAL),
     Check("partition_stability", "log_start_at_most_lso", "log start offset <= last stable offset",
-          _rows("SELECT * FROM {batch} WHERE log_start_offset > last_stable_offset"), severity="critical"),
+          _rows("SELECT * FROM {batch} WHERE log_start_offset > last_stable_offset"), severity=Severity.CRITICAL),
     Check("partition_stability", "held_not_negative", "held records and bytes are not negative",
           _rows("SELECT * FROM {batch} WHERE held_records < 0 OR held_bytes < 0")),
     Check("replica_stability", "hw_at_most_log_end", "no copy's high watermark or LSO lies beyond its own log end",
           _rows("SELECT * FROM {batch} WHERE high_watermark > log_end_offset OR last_stable_offset > log_end_offset"),
-          severity="critical"),
+          severity=Severity.CRITICAL),
     Check("replica_stability", "one_chosen_per_partition", "exactly one copy of each partition is the one audited",
           _rows("SELECT topic, partition, count_if(chosen) AS chosen FROM {batch} GROUP BY topic, partition "
                 "HAVING count_if(chosen) <> 1"),
-          severity="critical"),
+          severity=Severity.CRITICAL),
     Check("partition_transactions", "offsets_ordered",
           "a transaction's data starts at or before its last data offset, which precedes its marker",
           # the columns the rule and its examples need, not all of a wide table
@@ -160,8 +162,8 @@ CHECKS: tuple[Check, ...] = (
           _rows("SELECT topic, partition, broker_id, producer_id, count(*) AS open FROM {batch} "
                 "WHERE marker_offset IS NULL GROUP BY topic, partition, broker_id, producer_id "
                 "HAVING count(*) > 1"),
-          severity="critical"),
-    _in_set("findings", "severity", SEVERITIES),
+          severity=Severity.CRITICAL),
+    _in_set("findings", "severity", tuple(s.value for s in SEVERITIES)),
     Check("findings", "evidence_present", "every finding carries its evidence",
           _not_null("kind", "severity", "evidence")),
 )

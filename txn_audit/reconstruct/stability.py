@@ -139,4 +139,6 @@ def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int) -> DataFr
         .withColumn("culprit_producer_id", F.when(held_since.isNotNull(), F.col("culprit_producer_id")))
         .withColumn("culprit_producer_epoch", F.when(held_since.isNotNull(), F.col("culprit_producer_epoch")))
         .withColumn("culprit_transactional_id", F.when(held_since.isNotNull(), F.col("culprit_transactional_id")))
+        .withColumn("effective_high_watermark", F.col("hw"))
+        .withColumn("lso_below_hw", F.coalesce(_held(), F.lit(False)))
     )

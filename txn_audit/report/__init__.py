@@ -59,14 +59,17 @@ def timeline_rows(ptx: pa.Table, max_rows: int = MAX_TIMELINE_ROWS) -> list[dict
              ("partition", "ascending"), ("producer_id", "ascending"), ("txn_seq", "ascending")]
     if keyed.num_rows > max_rows:  # the first rows in that order, without sorting (and moving) every row
         keyed = keyed.take(pc.select_k_unstable(keyed, k=max_rows, sort_keys=order))
-    return keyed.sort_by(order).slice(0, max_rows).drop_columns(["_interest", "_start"]).to_pylist()
+    first = keyed.sort_by(order).slice(0, max_rows).drop_columns(["_interest", "_start"])
+    rows: list[dict[str, Any]] = first.to_pylist()
+    return rows
 
 
 def skew_seconds(ptx: pa.Table) -> np.ndarray:
     """Per transaction: its first write minus its producer's previous marker time, in seconds."""
     times = ptx.select(["first_timestamp", "prev_marker_timestamp"])
     known = times.filter(pc.and_(pc.is_valid(times["prev_marker_timestamp"]), pc.is_valid(times["first_timestamp"])))
-    return (_values(known["first_timestamp"]) - _values(known["prev_marker_timestamp"])) / 1000
+    seconds: np.ndarray = (_values(known["first_timestamp"]) - _values(known["prev_marker_timestamp"])) / 1000
+    return seconds
 
 
 def closed_durations_and_records(ptx: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +88,8 @@ def _figure_html(fig: go.Figure, first: list[bool]) -> str:
     fig.update_layout(margin={"l": 40, "r": 20, "t": 50, "b": 40}, template="plotly_white", height=380)
     include = first[0]
     first[0] = False
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    html_text: str = pio.to_html(fig, full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    return html_text
 
 
 def _findings_table(findings: list[dict[str, Any]]) -> str:
@@ -180,6 +184,22 @@ def replicas_section(partitions: list[dict[str, Any]], replicas: pa.Table) -> st
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
+#: ``partition_stability`` columns the report shows: the partition status as the table gives it
+STATUS_COLUMNS = ["topic", "partition", "high_watermark", "effective_high_watermark", "hw_source", "last_stable_offset",
+                  "lso_below_hw", "held_records"]
+
+
+def held_note(status: list[dict[str, Any]]) -> str:
+    """The partitions whose LSO is below the high watermark (``partition_stability.lso_below_hw``,
+    as the terminal and ``summary.json`` count them), in one sentence."""
+    held = [p for p in status if p["lso_below_hw"]]
+    if not held:
+        return "No partition's last stable offset is below its high watermark."
+    listed = ", ".join(f"{p['topic']}-{p['partition']} ({p['held_records']:,} records held)" for p in held[:20])
+    more = f" and {len(held) - 20} more" if len(held) > 20 else ""
+    return f"{len(held)} partition(s) whose last stable offset is below the high watermark: {listed}{more}."
+
+
 def hw_sources_note(partitions: list[dict[str, Any]]) -> str:
     """How the partitions' high watermarks were obtained, in one sentence."""
     counts: dict[str, int] = {}
@@ -200,10 +220,12 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     findings = summary_doc.get("findings", [])
     partitions = summary_doc.get("partitions", [])
     ptx = _read(tables_dir, "partition_transactions", PTX_COLUMNS)
+    status = sorted(_read(tables_dir, "partition_stability", STATUS_COLUMNS).to_pylist(),
+                    key=lambda p: (p["topic"], p["partition"]))
     first = [True]
     sections: list[str] = []
     figures: list[tuple[str, go.Figure | None, str]] = [
-        ("Partitions: high watermark and last stable offset", stability_figure(partitions), "no partitions"),
+        ("Partitions: high watermark and last stable offset", stability_figure(status), "no partitions"),
     ]
     chosen = timeline_rows(ptx)
     timeline, _ = timeline_figure(chosen, as_of_ms)
@@ -217,7 +239,7 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     for title, fig, empty in figures:
         body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
         if title.startswith("Partitions:") and partitions:
-            body += f"<p class='note'>{_esc(hw_sources_note(partitions))}</p>"
+            body += f"<p>{_esc(held_note(status))}</p><p class='note'>{_esc(hw_sources_note(partitions))}</p>"
         if title == "Transactions per producer" and left_out > 0:
             body += f"<p class='note'>{left_out} more transactions are in tables/partition_transactions/.</p>"
         sections.append(f"<h2>{_esc(title)}</h2>{body}")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
+from txn_audit.severity import Severity
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -32,7 +34,8 @@ __all__ = [
 Row = dict[str, Any]
 
 MAX_TIMELINE_ROWS = 60  # transactions drawn on the timeline
-SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+SEVERITY_COLOURS: dict[str, str] = {Severity.CRITICAL: "#c62828", Severity.WARNING: "#ef6c00",
+                                    Severity.INFO: "#1565c0"}
 OUTCOME_COLOURS: dict[str | None, str] = {"COMMIT": "#2e7d32", "ABORT": "#6d4c41", None: "#c62828"}
 LATE_MARKER = {"symbol": "x", "size": 12, "color": "#ff1744"}
 DATE_AXIS = {"title": "audit date", "type": "date", "dtick": 86_400_000, "tickformat": "%Y-%m-%d"}
@@ -42,13 +45,20 @@ def _label(t: Row) -> str:
     return f"{t['transactional_id'] or t['producer_id']} · {t['topic']}-{t['partition']} · #{t['txn_seq']}"
 
 
+def _hw(stability: Row) -> Any:
+    """The HW the partition's LSO is computed against (``partition_stability.effective_high_watermark``:
+    the log end when the dump holds no HW); the bare ``high_watermark`` for rows that lack it."""
+    effective = stability.get("effective_high_watermark")
+    return stability.get("high_watermark") if effective is None else effective
+
+
 def stability_figure(partitions: Sequence[Row]) -> go.Figure | None:
     """High watermark and last stable offset per partition, with the records held back."""
     if not partitions:
         return None
     names = [f"{p['topic']}-{p['partition']}" for p in partitions]
     fig = go.Figure()
-    fig.add_bar(name="high watermark", x=names, y=[p["high_watermark"] for p in partitions])
+    fig.add_bar(name="high watermark", x=names, y=[_hw(p) for p in partitions])
     fig.add_bar(name="last stable offset", x=names, y=[p["last_stable_offset"] for p in partitions])
     fig.add_scatter(name="held records", x=names, y=[p["held_records"] for p in partitions], mode="markers",
                     marker={"size": 12, "color": "#c62828", "symbol": "diamond"}, yaxis="y2")
@@ -168,11 +178,10 @@ def offsets_figure(ptx: Sequence[Row], stability: Row | None = None,
                     hovertext=[f"{t['state']}: offsets {s}-{e}, {t['records']} records"
                                for t, s, e in zip(subset, starts, ends, strict=True)])
     if stability is not None:
-        lines = (("log start", "log_start_offset", "#757575", "bottom right"),
-                 ("LSO", "last_stable_offset", "#6a1b9a", "top right"),
-                 ("high watermark", "high_watermark", "#000000", "top left"))
-        for name, column, colour, position in lines:
-            value = stability.get(column)
+        lines = (("log start", stability.get("log_start_offset"), "#757575", "bottom right"),
+                 ("LSO", stability.get("last_stable_offset"), "#6a1b9a", "top right"),
+                 ("high watermark", _hw(stability), "#000000", "top left"))
+        for name, value, colour, position in lines:
             if value is not None:
                 fig.add_vline(x=value, line={"color": colour, "dash": "dash"}, annotation_text=f"{name} {value}",
                               annotation_position=position)

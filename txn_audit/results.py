@@ -1,0 +1,129 @@
+"""The typed results of a scan: one frozen dataclass per row of the tables it reads back.
+
+``Finding`` is a row of the ``findings`` table, ``PartitionStatus`` of ``partition_stability`` and
+``ReplicaStatus`` of ``replica_stability`` (``txn_audit.schemas``): the fields are the table's
+columns, same names, same order, a nullable column's field may be None (``tests/test_results.py``
+checks them against the schemas). The JSON contract (``api.ScanResult.to_json``) is a selection
+of these fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from txn_audit.severity import Severity
+
+__all__ = ["Finding", "PartitionStatus", "ReplicaStatus"]
+
+
+class _Row:
+    """Building from, and giving back, a table row as a mapping of column to value."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # every subclass is a dataclass
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Self:
+        """The result of one table row (extra keys are ignored)."""
+        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)})
+
+    def to_row(self) -> dict[str, Any]:
+        """The table row: column name to value, in the table's column order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class Finding(_Row):
+    """One problem the audit recognised: a row of the ``findings`` table."""
+
+    kind: str
+    severity: Severity
+    topic: str | None
+    partition: int | None
+    broker_id: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    first_offset: int | None
+    last_offset: int | None
+    first_timestamp_ms: int | None
+    last_timestamp_ms: int | None
+    evidence: str
+    remediation: str | None
+    remediation_pre_3_0: str | None
+    file: str | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))  # a table row gives the plain string
+
+
+@dataclass(frozen=True)
+class PartitionStatus(_Row):
+    """A partition's stability, from the replica chosen to speak for it: a row of
+    ``partition_stability``. ``lso_below_hw`` and ``effective_high_watermark`` are its status,
+    computed once by the reconstruction and shown as is by every output."""
+
+    topic: str
+    partition: int
+    broker_id: int | None
+    log_dir: str | None
+    high_watermark: int | None
+    hw_source: str
+    checkpoint_high_watermark: int | None
+    log_start_offset: int | None
+    log_end_offset: int | None
+    first_unstable_offset: int | None
+    last_stable_offset: int | None
+    open_transactions: int
+    held_records: int
+    held_bytes: int
+    held_since_timestamp: int | None
+    held_ms: int | None
+    culprit_producer_id: int | None
+    culprit_producer_epoch: int | None
+    culprit_transactional_id: str | None
+    effective_high_watermark: int | None
+    lso_below_hw: bool
+    replicas: int
+    chosen_replica: str
+    replica_choice_reason: str
+
+
+@dataclass(frozen=True)
+class ReplicaStatus(_Row):
+    """One live copy of a partition, audited on its own data: a row of ``replica_stability``."""
+
+    broker_id: int | None
+    log_dir: str | None
+    topic: str | None
+    partition: int | None
+    high_watermark: int | None
+    hw_source: str
+    checkpoint_high_watermark: int | None
+    log_start_offset: int | None
+    log_end_offset: int | None
+    first_unstable_offset: int | None
+    last_stable_offset: int | None
+    open_transactions: int
+    held_records: int
+    held_bytes: int
+    held_since_timestamp: int | None
+    held_ms: int | None
+    culprit_producer_id: int | None
+    culprit_producer_epoch: int | None
+    culprit_transactional_id: str | None
+    effective_high_watermark: int | None
+    lso_below_hw: bool
+    replica_rank: int
+    replica_name: str
+    chosen: bool
+    leader_epoch: int | None
+    metadata_leader: int | None
+    metadata_leader_epoch: int | None
+    in_isr: bool | None
+    divergence: str | None
+    divergent_offset: int | None
+    replica_holds: str | None
+    chosen_holds: str | None
