@@ -75,7 +75,7 @@ def run_reference(buf: mmap.mmap) -> int:
 
 
 def run_kafka_python(buf: mmap.mmap) -> int:
-    from kafka.record import MemoryRecords
+    from kafka.record import MemoryRecords  # type: ignore[import-untyped]
 
     records = MemoryRecords(buf)
     n = 0
