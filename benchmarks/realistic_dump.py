@@ -202,14 +202,16 @@ def _simulate_anomalies(cluster: Cluster, coordinator: Coordinator, start: int) 
         return TxnProducer(cluster, coordinator, tid, ANOMALY_PID + n, **kw)
 
     actors: list[Actor] = [
-        scenario.hanging_unadded_actor(producer("hang-txn", 10), start + MINUTE),
-        scenario.late_hanging_actor(producer("late-txn", 11, codec="gzip"), start + 2 * MINUTE),
-        scenario.absorbed_actor(producer("absorb-txn", 12), start + 3 * MINUTE),
-        scenario.missing_marker_actor(producer("lost-marker-txn", 13), start + 4 * MINUTE),
-        scenario.long_running_actor(producer("long-txn", 14, timeout_ms=60 * MINUTE), start + 5 * MINUTE),
-        scenario.stuck_prepare_actor(producer("stuck-txn", 15), start + 9 * MINUTE),
-        scenario.idempotent_actor(cluster, ANOMALY_PID + 100, ["clicks-0", "clicks-1"], start, 40,
-                                  gap_at=("clicks-0", 20)),
+        # at the sample's times, so that each is as old at the end of the dump as in the sample
+        scenario.hanging_unadded_actor(producer("hang-txn", 10), start + 5 * MINUTE),
+        scenario.late_hanging_actor(producer("late-txn", 11, codec="gzip"), start + 12 * MINUTE),
+        scenario.absorbed_actor(producer("absorb-txn", 12), start + 18 * MINUTE),
+        scenario.missing_marker_actor(producer("lost-marker-txn", 13), start + 24 * MINUTE),
+        scenario.long_running_actor(producer("long-txn", 14, timeout_ms=60 * MINUTE), start + 50 * MINUTE),
+        scenario.stuck_prepare_actor(producer("stuck-txn", 15), start + 54 * MINUTE),
+        # the idempotent producer spans that hour too, as the sample's does
+        scenario.idempotent_actor(cluster, ANOMALY_PID + 100, ["clicks-0", "clicks-1"], start, 800,
+                                  gap_at=("clicks-0", 300)),
     ]
     scenario._schedule(actors, cluster.clock)
     clicks = cluster.log("clicks-1")

@@ -124,6 +124,10 @@ def test_target_table_on_canned_measurements() -> None:
     assert rss.endswith("| not met |")
     assert any("marginal" in line and "uniform" in line for line in lines)
     assert any("coordinator records" in line and line.endswith("| met |") for line in lines)
+    noisy = scan_bench.target_table(scan_bench.Measurements(
+        scans={"realistic": [_run(0.05, 50.0), _run(0.1, 40.0)]}, kafka_python_s_per_gib={"realistic": 12.0},
+        small={}, baseline_s=None, coordinator_rate=None))
+    assert any("marginal" in line and line.endswith("| inconclusive: larger scan not slower |") for line in noisy)
     missing = scan_bench.target_table(scan_bench.Measurements(scans={}, kafka_python_s_per_gib={}, small={},
                                                               baseline_s=None, coordinator_rate=None))
     assert sum("not measured" in line for line in missing) >= 5
