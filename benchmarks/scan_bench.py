@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class ScanRun:
     findings: int = 0
     rows: dict[str, int] = field(default_factory=dict)
     failed: str | None = None
+    finding_kinds: dict[str, int] = field(default_factory=dict)
 
 
 def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int, workload: str = "uniform") -> Path:
@@ -249,7 +251,8 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     summary = json.loads("".join(stdout_parts))
     rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
-                   findings=len(summary.get("findings", [])), rows=rows)
+                   findings=len(summary.get("findings", [])), rows=rows,
+                   finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))))
 
 
 def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]:
@@ -324,6 +327,15 @@ class Measurements:
     baseline_s: float | None  # median SparkSession start and trivial query
     coordinator_rate: float | None  # records/s on one core
     small_failed: dict[str, str] = field(default_factory=dict)
+    expected_findings: dict[str, dict[str, int]] = field(default_factory=dict)  # per workload, by kind
+
+
+def expected_findings(dump: Path) -> dict[str, int]:
+    """The findings a realistic dump's planted anomalies should raise, by kind (``shape.json``)."""
+    shape = dump / "shape.json"
+    if not shape.exists():
+        return {}
+    return dict(Counter(k for a in json.loads(shape.read_text())["anomalies"] for k in a["expected_findings"]))
 
 
 SMALL_RATIO, SMALL_AIM = 2.5, 1.5
@@ -383,6 +395,13 @@ def target_table(m: Measurements) -> list[str]:
             worker = r.peak_kib.get("worker", 0) / 1024
             lines.append(_row(f"worker peak RSS, {r.size_gib:g} GiB scan", workload, f"{worker:.0f} MiB",
                               f"<= {WORKER_MIB} MiB", worker / WORKER_MIB, worker <= WORKER_MIB))
+        expected = m.expected_findings.get(workload, {})
+        for r in ok if workload in m.expected_findings else []:
+            missed = sum((Counter(expected) - Counter(r.finding_kinds)).values())
+            extra = sum((Counter(r.finding_kinds) - Counter(expected)).values())
+            lines.append(_row(f"findings of the planted anomalies, {r.size_gib:g} GiB scan", workload,
+                              f"{sum(r.finding_kinds.values())} found, {missed} missed, {extra} unexpected",
+                              f"the {sum(expected.values())} planted", None, missed == extra == 0))
         if not ok:
             lines.append(_row("worker peak RSS", workload, "not measured", f"<= {WORKER_MIB} MiB", None, None))
     rate = m.coordinator_rate
@@ -505,6 +524,8 @@ def main(argv: list[str] | None = None) -> None:
         small=small, small_failed=small_failed,
         baseline_s=sorted(baselines)[(len(baselines) - 1) // 2] if baselines else None,
         coordinator_rate=rate,
+        expected_findings={w: expected_findings(dumps[(w, min(args.sizes))]) for w in args.workload
+                           if args.sizes and w == "realistic"},
     )
     print()
     print("\n".join(target_table(measured)))

@@ -87,6 +87,10 @@ def test_coordinator_log_lists_every_transaction_the_markers_close(
 
 def test_shape_and_planted_anomalies(dump: tuple[Path, realistic_dump.DumpShape]) -> None:
     out, shape = dump
+    # what the scan benchmark expects the audit to find (a 0.05 GiB dump's scan found exactly these)
+    assert scan_bench.expected_findings(out) == {
+        "stuck_lso": 5, "hanging_transaction": 3, "late_arrival": 2, "open_transaction": 2, "absorbed_late_record": 1,
+        "sequence_gap": 1, "missing_marker": 1, "coordinator_stuck": 1, "corrupt_batch": 1, "truncated_segment": 1}
     kinds = {a["kind"] for a in shape.anomalies}
     assert {"hanging_transaction", "late_arrival", "absorbed_late_record", "coordinator_stuck", "missing_marker",
             "open_transaction", "sequence_gap", "corrupt_batch", "truncated_segment"} <= kinds
@@ -101,17 +105,19 @@ def test_shape_and_planted_anomalies(dump: tuple[Path, realistic_dump.DumpShape]
     assert (out / "shape.json").exists()
 
 
-def _run(size: float, wall: float, worker_mib: int = 600) -> Any:
-    return scan_bench.ScanRun(size, wall, 0, [], {"worker": worker_mib << 10}, 0)
+def _run(size: float, wall: float, worker_mib: int = 600, kinds: dict[str, int] | None = None) -> Any:
+    return scan_bench.ScanRun(size, wall, 0, [], {"worker": worker_mib << 10}, 0, finding_kinds=kinds or {})
 
 
 def test_target_table_on_canned_measurements() -> None:
     m = scan_bench.Measurements(
-        scans={"realistic": [_run(1, 28.0), _run(4, 45.0, 1100)], "uniform": [_run(1, 40.0), _run(4, 55.0)]},
+        scans={"realistic": [_run(1, 28.0, kinds={"stuck_lso": 2}), _run(4, 45.0, 1100, {"stuck_lso": 1, "x": 1})],
+               "uniform": [_run(1, 40.0), _run(4, 55.0)]},
         kafka_python_s_per_gib={"realistic": 12.0, "uniform": 12.0},
         small={"healthy": 9.0, "eos": 20.0},
         baseline_s=6.0,
         coordinator_rate=1.5e6,
+        expected_findings={"realistic": {"stuck_lso": 2}},
     )
     lines = scan_bench.target_table(m)
     text = "\n".join(lines)
@@ -123,6 +129,8 @@ def test_target_table_on_canned_measurements() -> None:
     rss = next(line for line in lines if "worker peak RSS" in line and "realistic" in line and "4 GiB" in line)
     assert rss.endswith("| not met |")
     assert any("marginal" in line and "uniform" in line for line in lines)
+    planted = [line for line in lines if line.startswith("| findings of the planted anomalies")]
+    assert len(planted) == 2 and planted[0].endswith("| met |") and "1 missed, 1 unexpected" in planted[1]
     assert any("coordinator records" in line and line.endswith("| met |") for line in lines)
     noisy = scan_bench.target_table(scan_bench.Measurements(
         scans={"realistic": [_run(0.05, 50.0), _run(0.1, 40.0)]}, kafka_python_s_per_gib={"realistic": 12.0},
