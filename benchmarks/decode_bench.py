@@ -75,17 +75,17 @@ def run_reference(buf: mmap.mmap) -> int:
 
 
 def run_kafka_python(buf: mmap.mmap) -> int:
-    from kafka.record import MemoryRecords
+    from kafka.record import MemoryRecords  # type: ignore[import-untyped]
 
     records = MemoryRecords(buf)
     n = 0
     batch = records.next_batch()
     while batch is not None:
         # the header fields the batches table needs, then the CRC
-        (batch.base_offset, batch.last_offset, batch.magic, batch.compression_type, batch.timestamp_type,
-         batch.is_transactional, batch.is_control_batch, batch.producer_id, batch.producer_epoch,
-         batch.base_sequence, batch.last_sequence, batch.records_count, batch.first_timestamp,
-         batch.max_timestamp, batch.leader_epoch, batch.crc, batch.size_in_bytes)
+        _ = (batch.base_offset, batch.last_offset, batch.magic, batch.compression_type, batch.timestamp_type,
+             batch.is_transactional, batch.is_control_batch, batch.producer_id, batch.producer_epoch,
+             batch.base_sequence, batch.last_sequence, batch.records_count, batch.first_timestamp,
+             batch.max_timestamp, batch.leader_epoch, batch.crc, batch.size_in_bytes)
         assert batch.validate_crc()
         n += 1
         batch = records.next_batch()

@@ -52,10 +52,10 @@ def _log(producers: int) -> Iterator[pa.RecordBatch]:
             "size_bytes": pa.array(np.where(is_marker, 78, 300).astype(np.int32)),
             "first_timestamp": pa.array(offsets), "max_timestamp": pa.array(offsets),
             "is_marker": pa.array(is_marker), "is_transactional": pa.array(np.ones(rows, bool)),
-            "base_sequence": pa.array(np.where(is_marker, None, 0), pa.int32()),
-            "last_sequence": pa.array(np.where(is_marker, None, 0), pa.int32()),
-            "marker_type": pa.array(np.where(is_marker, "COMMIT", None), pa.string()),
-            "coordinator_epoch": pa.array(np.where(is_marker, 0, None), pa.int32()),
+            "base_sequence": pa.array(np.where(is_marker, None, 0), pa.int32()),  # type: ignore[call-overload]
+            "last_sequence": pa.array(np.where(is_marker, None, 0), pa.int32()),  # type: ignore[call-overload]
+            "marker_type": pa.array(np.where(is_marker, "COMMIT", None), pa.string()),  # type: ignore[call-overload]
+            "coordinator_epoch": pa.array(np.where(is_marker, 0, None), pa.int32()),  # type: ignore[call-overload]
             "segment_base_offset": pa.array(np.zeros(rows, np.int64)), "position": pa.array(offsets),
         })
 

@@ -32,10 +32,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from txn_audit.spark import local_driver_memory
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realistic_dump import write_realistic_dump  # noqa: E402  (a sibling module of this script)
 
 GIB = 1 << 30
 
@@ -51,26 +55,88 @@ class ScanRun:
     findings: int = 0
     rows: dict[str, int] = field(default_factory=dict)
     failed: str | None = None
+    finding_kinds: dict[str, int] = field(default_factory=dict)
 
 
-def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int) -> Path:
-    """A generated dump of about ``size_gib`` of data, written once and reused."""
-    from txn_audit.sample.large import write_large_dump
-
-    folder = data_dir / f"dump-{size_gib:g}g-p{partitions}-s{segment_mb}"
+def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int, workload: str = "uniform") -> Path:
+    """A generated dump of about ``size_gib``, written once and reused."""
+    if workload == "realistic":
+        folder = data_dir / f"realistic-{size_gib:g}g-s{segment_mb}"
+    else:
+        folder = data_dir / f"dump-{size_gib:g}g-p{partitions}-s{segment_mb}"
     done = folder / ".complete"
     if not done.exists():
         shutil.rmtree(folder, ignore_errors=True)
         started = time.perf_counter()
-        write_large_dump(folder, segment_bytes=int(size_gib * GIB) // partitions, partitions=partitions,
-                         segment_max_bytes=segment_mb << 20, mixed_traffic=True)
+        if workload == "realistic":
+            shape = write_realistic_dump(folder, size_bytes=int(size_gib * GIB), segment_max_bytes=segment_mb << 20)
+            print(f"# {folder.name}: {shape.summary()}", file=sys.stderr)
+        else:
+            from txn_audit.sample.large import write_large_dump
+
+            write_large_dump(folder, segment_bytes=int(size_gib * GIB) // partitions, partitions=partitions,
+                             segment_max_bytes=segment_mb << 20, mixed_traffic=True)
         done.write_text("")
         print(f"# wrote {folder} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return folder
 
 
 def data_logs(dump: Path) -> list[Path]:
+    """The data segments kafka-python iterates: every data partition's, but the realistic dump's
+    last one (it holds the planted corrupt and torn batches, which kafka-python rejects)."""
+    if (dump / "shape.json").exists():
+        out: list[Path] = []
+        for folder in sorted(dump.glob("broker-*/*")):
+            if folder.is_dir() and not folder.name.startswith("__"):
+                out += sorted(folder.glob("*.log"))[:-1]
+        return out
     return sorted(p for p in dump.glob("broker-1/bulk-*/*.log"))
+
+
+def real_scenarios(root: Path) -> list[Path]:
+    """The real-broker scenarios' ``logdirs`` folders: the repository's corpus and the shared one."""
+    found = [*sorted((root / "tests" / "corpus").glob("kafka-*/*/logdirs")),
+             *sorted((root.parent / "shared" / "realcorpus").glob("*/logdirs"))]
+    return [p for p in found if p.is_dir()]
+
+
+def scenario_name(logdirs: Path) -> str:
+    return f"{logdirs.parent.parent.name}/{logdirs.parent.name}"
+
+
+SPARK_BASELINE = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[*]").appName("baseline").getOrCreate()
+assert spark.range(10).count() == 10
+spark.stop()
+"""
+
+
+def spark_baseline_seconds() -> float:
+    """Wall time of a fresh process that starts a local SparkSession and runs one trivial query."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", SPARK_BASELINE], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def coordinator_rate(dump: Path | None, repeat: int) -> tuple[float, int]:
+    """Coordinator records per second that the column-wise decoder reaches on one core (a fresh,
+    pinned process; ``coordinator_bench.fast_rate``), on ``dump``'s ``__transaction_state`` log,
+    else on ``coordinator_bench``'s own log; and the records decoded."""
+    code = r"""
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import coordinator_bench as cb
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+segments = cb.dump_segments(Path(sys.argv[3])) if sys.argv[3] else cb.coordinator_log(4000, 6)
+records, seconds = cb.fast_rate(segments, int(sys.argv[2]))
+print(json.dumps([records / seconds, records]))
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(repeat),
+                           str(dump or "")], capture_output=True, text=True, check=True)
+    rate, records = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(rate), int(records)
 
 
 def warm(dump: Path) -> int:
@@ -185,7 +251,8 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     summary = json.loads("".join(stdout_parts))
     rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
-                   findings=len(summary.get("findings", [])), rows=rows)
+                   findings=len(summary.get("findings", [])), rows=rows,
+                   finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))))
 
 
 def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]:
@@ -241,92 +308,230 @@ def _is_stage(line: str) -> bool:
     return bool(line) and line[0].islower() and not line.startswith(("at ", "org.", "java.", "scala.", "py4j"))
 
 
-def _stage_table(run: ScanRun) -> list[str]:
-    lines = [f"stages of the {run.size_gib:g} GiB scan (seconds since launch; each stage runs to the next line):"]
+def _stage_table(run: ScanRun, workload: str = "") -> list[str]:
+    name = f"{workload} {run.size_gib:g}" if workload else f"{run.size_gib:g}"
+    lines = [f"stages of the {name} GiB scan (seconds since launch; each stage runs to the next line):"]
     marks = [(0.0, "(launch)"), *((at, name) for at, name in run.stages if _is_stage(name)), (run.wall_s, "(exit)")]
-    for (at, name), (nxt, _) in zip(marks, marks[1:]):
+    for (at, name), (nxt, _) in zip(marks, marks[1:], strict=False):
         lines.append(f"  {at:7.1f}  +{nxt - at:6.1f}  {name}")
+    return lines
+
+
+@dataclass
+class Measurements:
+    """What the target table is computed from."""
+
+    scans: dict[str, list[ScanRun]]  # per workload, the median scan of each size
+    kafka_python_s_per_gib: dict[str, float]  # per workload
+    small: dict[str, float]  # per real scenario, its median scan's wall time
+    baseline_s: float | None  # median SparkSession start and trivial query
+    coordinator_rate: float | None  # records/s on one core
+    small_failed: dict[str, str] = field(default_factory=dict)
+    expected_findings: dict[str, dict[str, int]] = field(default_factory=dict)  # per workload, by kind
+
+
+def expected_findings(dump: Path) -> dict[str, int]:
+    """The findings a realistic dump's planted anomalies should raise, by kind (``shape.json``)."""
+    shape = dump / "shape.json"
+    if not shape.exists():
+        return {}
+    return dict(Counter(k for a in json.loads(shape.read_text())["anomalies"] for k in a["expected_findings"]))
+
+
+SMALL_RATIO, SMALL_AIM = 2.5, 1.5
+WALL_1GIB_S = 30.0
+MARGINAL_RATIO = 0.5
+WORKER_MIB = 1024
+COORDINATOR_RATE = 1e6
+
+
+def _row(target: str, workload: str, value: str, limit: str, ratio: float | None, met: bool | str | None) -> str:
+    shown = "-" if ratio is None else f"{ratio:.2f}"
+    verdict = met if isinstance(met, str) else "not measured" if met is None else "met" if met else "not met"
+    return f"| {target} | {workload} | {value} | {limit} | {shown} | {verdict} |"
+
+
+def target_table(m: Measurements) -> list[str]:
+    """One row per target and workload: the value, its limit, value / limit and whether it is met."""
+    lines = ["| target | workload | value | limit | ratio | met |", "| --- | --- | ---: | --- | ---: | --- |"]
+    if m.small and m.baseline_s:
+        for name, wall in m.small.items():
+            ratio = wall / m.baseline_s
+            lines.append(_row(f"small dump {name}", "real broker",
+                              f"{wall:.1f} s (SparkSession {m.baseline_s:.1f} s)",
+                              f"<= {SMALL_RATIO}x SparkSession (aim {SMALL_AIM}x)", ratio, ratio <= SMALL_RATIO))
+    for name, cause in m.small_failed.items():
+        lines.append(_row(f"small dump {name}", "real broker", f"FAILED: {cause[:80]}", f"<= {SMALL_RATIO}x", None,
+                          False))
+    if not m.small and not m.small_failed:
+        lines.append(_row("small dumps", "real broker", "not measured", f"<= {SMALL_RATIO}x SparkSession", None, None))
+    for workload, runs in (m.scans or {"realistic": []}).items():
+        ok = [r for r in runs if not r.failed]
+        for r in runs:
+            if r.failed:
+                lines.append(_row(f"scan {r.size_gib:g} GiB", workload, f"FAILED: {r.failed[:80]}", "-", None, False))
+        one = next((r for r in ok if r.size_gib == 1), None)
+        lines.append(_row("1 GiB scan wall, JVM start included", workload,
+                          f"{one.wall_s:.1f} s" if one else "not measured", f"<= {WALL_1GIB_S:g} s",
+                          one.wall_s / WALL_1GIB_S if one else None, one.wall_s <= WALL_1GIB_S if one else None))
+        kp = m.kafka_python_s_per_gib.get(workload)
+        if len(ok) >= 2 and kp:
+            a, b = min(ok, key=lambda r: r.size_gib), max(ok, key=lambda r: r.size_gib)
+            marginal = (b.wall_s - a.wall_s) / (b.size_gib - a.size_gib)
+            ratio = marginal / kp
+            lines.append(_row(f"marginal cost per GiB ({a.size_gib:g} to {b.size_gib:g} GiB) / kafka-python's",
+                              workload, f"{marginal:.1f} s/GiB vs {kp:.1f} s/GiB",
+                              f"<= {MARGINAL_RATIO:.2f}", ratio,
+                              ratio <= MARGINAL_RATIO if marginal > 0 else "inconclusive: larger scan not slower"))
+            flat = (b.wall_s / b.size_gib) / (a.wall_s / a.size_gib)
+            lines.append(_row(f"cost per GiB flat ({a.size_gib:g} to {b.size_gib:g} GiB)", workload,
+                              f"{a.wall_s / a.size_gib:.1f} to {b.wall_s / b.size_gib:.1f} s/GiB",
+                              "ratio <= 1.00", flat, flat <= 1.0))
+        else:
+            lines.append(_row("marginal cost per GiB / kafka-python's", workload, "not measured",
+                              f"<= {MARGINAL_RATIO:.2f}", None, None))
+            lines.append(_row("cost per GiB flat", workload, "not measured", "ratio <= 1.00", None, None))
+        for r in ok:
+            worker = r.peak_kib.get("worker", 0) / 1024
+            lines.append(_row(f"worker peak RSS, {r.size_gib:g} GiB scan", workload, f"{worker:.0f} MiB",
+                              f"<= {WORKER_MIB} MiB", worker / WORKER_MIB, worker <= WORKER_MIB))
+        expected = m.expected_findings.get(workload, {})
+        for r in ok if workload in m.expected_findings else []:
+            missed = sum((Counter(expected) - Counter(r.finding_kinds)).values())
+            extra = sum((Counter(r.finding_kinds) - Counter(expected)).values())
+            lines.append(_row(f"findings of the planted anomalies, {r.size_gib:g} GiB scan", workload,
+                              f"{sum(r.finding_kinds.values())} found, {missed} missed, {extra} unexpected",
+                              f"the {sum(expected.values())} planted", None, missed == extra == 0))
+        if not ok:
+            lines.append(_row("worker peak RSS", workload, "not measured", f"<= {WORKER_MIB} MiB", None, None))
+    rate = m.coordinator_rate
+    lines.append(_row("coordinator records decoded per core", "realistic log" if m.scans.get("realistic") else "-",
+                      f"{rate / 1e6:.2f} M/s" if rate else "not measured", ">= 1 M/s",
+                      rate / COORDINATOR_RATE if rate else None, rate >= COORDINATOR_RATE if rate else None))
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "txn-audit-scan-bench")
-    parser.add_argument("--sizes", type=float, nargs="+", default=[1, 4], help="dump sizes in GiB (default 1 4)")
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--workload", nargs="+", choices=["realistic", "uniform"], default=["realistic"],
+                        help="generated dumps to scan: realistic (benchmarks/realistic_dump.py) and/or uniform "
+                             "(txn_audit/sample/large.py); default realistic")
+    parser.add_argument("--sizes", type=float, nargs="*", default=[1, 4], help="dump sizes in GiB (default 1 4)")
+    parser.add_argument("--scenarios", type=Path, nargs="*", default=None,
+                        help="real-broker scenario folders (or their logdirs) to scan as small dumps (default: "
+                             "every one of tests/corpus/kafka-*/ and ../shared/realcorpus/)")
+    parser.add_argument("--no-small", action="store_true", help="skip the small dumps and the SparkSession baseline")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the uniform workload")
     parser.add_argument("--segment-mb", type=int, default=128)
     parser.add_argument("--kafka-python-gib", type=float, default=1.0)
     parser.add_argument("--driver-memory", default=None,
                         help="Spark driver memory for the scan, e.g. 4g (default: txn-audit's, a quarter of RAM)")
     parser.add_argument("--scan-flags", default="", help="extra flags for txn-audit scan, e.g. '--no-quality'")
     parser.add_argument("--repeat", type=int, default=3,
-                        help="scans per size, the sizes taking turns, and kafka-python timings; the table shows "
+                        help="scans per size and scenario, taking turns, and kafka-python timings; the table shows "
                              "the medians (default 3)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     args.data_dir.mkdir(parents=True, exist_ok=True)
     flags = args.scan_flags.split()
+    repo = Path(__file__).resolve().parents[1]
+    scenarios = [] if args.no_small else (
+        real_scenarios(repo) if args.scenarios is None
+        else [p / "logdirs" if (p / "logdirs").is_dir() else p for p in args.scenarios])
 
     load_before = os.getloadavg()
-    scans: dict[float, list[ScanRun]] = {size: [] for size in args.sizes}
+    workloads = [(w, size) for w in args.workload for size in args.sizes]
+    dumps = {(w, size): dump_dir(args.data_dir, size, args.partitions, args.segment_mb, w) for w, size in workloads}
+    scans: dict[tuple[str, float], list[ScanRun]] = {key: [] for key in workloads}
+    small_runs: dict[str, list[ScanRun]] = {scenario_name(p): [] for p in scenarios}
+    baselines: list[float] = []
     for turn in range(args.repeat):
-        for size in args.sizes:
-            dump = dump_dir(args.data_dir, size, args.partitions, args.segment_mb)
+        if scenarios:
+            baselines.append(spark_baseline_seconds())
+            print(f"# SparkSession baseline {turn + 1}/{args.repeat}: {baselines[-1]:.1f} s", file=sys.stderr)
+        for logdirs in scenarios:
+            name = scenario_name(logdirs)
+            run = run_scan(logdirs, args.data_dir / f"out-small-{name.replace('/', '-')}", 0, flags,
+                           args.driver_memory)
+            small_runs[name].append(run)
+            print(f"# scan {turn + 1}/{args.repeat} of {name}: {run.wall_s:.1f} s, exit {run.exit_code}, "
+                  f"{run.findings} findings", file=sys.stderr)
+        for w, size in workloads:
+            dump = dumps[(w, size)]
             warmed = warm(dump)
-            run = run_scan(dump, args.data_dir / f"out-{size:g}g", size, flags, args.driver_memory)
-            scans[size].append(run)
-            print(f"# scan {turn + 1}/{args.repeat} of the {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): "
-                  f"{run.wall_s:.1f} s, exit {run.exit_code}, {run.findings} findings, rows {run.rows}", file=sys.stderr)
-    runs = [median_run(scans[size]) for size in args.sizes]
-    smallest = dump_dir(args.data_dir, min(args.sizes), args.partitions, args.segment_mb)
-    timings = sorted(kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB))
-                     for _ in range(args.repeat))
-    kp_s, kp_batches, kp_bytes = timings[(len(timings) - 1) // 2]
-    kp_per_gib = kp_s / (kp_bytes / GIB)
+            run = run_scan(dump, args.data_dir / f"out-{w}-{size:g}g", size, flags, args.driver_memory)
+            scans[(w, size)].append(run)
+            print(f"# scan {turn + 1}/{args.repeat} of the {w} {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): "
+                  f"{run.wall_s:.1f} s, exit {run.exit_code}, {run.findings} findings, rows {run.rows}",
+                  file=sys.stderr)
+    kp: dict[str, tuple[float, list[tuple[float, int, int]]]] = {}
+    for w in args.workload:
+        if not args.sizes:
+            continue
+        smallest = dumps[(w, min(args.sizes))]
+        timings = sorted(kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB))
+                         for _ in range(args.repeat))
+        kp_s, _, kp_bytes = timings[(len(timings) - 1) // 2]
+        kp[w] = (kp_s / (kp_bytes / GIB), timings)
+    realistic = [dumps[("realistic", s)] for s in sorted(args.sizes) if ("realistic", s) in dumps]
+    rate, rate_records = coordinator_rate(realistic[-1] if realistic else None, args.repeat)
     load_after = os.getloadavg()
 
     print(f"machine: {machine()}")
     print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     print(f"scan flags: {' '.join(flags) or '(none: full audit with quality suites and report)'}; "
-          f"driver memory {args.driver_memory or local_driver_memory() + ' (default)'}; {args.partitions} partitions, "
-          f"{args.segment_mb} MiB segments")
-    print(f"kafka-python: {kp_batches:,} batches, {kp_bytes / GIB:.2f} GiB in {kp_s:.1f} s on one core "
-          f"= {kp_per_gib:.1f} s/GiB (median of {', '.join(f'{t[0]:.1f}' for t in timings)} s)")
-    for size in args.sizes:
-        print(f"scans of {size:g} GiB: {', '.join(f'{r.wall_s:.1f}' for r in scans[size])} s "
-              f"(median {median_run(scans[size]).wall_s:.1f} s)")
+          f"driver memory {args.driver_memory or local_driver_memory() + ' (default)'}; "
+          f"{args.segment_mb} MiB segments; uniform: {args.partitions} partitions")
+    for key, dump in dumps.items():
+        shape = dump / "shape.json"
+        if shape.exists():
+            info = json.loads(shape.read_text())
+            total = info["data_bytes"] + info["coordinator_bytes"]
+            print(f"{key[0]} {key[1]:g} GiB: {info['transactions']:,} transactions ({info['aborted']:,} aborted), "
+                  f"{info['data_batches']:,} data batches; coordinator log {info['coordinator_bytes'] / 1e6:.1f} MB "
+                  f"= {info['coordinator_bytes'] / total:.1%} of the bytes, {info['coordinator_records']:,} records "
+                  f"= {info['coordinator_records'] / (info['coordinator_records'] + info['data_batches']):.1%} of "
+                  f"the batches")
+    for w, (per_gib, timings) in kp.items():
+        print(f"kafka-python on the {w} segments: {per_gib:.1f} s/GiB on one core "
+              f"(median of {', '.join(f'{t[0]:.1f} s for {t[2] / GIB:.2f} GiB' for t in timings)})")
+    print(f"coordinator records: {rate_records:,} decoded at {rate / 1e6:.2f} M/s on one core (best of {args.repeat})")
+    if baselines:
+        print(f"SparkSession start and range(10).count(): {', '.join(f'{b:.1f}' for b in baselines)} s")
+    for name, runs in small_runs.items():
+        print(f"scans of {name}: {', '.join(f'{r.wall_s:.1f}' for r in runs)} s, "
+              f"{median_run(runs).findings} findings")
+    for key, runs in scans.items():
+        median = median_run(runs)
+        print(f"scans of the {key[0]} {key[1]:g} GiB dump: {', '.join(f'{r.wall_s:.1f}' for r in runs)} s "
+              f"(median {median.wall_s:.1f} s), {median.findings} findings; peak RSS JVM / driver / all: "
+              f"{median.peak_kib.get('jvm', 0) / 1024:.0f} / {median.peak_kib.get('driver', 0) / 1024:.0f} / "
+              f"{median.peak_total_kib / 1024:.0f} MiB")
+    small: dict[str, float] = {}
+    small_failed: dict[str, str] = {}
+    for name, runs in small_runs.items():
+        median = median_run(runs)
+        if median.failed:
+            small_failed[name] = median.failed
+        else:
+            small[name] = median.wall_s
+    measured = Measurements(
+        scans={w: [median_run(scans[(w, s)]) for s in args.sizes] for w in args.workload if args.sizes},
+        kafka_python_s_per_gib={w: v[0] for w, v in kp.items()},
+        small=small, small_failed=small_failed,
+        baseline_s=sorted(baselines)[(len(baselines) - 1) // 2] if baselines else None,
+        coordinator_rate=rate,
+        expected_findings={w: expected_findings(dumps[(w, min(args.sizes))]) for w in args.workload
+                           if args.sizes and w == "realistic"},
+    )
     print()
-    print("| measure | value | target | met |")
-    print("| --- | ---: | --- | --- |")
-    for run in runs:
-        if run.failed:
-            print(f"| scan {run.size_gib:g} GiB | FAILED after {run.wall_s:.1f} s: {run.failed} | - | no |")
-        met = "yes" if run.wall_s <= 60 and not run.failed else "no"
-        print(f"| scan {run.size_gib:g} GiB wall, JVM start included | {run.wall_s:.1f} s "
-              f"| {'<= 60 s' if run.size_gib == 1 else '-'} | {met if run.size_gib == 1 else '-'} |")
-        print(f"| scan {run.size_gib:g} GiB per GiB | {run.wall_s / run.size_gib:.1f} s/GiB | flat | - |")
-        worker = run.peak_kib.get("worker", 0) / 1024
-        print(f"| scan {run.size_gib:g} GiB peak RSS of a Python worker | {worker:.0f} MiB | <= 1024 MiB "
-              f"| {'yes' if worker <= 1024 else 'no'} |")
-        print(f"| scan {run.size_gib:g} GiB peak RSS JVM / Python driver / all processes together | "
-              f"{run.peak_kib.get('jvm', 0) / 1024:.0f} / {run.peak_kib.get('driver', 0) / 1024:.0f} / "
-              f"{run.peak_total_kib / 1024:.0f} MiB | - | - |")
-    finished = [r for r in runs if not r.failed]
-    if len(finished) >= 2:
-        a, b = min(finished, key=lambda r: r.size_gib), max(finished, key=lambda r: r.size_gib)
-        marginal = (b.wall_s - a.wall_s) / (b.size_gib - a.size_gib)
-        ratio = marginal / kp_per_gib
-        print(f"| marginal cost per extra GiB ({a.size_gib:g} to {b.size_gib:g} GiB) | {marginal:.1f} s/GiB "
-              f"| <= {kp_per_gib / 2:.1f} s/GiB | {'yes' if ratio <= 0.5 else 'no'} |")
-        print(f"| marginal cost / kafka-python's iteration of 1 GiB | {ratio:.2f} | <= 0.50 "
-              f"| {'yes' if ratio <= 0.5 else 'no'} |")
-    print(f"| kafka-python iteration, one core | {kp_per_gib:.1f} s/GiB | - | - |")
+    print("\n".join(target_table(measured)))
     print()
-    for run in runs:
-        print("\n".join(_stage_table(run)))
-    print(f"scan rows: {[(r.size_gib, r.rows) for r in finished]}")
+    for (w, _), runs in scans.items():
+        print("\n".join(_stage_table(median_run(runs), w)))
 
 
 if __name__ == "__main__":
