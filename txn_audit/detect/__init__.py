@@ -21,7 +21,7 @@ from txn_audit.detect.rules import (
     sequence_findings,
     stuck_lso_findings,
 )
-from txn_audit.reconstruct import Reconstruction, on_replicas
+from txn_audit.reconstruct import Reconstruction
 
 __all__ = ["DetectOptions", "SEVERITY_RANK", "detect", "FINDING_KINDS"]
 
@@ -53,10 +53,7 @@ FINDING_KINDS = (
 
 def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
     """All findings in one partition, ordered most severe first, then by kind and location."""
-    batches = on_replicas(raw["batches"], recon.replicas)
-    markers = on_replicas(raw["control_markers"], recon.replicas)
-    txn_log = on_replicas(raw["txn_log"], recon.replicas)
-    commits = on_replicas(raw["offset_commits"], recon.replicas)
+    batches, markers, txn_log, commits = recon.batches, recon.markers, recon.txn_log, recon.offset_commits
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
     # time, from one aggregation that two rules read
     last_markers = markers.groupBy("topic", "partition", "producer_id").agg(
