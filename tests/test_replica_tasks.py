@@ -15,7 +15,15 @@ import pytest
 
 from txn_audit.manifest import FileEntry, RowGroupEntry, TableManifest
 from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, start_table
-from txn_audit.replica_tasks.reading import log_order, producer_span, replica_groups, sampled_cuts
+from txn_audit.replica_tasks.reading import (
+    Piece,
+    log_order,
+    merge_in_log_order,
+    pieces_in_order,
+    producer_span,
+    replica_groups,
+    sampled_cuts,
+)
 
 LEADER = (1, "broker-1", "t", 0)
 OTHER = (1, "broker-1", "t", 1)
@@ -49,6 +57,31 @@ def test_replica_groups_name_a_replicas_row_groups_from_the_manifest() -> None:
 def test_log_order_only_when_the_ranges_do_not_overlap(ranges: list[tuple[int, int | None]], ordered: bool) -> None:
     groups = [{"low": low, "high": high} for low, high in ranges]
     assert (log_order(groups) is not None) == ordered
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
+def test_row_groups_merged_in_log_order(chunk_rows: int) -> None:
+    """Two sides' row groups, their ranges overlapping across sides but not within one: one
+    stream in offset order, the lower side first at one offset, each row once."""
+    rows = {  # (side, low, high): offsets in the row group, unordered within it
+        (0, 0, 9): [5, 0, 9, 3], (0, 10, 30): [30, 10, 12], (0, 31, 40): [31, 40],
+        (1, 3, 3): [3], (1, 9, 31): [31, 9, 20], (1, 35, 35): [35],
+    }
+    groups: list[list[dict[str, Any]]] = [[], []]
+    for (side, low, high) in rows:
+        groups[side].append({"low": low, "high": high, "uri": f"{side}-{low}", "index": 0})
+    pieces = pieces_in_order(groups)
+    assert pieces is not None and [p.low for p in pieces] == sorted(p.low for p in pieces)
+
+    def read(piece: Piece) -> pa.Table:
+        offsets = rows[(piece.side, piece.low, piece.high)]
+        return pa.table({"offset": offsets, "side": [piece.side] * len(offsets)})
+
+    merged = pa.Table.from_batches(list(merge_in_log_order(pieces, read, chunk_rows)))
+    found = list(zip(merged.column("offset").to_pylist(), merged.column("side").to_pylist(), strict=True))
+    assert found == sorted((o, side) for (side, _, _), offsets in rows.items() for o in offsets)
+    assert pieces_in_order([groups[0], None]) is None
+    assert pieces_in_order([groups[0] + [{"low": 5, "high": 6, "uri": "x", "index": 1}]]) is None  # overlap
 
 
 def test_producer_span_needs_every_group() -> None:

@@ -19,6 +19,7 @@ here: ``transactions.producer_pass`` runs it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,16 +28,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
-from pyarrow import fs
 
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, pass_source_columns, transaction_pass
 from txn_audit.replica_tasks.reading import (
     ROW_GROUP,
     SAMPLE_EVERY,
-    log_order,
+    Piece,
+    merge_in_log_order,
+    pieces_in_order,
     producer_span,
+    read_row_group,
     replica_filter,
     replica_groups,
     replica_uris,
@@ -230,31 +232,12 @@ def _sorted_group(replica: _Replica, group: _Group | None) -> pa.Table | None:
     return pa.table(columns, names=names)
 
 
-@dataclass(frozen=True)
-class _Piece:
-    """A row group of one replica's rows: its side, file and index, and its lowest and highest offset."""
-
-    low: int
-    high: int
-    side: int
-    uri: str
-    index: int
-
-
-def _pieces(item: Mapping[str, object]) -> list[_Piece] | None:
-    """The row groups of ``item``'s replica in both tables, by lowest offset; None unless the
-    manifest named them (``batch_groups``, ``marker_groups``) with their offsets and the row
-    groups of each table do not overlap (each table's rows of the replica in log order)."""
-    pieces = []
-    for side, key in ((DATA, "batch_groups"), (MARKER, "marker_groups")):
-        groups = item[key]
-        if groups is None:
-            return None
-        ordered = log_order(groups)  # type: ignore[arg-type]  # a list of ROW_GROUP rows
-        if ordered is None:
-            return None
-        pieces += [_Piece(group["low"], group["high"], side, group["uri"], group["index"]) for group in ordered]
-    return sorted(pieces, key=lambda piece: (piece.low, piece.side))
+def _pieces(item: Mapping[str, object]) -> list[Piece] | None:
+    """The row groups of ``item``'s replica in both tables (side ``DATA``, then ``MARKER``) in
+    log order; None unless the manifest named them with offsets that do not overlap
+    (``replica_tasks.reading.pieces_in_order``)."""
+    assert (DATA, MARKER) == (0, 1)  # the sides, in the order given: data before a marker of its offset
+    return pieces_in_order([item["batch_groups"], item["marker_groups"]])  # type: ignore[list-item]  # lists of ROW_GROUP rows
 
 
 def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iterator[pa.RecordBatch] | None:
@@ -265,50 +248,13 @@ def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iter
     pieces = _pieces(item)
     if pieces is None:
         return None
-    return _log_order_rows(item, pieces, chunk_rows)
+    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]  # ints, typed object in the row
+    return merge_in_log_order(pieces, functools.partial(_read_piece, shares=shares, share=share), chunk_rows)
 
 
-def _log_order_rows(item: Mapping[str, object], pieces: list[_Piece], chunk_rows: int) -> Iterator[pa.RecordBatch]:
-    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
-    bounds = sorted({piece.low for piece in pieces})
-    held: list[tuple[_Piece, pa.Table]] = []  # read, with the rows of later windows
-    ready: list[pa.Table] = []  # windows in order, not yet passed on
-    ready_rows = 0
-    waiting = list(pieces)
-    for number, low in enumerate(bounds):
-        high = bounds[number + 1] if number + 1 < len(bounds) else None
-        while waiting and waiting[0].low == low:
-            piece = waiting.pop(0)
-            held.append((piece, _read_piece(piece, shares, share)))
-        held.sort(key=lambda entry: entry[0].side)  # data first: a marker after data of its offset
-        parts, kept = [], []
-        for piece, rows in held:
-            if high is None or piece.high < high:
-                parts.append(rows)
-                continue
-            offsets = rows.column("offset")
-            parts.append(rows.filter(pc.less(offsets, high)))
-            rest = rows.filter(pc.greater_equal(offsets, high))
-            if rest.num_rows:
-                kept.append((piece, rest))
-        held = kept
-        parts = [part for part in parts if part.num_rows]
-        if parts:
-            rows = pa.concat_tables(parts)
-            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
-            ready_rows += rows.num_rows
-        if ready and (ready_rows >= chunk_rows or high is None):
-            # windows are in order: a few together make batches large enough for the pass
-            yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
-            ready, ready_rows = [], 0
-
-
-def _read_piece(piece: _Piece, shares: int, share: int) -> pa.Table:
+def _read_piece(piece: Piece, *, shares: int, share: int) -> pa.Table:
     """A row group's pass input rows (of the item's share of producers)."""
-    filesystem, path = fs.FileSystem.from_uri(piece.uri)
-    with filesystem.open_input_file(path) as source:
-        raw = pq.ParquetFile(source).read_row_group(piece.index, columns=pass_source_columns(piece.side))
-    rows = pass_input(raw, piece.side)
+    rows = pass_input(read_row_group(piece, pass_source_columns(piece.side)), piece.side)
     if shares > 1:
         producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
         rows = rows.filter(pa.array(producers % shares == share))

@@ -5,17 +5,21 @@ replica per row group (what ingest writes, ``txn_audit.manifest``), which row gr
 offsets and producer ids (``ROW_GROUP``). Row groups of one replica that do not overlap are its
 rows in log order (``log_order``); otherwise the rows are read with a filter on the replica
 (``replica_filter``) and, when too many to hold at once, in windows cut at a sample of their
-offsets (``sampled_cuts``).
+offsets (``sampled_cuts``). ``merge_in_log_order`` reads several tables' row groups of one
+replica as one stream in log order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyarrow import fs
 
 from txn_audit.manifest import TableManifest
@@ -69,6 +73,80 @@ def log_order(groups: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]] | 
     if any(later["low"] <= earlier["high"] for earlier, later in zip(found, found[1:], strict=False)):
         return None
     return found
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A row group of one replica's rows: its side (the table's place among those read
+    together), file and index, and its lowest and highest offset."""
+
+    low: int
+    high: int
+    side: int
+    uri: str
+    index: int
+
+
+def pieces_in_order(sides: Sequence[Iterable[Mapping[str, Any]] | None]) -> list[Piece] | None:
+    """The row groups of one replica in several tables (``ROW_GROUP`` rows, one list per side),
+    by lowest offset, then side; None unless every side's row groups are known and in log order
+    (``log_order``)."""
+    pieces = []
+    for side, groups in enumerate(sides):
+        if groups is None:
+            return None
+        ordered = log_order(groups)
+        if ordered is None:
+            return None
+        pieces += [Piece(group["low"], group["high"], side, group["uri"], group["index"]) for group in ordered]
+    return sorted(pieces, key=lambda piece: (piece.low, piece.side))
+
+
+def read_row_group(piece: Piece, columns: list[str]) -> pa.Table:
+    """``columns`` of the row group ``piece``."""
+    filesystem, path = fs.FileSystem.from_uri(piece.uri)
+    with filesystem.open_input_file(path) as source:
+        found: pa.Table = pq.ParquetFile(source).read_row_group(piece.index, columns=columns)
+    return found
+
+
+def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
+                       chunk_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    """The rows of ``pieces`` (``pieces_in_order``), each read by ``read`` with an ``offset``
+    column, in offset order (a lower side before a higher one at the same offset), as batches of
+    at most ``chunk_rows``: a few row groups are held at a time, and only rows within one window
+    between two pieces' lowest offsets are sorted together."""
+    bounds = sorted({piece.low for piece in pieces})
+    held: list[tuple[Piece, pa.Table]] = []  # read, with the rows of later windows
+    ready: list[pa.Table] = []  # windows in order, not yet passed on
+    ready_rows = 0
+    waiting = list(pieces)
+    for number, low in enumerate(bounds):
+        high = bounds[number + 1] if number + 1 < len(bounds) else None
+        while waiting and waiting[0].low == low:
+            piece = waiting.pop(0)
+            held.append((piece, read(piece)))
+        held.sort(key=lambda entry: entry[0].side)  # a lower side first at one offset (data before its marker)
+        parts, kept = [], []
+        for piece, rows in held:
+            if high is None or piece.high < high:
+                parts.append(rows)
+                continue
+            offsets = rows.column("offset")
+            parts.append(rows.filter(pc.less(offsets, high)))
+            rest = rows.filter(pc.greater_equal(offsets, high))
+            if rest.num_rows:
+                kept.append((piece, rest))
+        held = kept
+        parts = [part for part in parts if part.num_rows]
+        if parts:
+            rows = pa.concat_tables(parts)
+            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
+            ready_rows += rows.num_rows
+        if ready and (ready_rows >= chunk_rows or high is None):
+            # windows are in order: a few together make batches large enough for their reader
+            yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
+            ready, ready_rows = [], 0
 
 
 def producer_span(groups: Iterable[Mapping[str, Any]]) -> int | None:
