@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.job import write_raw_tables
+from txn_audit.manifest import MANIFEST_FILE
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, PartitionStatus, ReplicaStatus
-from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
+from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session
 
@@ -198,7 +199,9 @@ def _ingest(
     fingerprint = _fingerprint(inventory)
     spark = spark or build_session()
     reused = False
-    if reuse and stamp.is_file() and all((tables_dir / t).is_dir() for t in RAW_TABLES):
+    # the manifest of the tables' files comes with them: tables without one are written again
+    if reuse and stamp.is_file() and (tables_dir / MANIFEST_FILE).is_file() \
+            and all((tables_dir / t).is_dir() for t in RAW_TABLES):
         previous = json.loads(stamp.read_text())
         if previous.get("fingerprint") == fingerprint:
             row_counts, issue_counts, reused = previous["row_counts"], previous["issue_counts"], True
@@ -339,11 +342,13 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
 def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
     """Run the suites over every table; broken invariants join the findings table."""
     from txn_audit.detect import add_findings
+    from txn_audit.manifest import Manifest
     from txn_audit.quality import validate_tables
     from txn_audit.schemas import ALL_TABLES
     from txn_audit.tables import load_tables
 
-    outcome = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), quality_dir)
+    outcome = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), quality_dir,
+                              manifest=Manifest.load(tables_dir))
     add_findings(spark, tables_dir / "findings", outcome.findings())
 
 
@@ -378,7 +383,7 @@ def scan(
             # the raw tables of the last run come along by hard link; _ingest keeps them only
             # if the dump is unchanged, and the previous output is never written to
             (stage / "tables").mkdir()
-            for name in [*RAW_TABLES, INGEST_STAMP]:
+            for name in [*RAW_TABLES, INGEST_STAMP, MANIFEST_FILE]:
                 if (previous / name).is_dir():
                     link_tree(previous / name, stage / "tables" / name)
                 elif (previous / name).is_file():
@@ -405,35 +410,29 @@ def _scan(
     input_kind: str = "auto",
 ) -> ScanResult:
     from txn_audit.detect import DetectOptions, detect, write_findings
-    from txn_audit.reconstruct import reconstruct
-    from txn_audit.tables import load_tables, read_arrow_table
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables, read_arrow_table
 
     _check_durations(max_transaction_timeout_ms, late_tolerance_ms)
     tables_dir = work / "tables"
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
                        input_kind=input_kind)
-    raw = load_tables(spark, tables_dir, RAW_TABLES)
+    raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
     if as_of_ms is None:
-        as_of_ms = newest_timestamp(raw) or 0
+        as_of_ms = newest_timestamp(raw.frames) or 0
     if on_stage:
         on_stage("rebuilding transactions")
     opts = DetectOptions(
         as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
     )
 
-    def materialize(name: str, frame: DataFrame) -> DataFrame:
-        # derived tables are written once and read back; helpers live in a local checkpoint
-        if name in DERIVED_TABLES:
-            frame.write.parquet(str(tables_dir / name))
-            return spark.read.parquet(str(tables_dir / name))
-        return frame.localCheckpoint(eager=True)
-
     with spark_progress(spark, "rebuilding transactions", enabled=progress):
-        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, materialize=materialize,
-                            table_dir=lambda name: str(tables_dir / name) if name in DERIVED_TABLES else None)
+        # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
+        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
+                            output=DerivedOutput(str(tables_dir)))
         if on_stage:
             on_stage("detecting")
-        write_findings(detect(raw, recon, opts), tables_dir / "findings")
+        write_findings(detect(raw.frames, recon, opts), tables_dir / "findings")
         if quality:
             if on_stage:
                 on_stage("checking data quality")

@@ -76,7 +76,8 @@ CONTROL_MARKERS = pa.schema(
         pa.field("offset", pa.int64(), nullable=False),
         pa.field("producer_id", pa.int64(), nullable=False),
         pa.field("producer_epoch", pa.int32(), nullable=False),
-        pa.field("marker_type", pa.string(), nullable=False),  # COMMIT | ABORT | UNKNOWN (text without --deep-iteration)
+        # COMMIT | ABORT | UNKNOWN (text without --deep-iteration)
+        pa.field("marker_type", pa.string(), nullable=False),
         pa.field("control_type", pa.int32(), nullable=False),
         pa.field("coordinator_epoch", pa.int32(), nullable=False),
         pa.field("timestamp", pa.int64(), nullable=False),
@@ -300,8 +301,8 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
 #: the columns that name the partition replica a raw row was read from
 REPLICA_COLUMNS = tuple(f.name for f in _REPLICA)
 #: Parquet footer key under which a raw table's file lists the replicas its rows belong to (a
-#: JSON list of ``REPLICA_COLUMNS`` values), so a reader can tell without reading the rows
-#: whether every row belongs to a replica it audits
+#: JSON list of ``REPLICA_COLUMNS`` values); ingest's manifest (``txn_audit.manifest``) carries
+#: it over, and readers ask the manifest
 REPLICAS_METADATA_KEY = "txn_audit.replicas"
 
 Replica = tuple[int | None, str | None, str | None, int | None]
@@ -495,7 +496,7 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return from_arrow_schema(schema)
 
 
-def conform(df: "DataFrame", schema: pa.Schema) -> "DataFrame":
+def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
     """Select ``schema``'s columns from ``df`` in order, cast to their types; fail on a missing one."""
     have = set(df.columns)  # one call to the JVM, not one per field
     missing = [f.name for f in schema if f.name not in have]

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from txn_audit.schemas import ALL_TABLES, spark_schema
+from txn_audit.manifest import Manifest
+from txn_audit.schemas import ALL_TABLES, RAW_TABLES, spark_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class RawTables:
+    """The raw tables as reconstruct takes them: a frame per table and, when the frames read the
+    files ingest wrote as they are, the manifest of those files (``txn_audit.manifest``). With a
+    manifest the passes read the files themselves, one replica per task; a caller that hands in
+    frames it built or filtered itself gives no manifest, and Spark shuffles the rows instead."""
+
+    frames: dict[str, DataFrame]
+    manifest: Manifest | None = None
+
+    def __getitem__(self, name: str) -> DataFrame:
+        return self.frames[name]
+
+    @staticmethod
+    def of(raw: RawTables | Mapping[str, DataFrame]) -> RawTables:
+        """``raw`` as it is, or frames without a manifest."""
+        return raw if isinstance(raw, RawTables) else RawTables(dict(raw), None)
 
 
 def load_table(spark: SparkSession, tables_dir: str | Path, name: str) -> DataFrame:
@@ -20,6 +41,12 @@ def load_table(spark: SparkSession, tables_dir: str | Path, name: str) -> DataFr
 
 def load_tables(spark: SparkSession, tables_dir: str | Path, names: Iterable[str]) -> dict[str, DataFrame]:
     return {name: load_table(spark, tables_dir, name) for name in names}
+
+
+def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
+    """Every raw table under ``tables_dir``, with the manifest ingest saved beside them (None
+    when there is none: then the Spark paths run)."""
+    return RawTables(load_tables(spark, tables_dir, RAW_TABLES), Manifest.load(tables_dir))
 
 
 def read_arrow_table(tables_dir: str | Path, name: str) -> pa.Table:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES, replicas_metadata, row_replicas
-from txn_audit.tables import load_tables
+from txn_audit.manifest import describe_tables
+from txn_audit.schemas import RAW_TABLES, replicas_metadata, row_replicas
+from txn_audit.tables import load_raw_tables
 
 
 @dataclass
@@ -125,11 +126,13 @@ class RawBuilder:
         return {name: spark.createDataFrame(table) for name, table in self.arrow_tables().items()}
 
     def write(self, folder: Path) -> None:
-        """The tables as ingest writes them: a Parquet file each, whose footer lists its rows' replicas."""
+        """The tables as ingest writes them: a Parquet file each, whose footer lists its rows'
+        replicas, and their manifest beside them."""
         for name, table in self.arrow_tables().items():
             (folder / name).mkdir(parents=True)
             listed = table.replace_schema_metadata(replicas_metadata(row_replicas(table)))
             pq.write_table(listed, folder / name / "part-00000.parquet")
+        describe_tables(folder, RAW_TABLES).save(folder)
 
 
 def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int = 60_000,
@@ -137,17 +140,18 @@ def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int
     """The findings on ``builder``'s tables: as frames made in memory, or (``files``: an empty
     folder) as files written there and read back, each derived table written there as a scan does."""
     from txn_audit.detect import DetectOptions, detect
-    from txn_audit.reconstruct import reconstruct
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import RawTables
 
     if files is None:
-        raw = builder.tables(spark)
-        table_dir = None
+        raw = RawTables(builder.tables(spark))  # no manifest: the Spark paths
+        output = DerivedOutput(None)
     else:
         builder.write(files / "tables")
-        raw = load_tables(spark, files / "tables", RAW_TABLES)
-        table_dir = lambda name: str(files / "tables" / name) if name in DERIVED_TABLES else None  # noqa: E731
+        raw = load_raw_tables(spark, files / "tables")  # with the manifest: the tasks read the files
+        assert raw.manifest is not None
+        output = DerivedOutput(str(files / "tables"))
     # as in a scan, every intermediate is computed once: detection reads each several times
-    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms,
-                        materialize=lambda _name, frame: frame.localCheckpoint(eager=True), table_dir=table_dir)
+    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms, output=output)
     opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
-    return [r.asDict() for r in detect(raw, recon, opts).collect()]
+    return [r.asDict() for r in detect(raw.frames, recon, opts).collect()]

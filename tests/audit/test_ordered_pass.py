@@ -207,9 +207,9 @@ def test_key_slots_across_topics_partitions_and_batches() -> None:
         record_batch = pa.RecordBatch.from_pylist([dict(topic=t, partition=p, producer_id=i) for t, p, i in batch],
                                                   schema=pa.schema([("topic", pa.string()), ("partition", pa.int32()),
                                                                     ("producer_id", pa.int64())]))
-        for key, slot in zip(batch, keys.of(record_batch).tolist()):
+        for key, slot in zip(batch, keys.of(record_batch).tolist(), strict=False):
             assert seen.setdefault(key, slot) == slot, key
     assert sorted(seen.values()) == list(range(len(keys))) == list(range(5))
     topics = keys.topics.take(keys.topic_code, pa.string()).to_pylist()
     by_slot = sorted(seen, key=seen.__getitem__)
-    assert list(zip(topics, keys.partition.tolist(), keys.producer_id.tolist())) == by_slot
+    assert list(zip(topics, keys.partition.tolist(), keys.producer_id.tolist(), strict=False)) == by_slot

@@ -16,9 +16,8 @@ from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
 from tests.audit.test_ordered_pass import _rows
 from txn_audit.reconstruct import pass_files
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, transaction_pass
+from txn_audit.manifest import EXTENT_COLUMNS, TableManifest, describe_file, describe_tables
 from txn_audit.reconstruct.pass_files import (
-    EXTENT_COLUMNS,
-    TableFile,
     _Group,
     _Replica,
     _sorted_group,
@@ -27,7 +26,6 @@ from txn_audit.reconstruct.pass_files import (
     pass_items,
     pass_over_files,
     producer_rounds,
-    read_table_file,
     sorted_pass_input,
 )
 from txn_audit.ingest.worker import replica_runs
@@ -104,10 +102,13 @@ def _outputs(batches: Any) -> list[dict[str, Any]]:
 
 
 def _items(uris: dict[str, list[str]], parallelism: int = 1, share_rows: int = 10**9) -> list[dict[str, Any]]:
-    files = {name: [read_table_file(uri) for uri in found] for name, found in uris.items()}
-    assert all(f is not None for found in files.values() for f in found)
-    return pass_items(files["batches"], files["control_markers"], parallelism,  # type: ignore[arg-type]
-                      share_rows=share_rows)
+    """The pass's items, from the manifest of the tables' files (each table a folder of one root)."""
+    (root,) = {Path(uri.removeprefix("file://")).parent.parent for found in uris.values() for uri in found}
+    manifest = describe_tables(root, uris)
+    batches, markers = manifest.table("batches"), manifest.table("control_markers")
+    assert batches is not None and markers is not None
+    assert [batches.uri(f) for f in batches.files] == [uri.removeprefix("file://") for uri in uris["batches"]]
+    return pass_items(batches, markers, parallelism, share_rows=share_rows)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -161,7 +162,7 @@ def _write_in_log_order(folder: Path, tables: dict[str, list[dict[str, Any]]]) -
         runs = list(replica_runs(table))
         for index, (_, run) in enumerate(runs):
             writers[(index * 7) % 3 % 2].write_table(run)  # not file by file in offset order
-        for path, writer in zip(parts, writers, strict=True):
+        for writer in writers:
             writer.add_key_value_metadata(replicas_metadata({replica for replica, _ in runs}))
             writer.close()
         uris[name] = [path.as_uri() for path in parts]
@@ -224,9 +225,10 @@ def test_a_small_replica_is_read_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_footers_give_each_replicas_extent_or_nothing(tmp_path: Path, seed: int) -> None:
-    """The highest last offset and lowest first timestamp per replica, from the row groups'
-    statistics, against the rows; a file whose row groups mix replicas or lack statistics gives none."""
+def test_the_manifest_gives_each_replicas_extent_or_nothing(tmp_path: Path, seed: int) -> None:
+    """The highest last offset and lowest first timestamp per replica, as the manifest gives them
+    from the row groups' statistics, against the rows; a file whose row groups mix replicas or
+    lack statistics gives none."""
     rng = random.Random(seed)
     rows = _tables(seed)["batches"]
     for row in rng.sample(rows, len(rows) // 4):
@@ -251,21 +253,24 @@ def test_footers_give_each_replicas_extent_or_nothing(tmp_path: Path, seed: int)
     for name in EXTENT_COLUMNS:  # never null as ingest writes them; the footers are read as if they could be
         schema = schema.set(schema.get_field_index(name), schema.field(name).with_nullable(True))
 
-    def by_replica_groups(name: str, **options: Any) -> TableFile | None:
+    def described(path: Path) -> TableManifest:
+        return TableManifest("batches", (describe_file(path, path.name, "batches"),))
+
+    def by_replica_groups(name: str, **options: Any) -> TableManifest:
         """Row groups of one replica each, as ingest writes them (a task decodes one replica's files)."""
         with pq.ParquetWriter(tmp_path / name, schema, **options) as writer:
             for found in by_replica.values():
                 writer.write_table(pa.Table.from_pylist(found, schema=schema), row_group_size=7)
-        return read_table_file((tmp_path / name).as_uri())
+        return described(tmp_path / name)
 
     read = by_replica_groups("by-replica.parquet")
-    assert read is not None and read.replica_extents is not None
-    assert {r: (top, bottom) for r, top, bottom in read.replica_extents} == expected
+    assert read.extents() == expected
+    assert read.extents(list(expected)[:1]) == dict(list(expected.items())[:1])
     bare = by_replica_groups("no-statistics.parquet", write_statistics=["broker_id", "log_dir", "topic", "partition"])
-    assert bare is not None and bare.replica_extents is None
+    assert bare.replicas() == set(expected) and bare.extents() is None
     mixed = tmp_path / "mixed.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), mixed, row_group_size=len(rows) // 2)
-    assert read_table_file(mixed.as_uri()).replica_extents is None  # type: ignore[union-attr]
+    assert described(mixed).replicas() == set(expected) and described(mixed).extents() is None
 
 
 def _producers(tables: dict[str, list[dict[str, Any]]], item: dict[str, Any]) -> set[int]:
@@ -273,7 +278,8 @@ def _producers(tables: dict[str, list[dict[str, Any]]], item: dict[str, Any]) ->
     return {r["producer_id"] for name in tables for r in tables[name]
             if (r["broker_id"], r["log_dir"], r["topic"], r["partition"]) ==
             (item["broker_id"], item["log_dir"], item["topic"], item["partition"])
-            and r["producer_id"] >= 0 and not r.get("is_control") and r["producer_id"] % item["shares"] == item["share"]}
+            and r["producer_id"] >= 0 and not r.get("is_control")
+            and r["producer_id"] % item["shares"] == item["share"]}
 
 
 @pytest.mark.parametrize(("log_order", "parallelism"), [(True, 1), (True, 8), (False, 1), (False, 8)])

@@ -70,20 +70,19 @@ def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, 
 
     from txn_audit.detect import DetectOptions
     from txn_audit.detect.rules import _prepare_marker_matches
-    from txn_audit.reconstruct import reconstruct
-    from txn_audit.schemas import DERIVED_TABLES, RAW_TABLES
-    from txn_audit.tables import load_tables
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
 
     b = _random_log(seed)
     follows = None
     if reading == "files":
         b.write(tmp_path / "tables")
-        raw = load_tables(spark, tmp_path / "tables", RAW_TABLES)
-        recon = reconstruct(raw, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000,
-                            materialize=lambda _name, frame: frame.localCheckpoint(eager=True),
-                            table_dir=lambda name: str(tmp_path / name) if name in DERIVED_TABLES else None)
+        tables = load_raw_tables(spark, tmp_path / "tables")
+        recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000,
+                            output=DerivedOutput(str(tmp_path)))
         follows = recon.prepare_follows
         assert follows is not None
+        raw = tables.frames
     else:
         raw = b.tables(spark)
     present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))

@@ -30,17 +30,24 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
         transaction_rows,
     )
     from txn_audit.reconstruct.transactions import producer_last_writes
-    from txn_audit.schemas import RAW_TABLES
-    from txn_audit.tables import load_tables
+    from txn_audit.replica_tasks import read_as_is
+    from txn_audit.tables import load_raw_tables
 
-    raw = load_tables(spark, sample_scan.out / "tables", RAW_TABLES)
-    replicas = chosen_replicas(ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"]))
-    batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
-    if reading == "shuffle":
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    assert raw.manifest is not None
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    replicas, keys = chosen_replicas(ranked), ranked.keys(1)
+    batch_files, marker_files = raw.manifest.table("batches"), raw.manifest.table("control_markers")
+    batches = on_replicas(raw["batches"], replicas, keys, batch_files)
+    markers = on_replicas(raw["control_markers"], replicas, keys, marker_files)
+    batch_files, marker_files = read_as_is(batch_files, keys), read_as_is(marker_files, keys)
+    if reading == "shuffle":  # frames filtered by the caller come without a manifest
         batches, markers = batches.where(F.lit(True)), markers.where(F.lit(True))
-    items = sys.modules["txn_audit.reconstruct.transactions"]._pass_items(batches, markers)
+        batch_files = marker_files = None
+    items = sys.modules["txn_audit.reconstruct.transactions"]._pass_items(batches, batch_files, marker_files)
     assert (items is not None) == (reading == "files")
-    passed = producer_pass(batches, markers, late_tolerance_ms=TOLERANCE_MS)
+    passed = producer_pass(batches, markers, late_tolerance_ms=TOLERANCE_MS, batch_files=batch_files,
+                           marker_files=marker_files)
     # the walk's input, read from the tables directly: data batches with a producer id, and markers
     data = batches.where(~F.col("is_control") & (F.col("producer_id") >= 0)).select(
         "topic", "partition", "producer_id", "broker_id", F.col("producer_epoch").alias("epoch"),

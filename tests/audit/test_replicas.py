@@ -32,15 +32,18 @@ def _offsets(spark: Any) -> Any:
     return spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema).to_pandas(), spark_schema(schema))
 
 
-def _chosen(spark: Any) -> Any:
-    """The chosen replicas of ``_offsets``: no metadata log, no batch, so the highest HW speaks."""
+def _chosen(spark: Any) -> tuple[Any, frozenset[Any]]:
+    """The chosen replicas of ``_offsets`` (a frame, and the same as keys): no metadata log, no
+    batch, so the highest HW speaks."""
     from txn_audit.reconstruct import chosen_replicas, ranked_replicas
     from txn_audit.schemas import spark_schema
 
     def empty(name: str) -> Any:
         return spark.createDataFrame([], spark_schema(RAW_TABLES[name]))
 
-    return chosen_replicas(ranked_replicas(_offsets(spark), empty("metadata_partitions"), empty("batches")))
+    ranked = ranked_replicas(_offsets(spark), empty("metadata_partitions"), empty("batches"))
+    assert ranked.keys(1) == {LEADER, OTHER} and ranked.keys(2) == {FOLLOWER}
+    return chosen_replicas(ranked), ranked.keys(1)
 
 
 def _markers(replica: tuple[Any, ...], count: int) -> list[dict[str, Any]]:
@@ -64,11 +67,13 @@ def _write(folder: Path, files: dict[str, list[dict[str, Any]]], *, listed: bool
 
 
 def _audited(spark: Any, folder: Path) -> tuple[Any, Any, set[tuple[Any, ...]]]:
+    """The chosen replicas' rows of the table in ``folder``, told by the manifest of its files."""
+    from txn_audit.manifest import describe_tables
     from txn_audit.reconstruct import on_replicas
     from txn_audit.tables import load_table
 
     frame = load_table(spark, folder.parent, folder.name)
-    kept = on_replicas(frame, _chosen(spark))
+    kept = on_replicas(frame, *_chosen(spark), describe_tables(folder.parent, [folder.name]).table(folder.name))
     rows = {(r.broker_id, r.log_dir, r.topic, r.partition, r.offset) for r in kept.collect()}
     return frame, kept, rows
 
@@ -106,34 +111,92 @@ def test_files_that_do_not_list_their_replicas_are_joined(spark: Any, tmp_path: 
 def test_a_changed_frame_is_joined(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct import chosen_replicas, on_replicas
+    from txn_audit.reconstruct import on_replicas
     from txn_audit.tables import load_table
 
     folder = tmp_path / "d" / "control_markers"
     _write(folder, {"one.parquet": _markers(LEADER, 3)})
-    # the footer speaks of the files' rows, not of rows a frame derives from them
+    # the manifest speaks of the files' rows, not of rows a frame derives from them: such a
+    # frame comes without one
     moved = load_table(spark, folder.parent, folder.name).withColumn("broker_id", F.lit(2)).withColumn(
         "log_dir", F.lit("broker-2"))
-    assert on_replicas(moved, _chosen(spark)).count() == 0
+    assert on_replicas(moved, *_chosen(spark)).count() == 0
 
 
-def test_partition_extent_from_the_footers_equals_the_aggregate(spark: Any, sample_scan: Any) -> None:
-    """The sample scan's batches: each replica's log end and each partition's oldest time, from
-    the row groups' statistics (no row read) and from Spark's aggregate over every batch."""
-    from pyspark.sql import functions as F
-
+def test_the_manifest_ingest_saved_equals_what_spark_aggregates(spark: Any, sample_scan: Any) -> None:
+    """The sample scan's manifest: each table's replicas and row counts, and each replica's log
+    end and each partition's oldest time, against Spark's aggregates over every row."""
     from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
-    from txn_audit.reconstruct.replicas import _log_ends, replica_extents
+    from txn_audit.reconstruct.replicas import _log_ends
     from txn_audit.reconstruct.stability import partition_extent
-    from txn_audit.tables import load_tables
+    from txn_audit.replica_tasks import read_as_is
+    from txn_audit.schemas import REPLICA_COLUMNS
+    from txn_audit.tables import load_raw_tables
 
-    raw = load_tables(spark, sample_scan.out / "tables", ["batches", "partition_offsets", "metadata_partitions"])
-    batches = on_replicas(raw["batches"], chosen_replicas(ranked_replicas(raw["partition_offsets"],
-                                                                         raw["metadata_partitions"], raw["batches"])))
-    assert replica_extents(batches) is not None
-    assert replica_extents(batches.where(F.lit(True))) is None
-    from_footers = sorted(map(tuple, partition_extent(batches).collect()))
-    aggregated = sorted(map(tuple, partition_extent(batches.where(F.lit(True))).collect()))
-    assert len(from_footers) > 5 and from_footers == aggregated
-    ends = _log_ends(batches)
-    assert len(ends) > 5 and ends == _log_ends(batches.where(F.lit(True)))
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    assert raw.manifest is not None
+    for name in ("batches", "control_markers", "txn_log", "producer_snapshots", "offset_commits"):
+        files = raw.manifest.table(name)
+        assert files is not None and files.per_replica, name
+        counted = {tuple(r[:4]): r[4] for r in raw[name].groupBy(*REPLICA_COLUMNS).count().collect()}
+        assert files.replicas() == set(counted), name
+        assert {replica: files.rows_of(replica) for replica in counted} == counted, name
+    files = raw.manifest.table("batches")
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"],
+                             batch_files=files)
+    batches = on_replicas(raw["batches"], chosen_replicas(ranked), ranked.keys(1), files)
+    assert batches is raw["batches"]  # one copy per partition in the sample
+    read = read_as_is(files, ranked.keys(1))
+    assert read is not None and read.extents() is not None
+    from_manifest = sorted(map(tuple, partition_extent(batches, read).collect()))
+    aggregated = sorted(map(tuple, partition_extent(batches).collect()))
+    assert len(from_manifest) > 5 and from_manifest == aggregated
+    ends = _log_ends(batches, read)
+    assert len(ends) > 5 and ends == _log_ends(batches)
+
+
+def test_a_manifest_listing_a_replica_not_chosen_is_joined(spark: Any, tmp_path: Path) -> None:
+    """Whatever the frame: the manifest's replicas decide, and one not among the chosen is joined."""
+    from txn_audit.manifest import describe_tables
+    from txn_audit.reconstruct import on_replicas
+    from txn_audit.replica_tasks import read_as_is
+    from txn_audit.tables import load_table
+
+    folder = tmp_path / "e" / "control_markers"
+    _write(folder, {"one.parquet": _markers(LEADER, 3), "two.parquet": _markers(OTHER, 2)})
+    frame = load_table(spark, folder.parent, folder.name)
+    files = describe_tables(folder.parent, [folder.name]).table(folder.name)
+    assert files is not None and files.replicas() == {LEADER, OTHER}
+    chosen, keys = _chosen(spark)
+    assert on_replicas(frame, chosen, keys, files) is frame and read_as_is(files, keys) is files
+    assert on_replicas(frame, chosen, keys) is not frame  # no manifest: joined
+    only_leader = keys - {OTHER}
+    assert read_as_is(files, only_leader) is None
+    kept = on_replicas(frame, chosen.where("partition = 0"), only_leader, files)
+    assert kept is not frame
+    assert {(r.broker_id, r.log_dir, r.topic, r.partition, r.offset) for r in kept.collect()} == _rows(LEADER, 3)
+
+
+def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
+    """What ingest saves is what readers load: every table, file, row group and field."""
+    from txn_audit.manifest import MANIFEST_FILE, Manifest, describe_tables
+
+    folder = tmp_path / "tables"
+    _write(folder / "control_markers", {"one.parquet": _markers(LEADER, 3) + _markers(FOLLOWER, 2),
+                                        "two.parquet": _markers(OTHER, 2)})
+    _write(folder / "txn_log", {}, listed=False)
+    described = describe_tables(folder, ["control_markers", "txn_log"])
+    markers = described.table("control_markers")
+    assert markers is not None and len(markers.files) == 2
+    # an upper bound: the one row group mixes two replicas
+    assert markers.files[0].replicas == {LEADER, FOLLOWER} and markers.rows_of(LEADER) == 5
+    groups = markers.files[1].row_groups
+    assert [(g.replica, g.rows, g.offsets, g.producer_ids) for g in groups] == [(OTHER, 2, (0, 1), (7, 7))]
+    assert markers.files[0].row_groups[0].replica is None and not markers.per_replica  # mixed in one group
+    described.save(folder)
+    loaded = Manifest.load(folder)
+    assert loaded is not None and loaded.to_json() == described.to_json()
+    assert loaded.tables == described.tables and loaded.root == described.root
+    (folder / MANIFEST_FILE).write_text('{"version": 0, "tables": {}}')
+    assert Manifest.load(folder) is None  # another version: not read
+    assert Manifest.load(tmp_path) is None

@@ -72,6 +72,7 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
     sample_scan: SampleScan, spark: Any, tmp_path: Path
 ) -> None:
     from txn_audit import api
+    from txn_audit.manifest import Manifest
     from txn_audit.sample import write_sample
     from txn_audit.schemas import ALL_TABLES
 
@@ -87,7 +88,11 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
         assert first == second, f"{table} differs between two scans of the same dump"
     assert again.findings == sample_scan.result.findings
     # a rerun into the same folder keeps the decoded tables (same dump) and replaces the rest
+    written = Manifest.load(tmp_path / "again" / "tables")
+    assert written is not None and written.table("batches") is not None
     rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, progress=False)
     assert rerun.ingest.reused and rerun.findings == again.findings
+    kept = Manifest.load(tmp_path / "again" / "tables")  # the tables' manifest comes along with them
+    assert kept is not None and kept.to_json() == written.to_json()
     assert _rows_in_file_order(tmp_path / "again" / "tables" / "batches") == _rows_in_file_order(
         sample_scan.out / "tables" / "batches")

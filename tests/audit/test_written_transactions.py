@@ -18,12 +18,8 @@ from txn_audit.reconstruct import pass_files, transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFollower
-from txn_audit.reconstruct.transaction_files import (
-    PRODUCER_ID_FIELDS,
-    finish_table,
-    pass_writing_transactions,
-    start_table,
-)
+from txn_audit.reconstruct.transaction_files import PRODUCER_ID_FIELDS, pass_writing_transactions
+from txn_audit.replica_tasks.commit import file_name, finish_table, start_table
 from txn_audit.schemas import PARTITION_TRANSACTIONS, RAW_TABLES
 
 STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
@@ -118,7 +114,7 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     assert any(f["has_marker"] for f in follows) and not all(f["has_marker"] for f in follows)
     files = sorted(Path(directory).iterdir())
     # one file per task that found transactions, named as Spark names its files; nothing else left
-    assert [f.name for f in files] == sorted(transaction_files.file_name(item["task"], "job") for item in items
+    assert [f.name for f in files] == sorted(file_name(item["task"], "job") for item in items
                                              if any(r["txn"] and r["txn"]["producer_id"] % item["shares"] ==
                                                     item["share"] and r["txn"]["topic"] == item["topic"] and
                                                     r["txn"]["partition"] == item["partition"] for r in expected))
@@ -157,13 +153,16 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
     from txn_audit.tables import load_table, load_tables
 
     tables = sample_scan.out / "tables"
+    # frames without a manifest: the replica join, and Spark shuffling and sorting the pass's rows
     raw = load_tables(spark, tables, RAW_TABLES)
-    replicas = chosen_replicas(ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"]))
-    batches, markers = on_replicas(raw["batches"], replicas), on_replicas(raw["control_markers"], replicas)
-    ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas))
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    replicas, keys = chosen_replicas(ranked), ranked.keys(1)
+    batches, markers = (on_replicas(raw["batches"], replicas, keys),
+                        on_replicas(raw["control_markers"], replicas, keys))
+    ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas, keys))
     passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options["late_tolerance_ms"])
     by_spark = partition_transactions(transaction_rows(passed), markers,
-                                      on_replicas(raw["producer_snapshots"], replicas), replicas, ids)
+                                      on_replicas(raw["producer_snapshots"], replicas, keys), replicas, ids)
     files = [f for f in (tables / "partition_transactions").iterdir() if f.suffix == ".parquet"]
     assert files and all(pq.read_metadata(f).created_by.startswith("parquet-cpp-arrow") for f in files)
     written = load_table(spark, tables, "partition_transactions")

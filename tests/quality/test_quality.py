@@ -130,25 +130,24 @@ def test_each_row_check_query_is_answered_from_its_cached_result(
 @pytest.mark.parametrize("reading", ["files", "window"])
 def test_replica_order_checks_find_every_copy_and_overlap(spark: Any, tmp_path: Path, reading: str) -> None:
     """one_batch_per_offset and no_overlap read the neighbours in replica order, from the files
-    (a plain read of files listing their replicas) or from a Spark window (any other frame):
+    (a read of files with their manifest) or from a Spark window (a frame without one):
     against a plain count of copies and a walk over the sorted rows."""
     from collections import Counter
 
     from tests.quality.test_replica_order import COLUMNS, batch_rows, walked, write_files
+    from tests.quality.test_replica_order import manifest_of
     from txn_audit.quality import CHECKS, _drop_views, _with_companions
-    from txn_audit.reconstruct.replicas import table_files
     from txn_audit.schemas import spark_schema
 
     rows = batch_rows(7, batches=60)
+    files = None
     if reading == "files":
-        write_files(tmp_path, rows, 7)
+        files = manifest_of(write_files(tmp_path, rows, 7))
         frame = spark.read.parquet(str(tmp_path))
-        assert table_files(frame) is not None
     else:
         frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
-        assert table_files(frame) is None
     checks = [c for c in CHECKS if c.table == "batches" and c.name in ("one_batch_per_offset", "no_overlap")]
-    views = _with_companions(frame, "replica_order_rows", checks, cache=False)
+    views = _with_companions(frame, "replica_order_rows", checks, cache=False, files=files)
     plan = views["replica_order_rows_replica_neighbours"]._jdf.queryExecution().analyzed().toString()
     assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading == "window")
 

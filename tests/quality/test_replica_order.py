@@ -14,7 +14,7 @@ import pytest
 
 from txn_audit.quality import replica_order
 from txn_audit.quality.replica_order import NEIGHBOURS, order_items, replica_neighbours
-from txn_audit.reconstruct.pass_files import read_table_file
+from txn_audit.manifest import TableManifest, describe_file
 from txn_audit.schemas import REPLICA_COLUMNS, replicas_metadata, row_replicas
 
 COLUMNS = pa.schema([*[NEIGHBOURS.field(name) for name in REPLICA_COLUMNS], pa.field("base_offset", pa.int64()),
@@ -51,7 +51,7 @@ def walked(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
     for replica in REPLICAS:
         mine = [r for r in rows if tuple(r[k] for k in REPLICA_COLUMNS) == replica]
         mine.sort(key=lambda r: (r["base_offset"] is not None, r["base_offset"] or 0, r["position"]))
-        for previous, row in zip(mine, mine[1:]):
+        for previous, row in zip(mine, mine[1:], strict=False):
             base, prev_base, prev_last = row["base_offset"], previous["base_offset"], previous["last_offset"]
             repeats = None not in (base, prev_base) and base == prev_base
             overlaps = None not in (base, prev_last) and base <= prev_last
@@ -73,11 +73,16 @@ def write_files(folder: Path, rows: list[dict[str, Any]], seed: int, files: int 
     return uris
 
 
+def manifest_of(uris: list[str]) -> TableManifest:
+    """The manifest of the batches files at ``uris`` (of one folder)."""
+    paths = [Path(uri.removeprefix("file://")) for uri in uris]
+    (root,) = {path.parent for path in paths}
+    return TableManifest("batches", tuple(describe_file(path, path.name, "batches") for path in paths), str(root))
+
+
 def neighbours_from_files(uris: list[str], window_rows: int) -> set[tuple[Any, ...]]:
-    files = [read_table_file(uri) for uri in uris]
-    assert all(f is not None for f in files)
     found = set()
-    for item in order_items(files):  # type: ignore[arg-type]
+    for item in order_items(manifest_of(uris)):
         for batch in replica_neighbours(item, window_rows=window_rows):
             assert batch.schema == NEIGHBOURS
             found |= {tuple(row.values()) for row in batch.to_pylist()}
@@ -103,12 +108,12 @@ def test_a_replica_read_in_windows_is_cut_at_its_sampled_base_offsets(
 ) -> None:
     import pyarrow.dataset as ds
 
-    from txn_audit.reconstruct.pass_files import replica_filter, table_dataset
+    from txn_audit.replica_tasks.reading import replica_filter, table_dataset
 
     monkeypatch.setattr(replica_order, "SAMPLE_EVERY", 4)
     rows = batch_rows(4)
     uris = write_files(tmp_path, rows, 4)
-    item = order_items([read_table_file(uri) for uri in uris])[0]  # type: ignore[misc]
+    item = order_items(manifest_of(uris))[0]
     dataset = table_dataset(uris)
     windows = replica_order._windows(dataset, replica_filter(item), int(item["rows"]), 40)
     counts = [dataset.count_rows(filter=window) for window in windows]
@@ -122,8 +127,7 @@ def test_a_replica_read_in_windows_is_cut_at_its_sampled_base_offsets(
 
 def test_order_items_one_per_replica_largest_first(tmp_path: Path) -> None:
     rows = [r for r in batch_rows(5, batches=30) if r["partition"] != 1] + batch_rows(5, batches=60)[:5]
-    files = [read_table_file(uri) for uri in write_files(tmp_path, rows, 5)]
-    items = order_items(files)  # type: ignore[arg-type]
+    items = order_items(manifest_of(write_files(tmp_path, rows, 5)))
     assert [tuple(i[k] for k in REPLICA_COLUMNS) for i in items][0] in REPLICAS
     assert len(items) == len({tuple(r[k] for k in REPLICA_COLUMNS) for r in rows})
     assert [i["rows"] for i in items] == sorted((i["rows"] for i in items), reverse=True)

@@ -27,7 +27,7 @@ from txn_audit.detect.rules import (
     sequence_findings,
     stuck_lso_findings,
 )
-from txn_audit.reconstruct import Reconstruction, on_replicas
+from txn_audit.reconstruct import Reconstruction
 from txn_audit.schemas import FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
 
@@ -59,10 +59,7 @@ FINDING_KINDS = (
 
 def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
     """All findings in one partition, in the one order (``finding_order``)."""
-    batches = on_replicas(raw["batches"], recon.replicas)
-    markers = on_replicas(raw["control_markers"], recon.replicas)
-    txn_log = on_replicas(raw["txn_log"], recon.replicas)
-    commits = on_replicas(raw["offset_commits"], recon.replicas)
+    batches, markers, txn_log, commits = recon.batches, recon.markers, recon.txn_log, recon.offset_commits
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
     # time, from one aggregation that two rules read
     last_markers = markers.groupBy("topic", "partition", "producer_id").agg(

@@ -29,6 +29,7 @@ from txn_audit.ingest.discover import Inventory
 from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
 from txn_audit.ingest.tasks import FileTask
 from txn_audit.ingest.worker import TASK_FIELDS, replica_runs, task_rows, write_partition
+from txn_audit.manifest import MANIFEST_FILE, Manifest, describe_tables
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
@@ -52,6 +53,9 @@ class IngestOutput:
     tables_dir: Path
     row_counts: dict[str, int]
     issue_counts: dict[str, int] = field(default_factory=dict)  # by severity
+    #: the files written, their row groups and the replica and offsets of each (``manifest``),
+    #: also saved as ``tables_dir/manifest.MANIFEST_FILE``
+    manifest: Manifest | None = None
 
 
 def _bins(tasks: list[FileTask], n_bins: int) -> list[list[FileTask]]:
@@ -107,7 +111,8 @@ def write_raw_tables(
         written = _decode_to_files(spark, tasks, staging)
         plan = StitchPlan()
         if any(t.is_slice for t in tasks):
-            summaries = {r["task"]: SliceSummary(**r["slice_summary"]) for r in written if r["table"] == "slice_summary"}
+            summaries = {r["task"]: SliceSummary(**r["slice_summary"])
+                         for r in written if r["table"] == "slice_summary"}
             plan = plan_stitch(tasks, summaries)
         for r in written:
             if r["file"] and r["task"] in plan.dropped:
@@ -141,10 +146,15 @@ def write_raw_tables(
             if not any(r["table"] == name for r in files) and name not in driver_tables:
                 _write_driver_table(staging / name / "part-empty.parquet", [], RAW_TABLES[name])
         issue_counts = _issue_counts(spark, staging / "decode_issues")
+        # what was written, from the files' statistics (no row is read): saved with the tables
+        manifest = Manifest(str(tables_dir.absolute()), describe_tables(staging, RAW_TABLES).tables)
+        # a manifest never describes other tables than those beside it: the old one goes first
+        (tables_dir / MANIFEST_FILE).unlink(missing_ok=True)
         publish(staging, tables_dir, list(RAW_TABLES))
+        manifest.save(tables_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return IngestOutput(tables_dir=tables_dir, row_counts=row_counts, issue_counts=issue_counts)
+    return IngestOutput(tables_dir=tables_dir, row_counts=row_counts, issue_counts=issue_counts, manifest=manifest)
 
 
 def _decode_to_files(spark: SparkSession, tasks: list[FileTask], staging: Path, run: int = 0) -> list[dict[str, Any]]:
@@ -155,7 +165,8 @@ def _decode_to_files(spark: SparkSession, tasks: list[FileTask], staging: Path, 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return write_partition(batches, out_dir, run)
 
-    frame = _tasks_frame(spark, tasks).mapInArrow(write, spark_schema(WRITTEN_FILES))
+    # pyspark's stub types mapInArrow's function too narrowly (Iterable, not Iterator)
+    frame = _tasks_frame(spark, tasks).mapInArrow(write, spark_schema(WRITTEN_FILES))  # type: ignore[arg-type]
     return [r.asDict(recursive=True) for r in frame.collect()]
 
 

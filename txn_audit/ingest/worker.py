@@ -270,7 +270,7 @@ def _decode_log_columns(task: FileTask, buf: bytes | mmap.mmap, out: TableRows, 
     released = (task.start // mmap.PAGESIZE) * mmap.PAGESIZE
     end = len(buf) if task.end is None else min(task.end, len(buf))
     rows, first_base, first_position, last_offset, stop = 0, None, None, None, end
-    with closing(
+    with closing(  # type: ignore[type-var]  # a generator, typed as an Iterator: it has close()
         iter_header_chunks(buf, start=task.start, end=end, prev_last_offset=task.prev_last_offset,
                            max_batches=pause_every)
     ) as chunks:
@@ -313,7 +313,7 @@ def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: 
         return
     # markers in batch order: runs of canonical ones column-wise, the others one by one
     is_fast = np.isin(controls, fast.rows)
-    fast_before = (np.cumsum(is_fast) - is_fast).tolist()
+    fast_before: list[int] = (np.cumsum(is_fast) - is_fast).tolist()
     fast_at = 0
     for i, j in enumerate(controls.tolist()):
         if is_fast[i]:
@@ -335,7 +335,8 @@ def _add_chunk(task: FileTask, buf: bytes | mmap.mmap, chunk: HeaderChunk, out: 
 _MARKER_TYPES = pa.array(MARKER_TYPE_NAMES, pa.string())
 
 
-def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns, part: slice = slice(None)) -> pa.StructArray:
+def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns,
+                   part: slice = slice(None)) -> pa.StructArray:
     """``control_markers`` rows of canonical markers (the same values ``_add_marker`` writes)."""
     rows = fast.rows[part]
     n = len(rows)
@@ -462,7 +463,8 @@ def _add_coordinator_records(task: FileTask, buf: bytes | mmap.mmap, h: BatchHea
     try:
         records = iter_records(buf, h)
     except CorruptInputError as err:
-        out.issue(task, _issue(err.kind, Severity.ERROR, f"batch at offset {h.base_offset}: {err.detail}", err.position))
+        out.issue(task, _issue(err.kind, Severity.ERROR, f"batch at offset {h.base_offset}: {err.detail}",
+                               err.position))
         return
     for record in records:
         try:
@@ -507,7 +509,8 @@ def _add_txn_log_row(
             v.txn_start_timestamp,
             v.client_transaction_version,
         )
-    out.add("txn_log", task.replica() + (offset, ts, k.transactional_id, k.version) + tail + (task.base_offset, task.rel_path))
+    out.add("txn_log",
+            task.replica() + (offset, ts, k.transactional_id, k.version) + tail + (task.base_offset, task.rel_path))
 
 
 def _add_offset_commit_row(
@@ -522,7 +525,8 @@ def _add_offset_commit_row(
     if v is None:
         tail: tuple[Any, ...] = (None, True, None, None, None, None, None)
     else:
-        tail = (v.version, False, v.committed_offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+        tail = (v.version, False, v.committed_offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                v.expire_timestamp)
     out.add(
         "offset_commits",
         task.replica()
@@ -577,7 +581,8 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
         out.add(
             "aborted_txns",
             task.replica()
-            + (task.base_offset, e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset, task.rel_path),
+            + (task.base_offset, e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset,
+               task.rel_path),
         )
 
 
@@ -603,8 +608,9 @@ def replica_runs(table: pa.Table) -> Iterator[tuple[Replica, pa.Table]]:
     """``table`` cut where its rows' replica or segment changes (rows come file by file, so each
     replica's rows are together), each run with its replica. Written as row groups of their own,
     their statistics show their replica, and the offsets of one segment's run: readers then skip
-    other replicas' row groups, read extents from the footer alone, and read a replica's row
-    groups in log order (``reconstruct.pass_files.log_order_input``)."""
+    other replicas' row groups, and ingest's manifest (``txn_audit.manifest``), read from the
+    statistics, gives extents without reading a row and names a replica's row groups, which
+    tasks read in log order (``replica_tasks.reading.log_order``)."""
     changes = np.zeros(max(table.num_rows - 1, 0), dtype=bool)
     for name in REPLICA_COLUMNS:
         codes = pc.fill_null(pc.dictionary_encode(table.column(name).combine_chunks()).indices, -1)
@@ -614,10 +620,10 @@ def replica_runs(table: pa.Table) -> Iterator[tuple[Replica, pa.Table]]:
         segments = pc.fill_null(table.column("segment_base_offset"), -1).to_numpy(zero_copy_only=False)
         changes |= segments[1:] != segments[:-1]
     bounds = [0, *(np.flatnonzero(changes) + 1).tolist(), table.num_rows]
-    for start, stop in zip(bounds, bounds[1:]):
+    for start, stop in zip(bounds, bounds[1:], strict=False):
         if stop > start:
             rows = table.slice(start, stop - start)
-            yield tuple(rows.column(name)[0].as_py() for name in REPLICA_COLUMNS), rows  # type: ignore[misc]
+            yield tuple(rows.column(name)[0].as_py() for name in REPLICA_COLUMNS), rows
 
 
 def write_partition(

@@ -13,13 +13,14 @@ from html import escape as html_escape
 import re
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
 from txn_audit.quality.checks import CHECKS, Check
 from txn_audit.quality.replica_order import neighbours_frame
@@ -132,15 +133,18 @@ def _over(query: str, view: str) -> str:
 
 
 #: the views a check may read besides its table (``Check.companions``), each built from the table
-COMPANIONS: dict[str, Callable[[DataFrame], DataFrame]] = {"replica_neighbours": neighbours_frame}
+#: and, when the table's frame reads the files ingest wrote as they are, their manifest
+COMPANIONS: dict[str, Callable[[DataFrame, TableManifest | None], DataFrame]] = {
+    "replica_neighbours": neighbours_frame}
 
 
-def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool) -> dict[str, DataFrame]:
+def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool,
+                     files: TableManifest | None = None) -> dict[str, DataFrame]:
     """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``
     (cached if ``cache``); every view registered, by name, for ``_drop_views``."""
     views = {view: frame}
     for name in dict.fromkeys(name for check in checks for name in check.companions):
-        companion = COMPANIONS[name](frame)
+        companion = COMPANIONS[name](frame, files)
         if cache:
             companion = companion.cache()
         companion.createOrReplaceTempView(f"{view}_{name}")
@@ -158,10 +162,11 @@ def _drop_views(views: dict[str, DataFrame]) -> None:
         frame.sparkSession.catalog.dropTempView(name)
 
 
-def _offending_rows(frame: DataFrame, query: str, checks: list[Check]) -> list[dict[str, Any]]:
+def _offending_rows(frame: DataFrame, query: str, checks: list[Check],
+                    files: TableManifest | None = None) -> list[dict[str, Any]]:
     """A few rows a failed row check found: GX's SUMMARY results carry only their count."""
     view = f"txn_audit_quality_{uuid.uuid4().hex}"
-    views = _with_companions(frame, view, checks, cache=False)
+    views = _with_companions(frame, view, checks, cache=False, files=files)
     try:
         found = frame.sparkSession.sql(_over(query, view))
         # ordered so the examples, and the findings quoting them, are the same on every run
@@ -178,7 +183,8 @@ def _offending_rows(frame: DataFrame, query: str, checks: list[Check]) -> list[d
 GX_BATCH_VIEW = "tmp_view"
 
 
-def _computed_once(frame: DataFrame, checks: list[Check]) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+def _computed_once(frame: DataFrame, checks: list[Check],
+                   files: TableManifest | None = None) -> tuple[dict[str, DataFrame], list[DataFrame]]:
     """The views the checks read (``_with_companions``, companions cached) and the cached (lazily)
     results of the row checks' queries over ``frame``.
 
@@ -189,7 +195,7 @@ def _computed_once(frame: DataFrame, checks: list[Check]) -> tuple[dict[str, Dat
     only the unexpected rows, usually none. Should GX name its view differently, the plans differ
     and the caches go unused: slower, never different results.
     """
-    views = _with_companions(frame, GX_BATCH_VIEW, checks, cache=True)
+    views = _with_companions(frame, GX_BATCH_VIEW, checks, cache=True, files=files)
     # subqueries several checks read first, so that the checks' own queries are planned over them
     shared = dict.fromkeys(query for check in checks for query in check.shared)
     queries = [getattr(check.build({}), "unexpected_rows_query", None) for check in checks]
@@ -252,8 +258,11 @@ def _make_offline(docs_dir: Path) -> None:
         page.write_text(html, encoding="utf-8")
 
 
-def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path) -> QualityResult:
-    """Run the suite of every table given; write ``out_dir/results.json`` and ``out_dir/docs/``."""
+def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path, *,
+                    manifest: Manifest | None = None) -> QualityResult:
+    """Run the suite of every table given; write ``out_dir/results.json`` and ``out_dir/docs/``.
+    ``manifest``: that of the raw tables' files (``txn_audit.manifest``), when ``tables`` read
+    them as they are; the checks that read a table's replicas in order then read its files."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -285,7 +294,7 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
         views: dict[str, DataFrame] = {}
         cached: list[DataFrame] = []
         try:
-            views, cached = _computed_once(tables[table], checks)
+            views, cached = _computed_once(tables[table], checks, _files(manifest, table))
             run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
             suite_results = [r for v in run.run_results.values() for r in v.results]
         except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
@@ -308,7 +317,7 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             count, examples = _examples(dict(r.result or {}))
             query = (config.kwargs or {}).get("unexpected_rows_query")
             if not r.success and not examples and query and error is None:
-                examples = _offending_rows(tables[table], query, checks)
+                examples = _offending_rows(tables[table], query, checks, _files(manifest, table))
             results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
                                        examples, check.data_health, check.severity, error))
     context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite
@@ -322,6 +331,10 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
                             tables=sorted(by_table))
     write_json_atomic(out_dir / "results.json", outcome.to_json())
     return outcome
+
+
+def _files(manifest: Manifest | None, table: str) -> TableManifest | None:
+    return None if manifest is None else manifest.table(table)
 
 
 def load_results(path: Path) -> dict[str, Any] | None:

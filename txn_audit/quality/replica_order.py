@@ -3,10 +3,11 @@ batch repeats or overlaps the previous one (``one_batch_per_offset``, ``no_overl
 
 The rows are those of a window ``lag(...) OVER (PARTITION BY broker_id, log_dir, topic, partition
 ORDER BY base_offset, position)`` where the batch repeats the previous one's base offset or starts
-at or before its last offset; nulls sort first and compare as SQL does. When the batches are a
-plain read of files whose footers list their replicas (what ingest writes), each task reads one
-replica's three offset columns from the files and sorts them itself: a Spark window would shuffle
-and sort every batch with all four replica columns in its key. Any other frame takes the window.
+at or before its last offset; nulls sort first and compare as SQL does. When the batches read
+the files ingest wrote as they are, and their manifest is given (``txn_audit.manifest``), each
+task reads one replica's three offset columns from the files and sorts them itself
+(``txn_audit.replica_tasks``): a Spark window would shuffle and sort every batch with all four
+replica columns in its key. Any other frame takes the window.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from txn_audit.reconstruct.pass_files import SAMPLE_EVERY, TableFile, replica_filter, sampled_cuts, table_dataset
+from txn_audit.manifest import TableManifest
+from txn_audit.replica_tasks.reading import SAMPLE_EVERY, replica_filter, replica_uris, sampled_cuts, table_dataset
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
 if TYPE_CHECKING:
@@ -50,15 +52,14 @@ WINDOW_ROWS = 4_000_000
 _OFFSETS = ["base_offset", "last_offset", "position"]
 
 
-def order_items(files: list[TableFile]) -> list[dict[str, object]]:
-    """``ORDER_ITEM`` rows for the batches' files: one per replica, largest first."""
-    replicas = {replica for f in files for replica in f.replicas}
-    items = []
-    for replica in replicas:
-        holding = [f for f in files if replica in f.replicas]
-        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": [f.uri for f in holding],
-                      "rows": sum(f.rows_of(replica) for f in holding)})
-    items.sort(key=lambda item: (-int(item["rows"]), repr([item[k] for k in REPLICA_COLUMNS])))  # type: ignore[call-overload]
+def order_items(files: TableManifest) -> list[dict[str, object]]:
+    """``ORDER_ITEM`` rows for the batches' files (their manifest): one per replica, largest first."""
+    items: list[dict[str, object]] = []
+    for replica in files.replicas() or ():
+        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(files, replica),
+                      "rows": files.rows_of(replica)})
+    items.sort(key=lambda item: (-int(item["rows"]),  # type: ignore[call-overload]  # an int, typed object in the row
+                                 repr([item[k] for k in REPLICA_COLUMNS])))
     return items
 
 
@@ -78,7 +79,7 @@ def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: 
         return [rows]
     base = ds.field("base_offset")
     bounded = [base.is_null() | (base < cuts[0])]
-    bounded += [(base >= low) & (base < high) for low, high in zip(cuts, cuts[1:])]
+    bounded += [(base >= low) & (base < high) for low, high in zip(cuts, cuts[1:], strict=False)]
     bounded.append(base >= cuts[-1])
     return [rows & window for window in bounded]
 
@@ -158,16 +159,16 @@ def neighbours_over_files(items: Iterator[pa.RecordBatch]) -> Iterator[pa.Record
             yield from replica_neighbours(item)
 
 
-def neighbours_frame(batches: DataFrame) -> DataFrame:
-    """The neighbour rows of ``batches`` (see the module docstring) as a DataFrame."""
+def neighbours_frame(batches: DataFrame, files: TableManifest | None = None) -> DataFrame:
+    """The neighbour rows of ``batches`` (see the module docstring) as a DataFrame; ``files``: the
+    manifest of the files ``batches`` reads as they are, if it does."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct.replicas import table_files, task_per_item
+    from txn_audit.replica_tasks import task_per_item
     from txn_audit.schemas import spark_schema
 
-    files = table_files(batches)
-    if files is not None:
+    if files is not None and files.replicas() is not None:
         return task_per_item(batches.sparkSession, order_items(files), ORDER_ITEM, neighbours_over_files,
                              spark_schema(NEIGHBOURS))
     order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")

@@ -1,11 +1,13 @@
 """Rebuild transactions from the raw tables: DataFrame in, DataFrame out. Nothing is collected
-but the chosen replicas (one row per partition, ``replicas.on_replicas``).
+but the chosen replicas (one row per partition, ``replicas.ranked_replicas``).
 
-When the raw tables are plain reads of the files ingest writes, the producer pass reads them
-with pyarrow, one replica per task (``pass_files``); in a scan its tasks also write
-``partition_transactions`` themselves (``transaction_files``) and say what follows each
-Prepare* record on their partition (``prepare_follows``), and each partition's extent is read
-from the files' footers.
+The raw tables come as ``tables.RawTables``: a frame per table and, when the frames read the
+files ingest wrote, their manifest (``txn_audit.manifest``). With it the producer pass reads
+the files with pyarrow, one replica per task (``pass_files``, run by ``replica_tasks``); in a
+scan its tasks also write ``partition_transactions`` themselves (``transaction_files``) and say
+what follows each Prepare* record on their partition (``prepare_follows``), and each
+partition's extent is read from the manifest. Where the derived tables go is
+``DerivedOutput``'s to say.
 
 When a partition has several copies (a dump of several brokers), one speaks for it
 (``replica_choice``: the KRaft metadata log's leader, else the highest leader epoch, then the
@@ -23,6 +25,7 @@ from txn_audit.reconstruct.replicas import RankedReplicas, chosen_replicas, on_r
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.reconstruct.transactions import (
     FOLLOW_KEY,
+    DerivedOutput,
     Reconstruction,
     coordinator_current,
     partition_transactions,
@@ -40,6 +43,7 @@ __all__ = [
     "AHEAD",
     "BEHIND",
     "CONFLICT",
+    "DerivedOutput",
     "FOLLOW_KEY",
     "RankedReplicas",
     "Reconstruction",

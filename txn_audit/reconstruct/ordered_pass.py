@@ -146,11 +146,13 @@ def _walk(slot: np.ndarray, is_marker: np.ndarray, with_sequence: np.ndarray, ep
 
 def _int64s(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The column as int64, nulls as ``NONE`` (below every value)."""
-    return pc.fill_null(pc.cast(column, pa.int64()), NONE).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(pc.cast(column, pa.int64()), NONE).to_numpy(zero_copy_only=False)
+    return values
 
 
 def _bools(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return pc.fill_null(column, False).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(column, False).to_numpy(zero_copy_only=False)
+    return values
 
 
 def _grown(table: np.ndarray, rows: int, fill: np.ndarray | np.int64) -> np.ndarray:
@@ -170,7 +172,7 @@ def _bucket(topic: int, partition: int, producer: int, mask: int) -> int:  # pra
     mixed ^= np.uint64(partition) * np.uint64(0xC2B2AE3D27D4EB4F)
     mixed ^= np.uint64(topic) * np.uint64(0x165667B19E3779F9)
     mixed ^= mixed >> np.uint64(31)
-    return np.int64(mixed & np.uint64(mask))
+    return np.int64(mixed & np.uint64(mask))  # type: ignore[return-value]  # numba compiles it: an int64 either way
 
 
 @numba.njit(cache=True, nogil=True)
@@ -295,7 +297,8 @@ class _Walk:
         self.fresh = np.zeros(_WALK_STATE, np.int64)
         self.fresh[[_MAX_DATA, _MAX_MARKER, _MAX_COORD]] = NONE
 
-    def batch(self, batch: pa.RecordBatch, late_tolerance_ms: int, unsequenced: pa.Array) -> tuple[pa.RecordBatch, np.ndarray]:
+    def batch(self, batch: pa.RecordBatch, late_tolerance_ms: int,
+              unsequenced: pa.Array) -> tuple[pa.RecordBatch, np.ndarray]:
         """``batch`` with the pass's columns appended; and each row's slot."""
         slot = self.keys.of(batch)
         self.state = _grown(self.state, len(self.keys), self.fresh)
@@ -460,7 +463,7 @@ def _marker_codes(types: pa.Array) -> np.ndarray:
 KEY_COLUMNS = ("topic", "partition", "producer_id", "broker_id")
 
 
-def txn_fields(string: pa.DataType = pa.string()) -> list[pa.Field]:
+def txn_fields(string: pa.DataType = pa.string()) -> list[pa.Field]:  # noqa: B008 - a type, immutable
     """``TXN_FIELDS`` with their Arrow types (the key columns come before them)."""
     def field_type(name: str) -> pa.DataType:
         if name in ("marker_type", "prev_marker_type"):
@@ -484,7 +487,8 @@ def _candidates(batch: pa.RecordBatch) -> np.ndarray:
     maxima = [_int64s(batch.column(name)) for name in MAXIMA]
     fenced = (epoch < maxima[0]) | (epoch < maxima[1])
     coordinator = _bools(batch.column("is_marker")) & (_int64s(batch.column("coordinator_epoch")) < maxima[2])
-    return _bools(batch.column("is_late")) | sequence | fenced | coordinator
+    flagged: np.ndarray = _bools(batch.column("is_late")) | sequence | fenced | coordinator
+    return flagged
 
 
 class _OpenTransactions:

@@ -1,13 +1,14 @@
 """The producer pass read straight from the raw tables' Parquet files, one partition replica per task.
 
-When the batches and the markers are plain reads of files whose footers list the replicas of
-their rows (what ingest writes), each task reads one replica's rows of both tables with
-pyarrow and runs ``ordered_pass.transaction_pass`` on them. Spark then neither shuffles nor
-sorts every producer row, nor converts it for the Python worker.
+When the batches and the markers are the files ingest wrote, as its manifest describes them
+(``txn_audit.manifest``), each task reads one replica's rows of both tables with pyarrow and
+runs ``ordered_pass.transaction_pass`` on them (``replica_tasks``). Spark then neither shuffles
+nor sorts every producer row, nor converts it for the Python worker.
 
 Ingest writes a row group per replica and segment, so a replica's row groups of each table
-cover offset ranges that do not overlap: a task then reads them in log order, a few row groups
-at a time, whatever the size of the partition (``log_order_input``). Other files are read
+cover offset ranges that do not overlap: the manifest names them with their offsets, and a task
+reads them in log order, a few row groups at a time, whatever the size of the partition
+(``log_order_input``). Other files are read
 sorted by (producer id, offset), at most about ``ROUND_ROWS`` rows at a time: a larger replica
 is first counted per producer, then read in groups of whole producers, and a producer with more
 rows than that in offset windows (``sorted_pass_input``). The pass itself keeps state per
@@ -18,29 +19,42 @@ here: ``transactions.producer_pass`` runs it.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
-from pyarrow import fs
 
+from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, pass_source_columns, transaction_pass
-from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
+from txn_audit.replica_tasks.reading import (
+    ROW_GROUP,
+    SAMPLE_EVERY,
+    Piece,
+    merge_in_log_order,
+    pieces_in_order,
+    producer_span,
+    read_row_group,
+    replica_filter,
+    replica_groups,
+    replica_uris,
+    sampled_cuts,
+    table_dataset,
+)
+from txn_audit.schemas import REPLICA_COLUMNS
 
 #: most input rows one task holds and sorts at once (about 100 bytes each in memory; reading
 #: and sorting them takes about as much again)
 ROUND_ROWS = 1_000_000
-#: while counting a large replica's rows per producer, one row in this many keeps its offset, from
-#: which a producer with more than ``ROUND_ROWS`` rows is cut into offset windows
-SAMPLE_EVERY = 64
 
-#: one task's work: a replica, the files that hold its rows and how many rows they may hold
+#: one task's work: a replica, the files and row groups that hold its rows and how many rows they
+#: may hold (all from the manifest). While counting a large replica's rows per producer, one row
+#: in ``SAMPLE_EVERY`` keeps its offset, from which a producer with more than ``ROUND_ROWS`` rows
+#: is cut into offset windows
 PASS_ITEM = pa.schema([
     pa.field("broker_id", pa.int32()),
     pa.field("log_dir", pa.string()),
@@ -48,6 +62,9 @@ PASS_ITEM = pa.schema([
     pa.field("partition", pa.int32()),
     pa.field("batch_files", pa.list_(pa.string())),
     pa.field("marker_files", pa.list_(pa.string())),
+    # the replica's row groups in each table, as the manifest names them (null: not known)
+    pa.field("batch_groups", pa.list_(ROW_GROUP)),
+    pa.field("marker_groups", pa.list_(ROW_GROUP)),
     pa.field("rows", pa.int64()),
     # the task's share of the replica's producers: those with ``producer_id % shares == share``
     pa.field("shares", pa.int32()),
@@ -61,172 +78,41 @@ assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
 _OFFSET = {DATA: "base_offset", MARKER: "offset"}
 
 
-@dataclass(frozen=True)
-class TableFile:
-    """A raw table's Parquet file: its URI, the replicas its footer lists and, per replica, how
-    many rows it may hold (from the row groups' statistics: an upper bound)."""
-
-    uri: str
-    replicas: frozenset[Replica]
-    replica_rows: tuple[tuple[Replica, int], ...]
-    #: per replica with rows, the extremes of ``EXTENT_COLUMNS`` its rows hold (None: all null),
-    #: from the row groups' statistics; None when they do not show them for every row group
-    replica_extents: tuple[tuple[Replica, int | None, int | None], ...] | None = None
-
-    def rows_of(self, replica: Replica) -> int:
-        return dict(self.replica_rows).get(replica, 0)
-
-
-Key = TypeVar("Key")
-
-#: a batches file's columns whose extremes its statistics give: the highest last offset and the
-#: lowest first timestamp (how far a partition's log goes, and from when it holds data)
-EXTENT_COLUMNS = ("last_offset", "first_timestamp")
-
-
-def read_table_file(uri: str) -> TableFile | None:
-    """The footer of the file at ``uri``; None when it lists no replicas (an older or foreign
-    file) or cannot be read (a file system pyarrow does not know)."""
-    try:
-        filesystem, path = fs.FileSystem.from_uri(uri)
-        metadata = pq.read_metadata(path, filesystem=filesystem)
-    except (OSError, ValueError):
-        return None
-    listed = replicas_from_metadata(metadata.metadata)
-    if listed is None:
-        return None
-    return TableFile(uri, frozenset(listed), _rows_by_replica(metadata, listed), _extents_by_replica(metadata))
-
-
-def _rows_by_replica(metadata: pq.FileMetaData, listed: set[Replica]) -> tuple[tuple[Replica, int], ...]:
-    """Rows per listed replica, from the row groups' statistics: a row group whose statistics
-    do not show one replica counts for every replica the file lists (an upper bound)."""
-    names = metadata.schema.to_arrow_schema().names
-    where = [names.index(name) for name in REPLICA_COLUMNS]
-    rows: dict[Replica, int] = dict.fromkeys(listed, 0)
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        replica = _one_replica(group, where)
-        for key in [replica] if replica in rows else list(rows):
-            rows[key] += group.num_rows
-    return tuple(sorted(rows.items(), key=lambda item: repr(item[0])))
-
-
-def _extents_by_replica(metadata: pq.FileMetaData) -> tuple[tuple[Replica, int | None, int | None], ...] | None:
-    """Per replica, the highest ``last_offset`` and the lowest ``first_timestamp`` of its rows, from
-    the row groups' statistics; None unless every row group shows its one replica and both."""
-    names = metadata.schema.to_arrow_schema().names
-    if not set(EXTENT_COLUMNS) <= set(names):
-        return None
-    where = [names.index(name) for name in REPLICA_COLUMNS]
-    highest, lowest = names.index(EXTENT_COLUMNS[0]), names.index(EXTENT_COLUMNS[1])
-    extents: dict[Replica, tuple[int | None, int | None]] = {}
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        replica = _one_replica(group, where)
-        top, bottom = _extreme(group, highest, max), _extreme(group, lowest, min)
-        if replica is None or top is _UNKNOWN or bottom is _UNKNOWN:
-            return None
-        widen_extent(extents, replica, top, bottom)  # type: ignore[arg-type]
-    return tuple(sorted(((r, *e) for r, e in extents.items()), key=lambda item: repr(item[0])))
-
-
-_UNKNOWN = object()
-
-
-def _extreme(group: pq.RowGroupMetaData, column: int, pick: Callable[[int, int], int]) -> object:
-    """The highest (``pick=max``) or lowest value of ``column`` in ``group``: None when every
-    value is null, ``_UNKNOWN`` when the statistics do not tell."""
-    stats = group.column(column).statistics
-    if stats is None or not stats.has_null_count:
-        return _UNKNOWN
-    if stats.null_count == group.num_rows:
-        return None
-    if not stats.has_min_max:
-        return _UNKNOWN
-    return stats.max if pick is max else stats.min
-
-
-def widen_extent(extents: dict[Key, tuple[int | None, int | None]], key: Key, highest: int | None,
-                 lowest: int | None) -> None:
-    """Fold a highest last offset and a lowest first timestamp into ``extents[key]``, ignoring
-    nulls as SQL's ``max`` and ``min`` do."""
-    top, bottom = extents.get(key, (None, None))
-    extents[key] = (_sql_pick(top, highest, max), _sql_pick(bottom, lowest, min))
-
-
-def _sql_pick(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
-    return b if a is None else a if b is None else pick(a, b)
-
-
-def _one_replica(group: pq.RowGroupMetaData, where: list[int]) -> Replica | None:
-    """The one replica all rows of ``group`` belong to, if its statistics show it."""
-    values = []
-    for column in where:
-        stats = group.column(column).statistics
-        if stats is None or not stats.has_null_count:
-            return None
-        if stats.null_count == group.num_rows:
-            values.append(None)
-        elif stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
-            values.append(stats.min)
-        else:
-            return None
-    return tuple(values)  # type: ignore[return-value]
-
-
 #: a replica is split into shares of its producers, so that every core gets work, only down to
 #: this many rows per share (each share reads the replica's files again)
 SHARE_ROWS = 500_000
 
 
-def pass_items(batch_files: Iterable[TableFile], marker_files: Iterable[TableFile], parallelism: int,
+def pass_items(batch_table: TableManifest, marker_table: TableManifest, parallelism: int,
                share_rows: int = SHARE_ROWS) -> list[dict[str, object]]:
-    """The ``PASS_ITEM`` rows for these files, largest first (tasks start in that order): one
-    per replica, or, when a replica holds more than its part of the work for ``parallelism``
-    cores, one per share of its producers (never more than twice as many as cores)."""
-    batch_files, marker_files = list(batch_files), list(marker_files)
-    replicas = {r for f in batch_files + marker_files for r in f.replicas}
+    """The ``PASS_ITEM`` rows for the replicas of these tables (``txn_audit.manifest``), largest
+    first (tasks start in that order): one per replica, or, when a replica holds more than its
+    part of the work for ``parallelism`` cores, one per share of its producers (never more than
+    twice as many as cores)."""
+    replicas = (batch_table.replicas() or frozenset()) | (marker_table.replicas() or frozenset())
     found = []
     for replica in replicas:
-        batches = [f for f in batch_files if replica in f.replicas]
-        markers = [f for f in marker_files if replica in f.replicas]
-        found.append((replica, batches, markers, sum(f.rows_of(replica) for f in batches + markers)))
+        found.append((replica, batch_table.rows_of(replica) + marker_table.rows_of(replica)))
     slots = 2 * max(1, parallelism)
-    per_item = max(share_rows, math.ceil(sum(rows for *_, rows in found) / slots))
-    items = []
-    for replica, batches, markers, rows in found:
+    per_item = max(share_rows, math.ceil(sum(rows for _, rows in found) / slots))
+    items: list[dict[str, object]] = []
+    for replica, rows in found:
         shares = min(slots, max(1, rows // per_item))
-        for share in range(shares):
-            items.append({
-                **dict(zip(REPLICA_COLUMNS, replica, strict=True)),
-                "batch_files": [f.uri for f in batches],
-                "marker_files": [f.uri for f in markers],
-                "rows": rows,  # all the replica's: a share of few producers may hold most of them
-                "shares": shares,
-                "share": share,
-            })
-    items.sort(key=lambda item: (-item["rows"] / item["shares"],  # type: ignore[operator]
+        common = {
+            **dict(zip(REPLICA_COLUMNS, replica, strict=True)),
+            "batch_files": replica_uris(batch_table, replica),
+            "marker_files": replica_uris(marker_table, replica),
+            "batch_groups": replica_groups(batch_table, replica),
+            "marker_groups": replica_groups(marker_table, replica),
+            "rows": rows,  # all the replica's: a share of few producers may hold most of them
+            "shares": shares,
+        }
+        items.extend({**common, "share": share} for share in range(shares))
+    items.sort(key=lambda item: (-int(item["rows"]) / int(item["shares"]),  # type: ignore[call-overload]  # ints, typed object in the row
                                  repr([item[k] for k in (*REPLICA_COLUMNS, "share")])))
     for task, item in enumerate(items):
         item["task"] = task
     return items
-
-
-def replica_filter(item: Mapping[str, object]) -> ds.Expression:
-    """The rows of ``item``'s replica (null-safe, as the replica join)."""
-    condition = None
-    for name in REPLICA_COLUMNS:
-        value = item[name]
-        term = ds.field(name).is_null() if value is None else ds.field(name) == value
-        condition = term if condition is None else condition & term
-    return condition
-
-
-def table_dataset(uris: list[str]) -> ds.Dataset:
-    """The Parquet files at ``uris`` (all on one file system) as one dataset."""
-    filesystem, _ = fs.FileSystem.from_uri(uris[0])
-    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem)
 
 
 @dataclass(frozen=True)
@@ -272,7 +158,7 @@ class _Replica:
                                             batch_readahead=1, fragment_readahead=1)
         shares, share = int(self.item["shares"]), int(self.item["share"])  # type: ignore[call-overload]
         if shares == 1:
-            return scan
+            return scan  # type: ignore[no-any-return]  # pyarrow is untyped
         return (batch.filter(pa.array(batch.column("producer_id").to_numpy(zero_copy_only=False) % shares == share))
                 for batch in scan)
 
@@ -304,7 +190,7 @@ def _plan_groups(counts: dict[int, int], sampled: list[tuple[np.ndarray, np.ndar
         if count > round_rows:
             cuts = sampled_cuts(np.sort(offsets[producer_ids == producer_id]), round_rows, SAMPLE_EVERY)
             bounds = [None, *cuts, None]
-            groups.extend(_Group((producer_id,), low, high) for low, high in zip(bounds, bounds[1:]))
+            groups.extend(_Group((producer_id,), low, high) for low, high in zip(bounds, bounds[1:], strict=False))
             continue
         for index, (size, members) in enumerate(bins):
             if size + count <= round_rows:
@@ -314,13 +200,6 @@ def _plan_groups(counts: dict[int, int], sampled: list[tuple[np.ndarray, np.ndar
             bins.append((count, [producer_id]))
     groups.extend(_Group(tuple(members)) for _, members in bins)
     return groups
-
-
-def sampled_cuts(sample: np.ndarray, window_rows: int, sample_every: int) -> list[int]:
-    """Offsets that cut rows into windows of about ``window_rows``, from ``sample``: their
-    offsets in order, one row in ``sample_every``."""
-    step = max(1, window_rows // sample_every)
-    return [int(cut) for cut in np.unique(sample[step::step])]
 
 
 def sorted_pass_input(item: Mapping[str, object], round_rows: int = ROUND_ROWS,
@@ -353,57 +232,12 @@ def _sorted_group(replica: _Replica, group: _Group | None) -> pa.Table | None:
     return pa.table(columns, names=names)
 
 
-@dataclass(frozen=True)
-class _Piece:
-    """A row group of one replica's rows: its side, file and index, and its lowest and highest offset."""
-
-    low: int
-    high: int
-    side: int
-    uri: str
-    index: int
-
-
-def _replica_groups(item: Mapping[str, object], key: str,
-                    column: str) -> list[tuple[str, int, pq.Statistics | None]] | None:
-    """Each row group of ``item``'s replica in its ``key`` files, with rows: the file, the group's
-    index and ``column``'s statistics; None unless every row group of the files shows its one replica."""
-    replica = tuple(item[name] for name in REPLICA_COLUMNS)
-    groups = []
-    for uri in list(item[key] or []):  # type: ignore[call-overload]
-        filesystem, path = fs.FileSystem.from_uri(uri)
-        metadata = pq.read_metadata(path, filesystem=filesystem)
-        names = metadata.schema.to_arrow_schema().names
-        where, wanted = [names.index(name) for name in REPLICA_COLUMNS], names.index(column)
-        for index in range(metadata.num_row_groups):
-            group = metadata.row_group(index)
-            shown = _one_replica(group, where)
-            if shown is None:
-                return None
-            if shown == replica and group.num_rows:
-                groups.append((uri, index, group.column(wanted).statistics))
-    return groups
-
-
-def _pieces(item: Mapping[str, object]) -> list[_Piece] | None:
-    """The row groups of ``item``'s replica in both tables, by lowest offset; None unless every
-    row group of its files shows its one replica and, for the item's, offsets without nulls, and
-    the row groups of each table do not overlap (each table's rows of the replica in log order)."""
-    pieces = []
-    for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
-        groups = _replica_groups(item, key, _OFFSET[side])
-        if groups is None:
-            return None
-        found = []
-        for uri, index, stats in groups:
-            if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
-                return None
-            found.append(_Piece(stats.min, stats.max, side, uri, index))
-        found.sort(key=lambda piece: piece.low)
-        if any(later.low <= earlier.high for earlier, later in zip(found, found[1:])):
-            return None
-        pieces += found
-    return sorted(pieces, key=lambda piece: (piece.low, piece.side))
+def _pieces(item: Mapping[str, object]) -> list[Piece] | None:
+    """The row groups of ``item``'s replica in both tables (side ``DATA``, then ``MARKER``) in
+    log order; None unless the manifest named them with offsets that do not overlap
+    (``replica_tasks.reading.pieces_in_order``)."""
+    assert (DATA, MARKER) == (0, 1)  # the sides, in the order given: data before a marker of its offset
+    return pieces_in_order([item["batch_groups"], item["marker_groups"]])  # type: ignore[list-item]  # lists of ROW_GROUP rows
 
 
 def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iterator[pa.RecordBatch] | None:
@@ -414,50 +248,13 @@ def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iter
     pieces = _pieces(item)
     if pieces is None:
         return None
-    return _log_order_rows(item, pieces, chunk_rows)
+    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]  # ints, typed object in the row
+    return merge_in_log_order(pieces, functools.partial(_read_piece, shares=shares, share=share), chunk_rows)
 
 
-def _log_order_rows(item: Mapping[str, object], pieces: list[_Piece], chunk_rows: int) -> Iterator[pa.RecordBatch]:
-    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
-    bounds = sorted({piece.low for piece in pieces})
-    held: list[tuple[_Piece, pa.Table]] = []  # read, with the rows of later windows
-    ready: list[pa.Table] = []  # windows in order, not yet passed on
-    ready_rows = 0
-    waiting = list(pieces)
-    for number, low in enumerate(bounds):
-        high = bounds[number + 1] if number + 1 < len(bounds) else None
-        while waiting and waiting[0].low == low:
-            piece = waiting.pop(0)
-            held.append((piece, _read_piece(piece, shares, share)))
-        held.sort(key=lambda entry: entry[0].side)  # data first: a marker after data of its offset
-        parts, kept = [], []
-        for piece, rows in held:
-            if high is None or piece.high < high:
-                parts.append(rows)
-                continue
-            offsets = rows.column("offset")
-            parts.append(rows.filter(pc.less(offsets, high)))
-            rest = rows.filter(pc.greater_equal(offsets, high))
-            if rest.num_rows:
-                kept.append((piece, rest))
-        held = kept
-        parts = [part for part in parts if part.num_rows]
-        if parts:
-            rows = pa.concat_tables(parts)
-            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
-            ready_rows += rows.num_rows
-        if ready and (ready_rows >= chunk_rows or high is None):
-            # windows are in order: a few together make batches large enough for the pass
-            yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
-            ready, ready_rows = [], 0
-
-
-def _read_piece(piece: _Piece, shares: int, share: int) -> pa.Table:
+def _read_piece(piece: Piece, *, shares: int, share: int) -> pa.Table:
     """A row group's pass input rows (of the item's share of producers)."""
-    filesystem, path = fs.FileSystem.from_uri(piece.uri)
-    with filesystem.open_input_file(path) as source:
-        raw = pq.ParquetFile(source).read_row_group(piece.index, columns=pass_source_columns(piece.side))
-    rows = pass_input(raw, piece.side)
+    rows = pass_input(read_row_group(piece, pass_source_columns(piece.side)), piece.side)
     if shares > 1:
         producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
         rows = rows.filter(pa.array(producers % shares == share))
@@ -487,7 +284,7 @@ def producer_rounds(item: Mapping[str, object], round_producers: int | None = No
 
 def _producer_count(item: Mapping[str, object], enough: int) -> int:
     """How many producers ``item``'s rows hold, or a bound on that no greater than ``enough``:
-    the span of their ids in the footers when it is at most ``enough``, else a count of the ids read."""
+    the span of their ids in the manifest when it is at most ``enough``, else a count of the ids read."""
     span = _producer_span(item)
     if span is not None and span <= enough:
         return span
@@ -505,19 +302,14 @@ def _producer_count(item: Mapping[str, object], enough: int) -> int:
 
 
 def _producer_span(item: Mapping[str, object]) -> int | None:
-    """``max - min + 1`` of the producer ids in the row groups of ``item``'s replica, by their
-    statistics; None when a row group's statistics do not show its replica or its ids."""
-    low = high = None
-    for key in ("batch_files", "marker_files"):
-        groups = _replica_groups(item, key, "producer_id")
-        if groups is None:
+    """``max - min + 1`` of the producer ids in the row groups of ``item``'s replica, as the
+    manifest gives them; None when it does not give them for every row group."""
+    groups = []
+    for key in ("batch_groups", "marker_groups"):
+        if item[key] is None:
             return None
-        for _, _, stats in groups:
-            if stats is None or not stats.has_min_max:
-                return None
-            low = stats.min if low is None else min(low, stats.min)
-            high = stats.max if high is None else max(high, stats.max)
-    return 0 if low is None else int(high) - int(low) + 1  # type: ignore[arg-type]
+        groups += list(item[key])  # type: ignore[call-overload]  # a list of ROW_GROUP rows
+    return producer_span(groups)
 
 
 def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructType
 
-from txn_audit.reconstruct.pass_files import TableFile, read_table_file, widen_extent
+from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replica_choice import CopyFacts, Leadership, RankedReplica, rank_replicas, replica_name
-from txn_audit.schemas import REPLICA_COLUMNS, Replica, spark_schema
+from txn_audit.replica_tasks import read_as_is
+from txn_audit.schemas import REPLICA_COLUMNS, Replica
 
 REPLICA_KEYS = REPLICA_COLUMNS
 
@@ -40,6 +39,10 @@ class RankedReplicas:
         """The most copies any partition has (1 in a dump of one broker)."""
         return max((r["replica_rank"] for r in self.rows), default=1)
 
+    def keys(self, rank: int) -> frozenset[Replica]:
+        """The replicas ranked ``rank`` (1: the chosen ones), as ``on_replicas`` takes them."""
+        return frozenset(_replica_of(r) for r in self.rows if r["replica_rank"] == rank)
+
     def of_rank(self, rank: int) -> DataFrame:
         """The replicas ranked ``rank`` in their partitions (1: the chosen ones): at most one per
         partition, so the per-partition stages audit them as they audit the chosen ones."""
@@ -48,13 +51,14 @@ class RankedReplicas:
 
 
 def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame, batches: DataFrame, *,
-                    as_of_ms: int | None = None) -> RankedReplicas:
+                    as_of_ms: int | None = None, batch_files: TableManifest | None = None) -> RankedReplicas:
     """Every live replica (``partition_offsets`` rows) with its rank among its partition's copies
     and the reason for the choice (``replica_choice.rank_replicas``), plus ``RANK_COLUMNS``; the
     KRaft metadata log's leadership is taken as of ``as_of_ms`` (the audit time; None: its last).
-    A dump holds a few rows per partition here: they are ranked on the driver."""
+    A dump holds a few rows per partition here: they are ranked on the driver. Each replica's log
+    end comes from ``batch_files``, the manifest of the files ``batches`` reads, when given."""
     offsets = [r.asDict() for r in partition_offsets.where(F.col("replica_status") == "live").collect()]
-    ends = _log_ends(batches)
+    ends = _log_ends(batches, batch_files)
     leaders = _leaders(metadata_partitions, offsets, as_of_ms)
     copies: dict[Replica, CopyFacts] = {}
     for row in offsets:
@@ -94,24 +98,10 @@ def chosen_replicas(ranked: RankedReplicas) -> DataFrame:
     return ranked.of_rank(1)
 
 
-def replica_extents(batches: DataFrame) -> dict[Replica, tuple[int | None, int | None]] | None:
-    """Per replica of ``batches``: its highest ``last_offset`` and lowest ``first_timestamp``, from
-    the raw files' footers; None unless ``batches`` is a plain read of files whose footers give
-    both for every row group (what ingest writes). No row is read."""
-    files = table_files(batches)
-    if files is None or any(f.replica_extents is None for f in files):
-        return None
-    extents: dict[Replica, tuple[int | None, int | None]] = {}
-    for table_file in files:
-        for replica, highest, lowest in table_file.replica_extents or ():
-            widen_extent(extents, replica, highest, lowest)
-    return extents
-
-
-def _log_ends(batches: DataFrame) -> dict[Replica, int]:
-    """Per replica, one past its last batch: from the raw files' footers when they give it, else
-    one aggregation."""
-    extents = replica_extents(batches)
+def _log_ends(batches: DataFrame, files: TableManifest | None = None) -> dict[Replica, int]:
+    """Per replica, one past its last batch: from ``files``, the manifest of the files ``batches``
+    reads as they are, when it gives it, else one aggregation."""
+    extents = None if files is None else files.extents()
     if extents is not None:
         return {replica: highest + 1 for replica, (highest, _lowest) in extents.items() if highest is not None}
     return {_replica_of(row.asDict()): row["_last"] + 1
@@ -149,88 +139,18 @@ def _leaders(metadata_partitions: DataFrame, offsets: list[dict[str, Any]],
             for key, r in states.items()}
 
 
-def on_replicas(df: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Rows of ``df`` that belong to one of ``replicas`` (null-safe on the broker id).
+def on_replicas(df: DataFrame, replicas: DataFrame, keys: frozenset[Replica],
+                files: TableManifest | None = None) -> DataFrame:
+    """Rows of ``df`` that belong to one of ``replicas`` (null-safe on the broker id); ``keys``
+    are the same replicas (``RankedReplicas.keys``), ``files`` the manifest of the files ``df``
+    reads as they are (None: ``df`` is any other frame).
 
-    When ``df`` reads a table's files as they are and their footers show that every row belongs
-    to one of ``replicas`` (the usual dump: one replica per partition), that is ``df`` itself,
-    and no row is joined: the join hashes four keys, two of them strings, for every row read.
+    When the manifest shows that every row of those files belongs to one of ``keys`` (the usual
+    dump: one replica per partition), that is ``df`` itself, and no row is joined: the join
+    hashes four keys, two of them strings, for every row read.
     """
-    present = _replicas_in_files(df)
-    if present is not None and present <= _chosen(replicas):
+    if read_as_is(files, keys) is not None:
         return df
     r = replicas.select(*[F.col(k).alias(f"_r_{k}") for k in REPLICA_KEYS])
     cond = [df[k].eqNullSafe(r[f"_r_{k}"]) for k in REPLICA_KEYS]
     return df.join(F.broadcast(r), cond, "left_semi")
-
-
-#: the chosen replicas of each materialized ``replicas`` frame, collected once (one row per partition)
-_CHOSEN: weakref.WeakKeyDictionary[DataFrame, frozenset[Replica]] = weakref.WeakKeyDictionary()
-
-
-def _plan_node(df: DataFrame) -> str | None:
-    """The class of the top node of ``df``'s analyzed plan (None where it cannot be told)."""
-    try:
-        return str(df._jdf.queryExecution().analyzed().getClass().getSimpleName())
-    except AttributeError:  # not a classic DataFrame
-        return None
-
-
-def _chosen(replicas: DataFrame) -> frozenset[Replica]:
-    chosen = _CHOSEN.get(replicas)
-    if chosen is None:
-        chosen = frozenset(tuple(row) for row in replicas.select(*REPLICA_KEYS).collect())
-        if _plan_node(replicas) in ("LogicalRDD", "LocalRelation"):  # a checkpoint, local rows: both fixed
-            _CHOSEN[replicas] = chosen
-    return chosen
-
-
-def _replicas_in_files(df: DataFrame) -> set[Replica] | None:
-    """The replicas the footers of ``df``'s files list; None unless ``df`` is a plain read of
-    files that all list theirs (a filtered or changed frame may hold other rows)."""
-    files = table_files(df)
-    if files is None:
-        return None
-    return set().union(*(f.replicas for f in files))
-
-
-#: ``table_files`` of each frame, read once
-_FILES: weakref.WeakKeyDictionary[DataFrame, list[TableFile] | None] = weakref.WeakKeyDictionary()
-
-
-def table_files(df: DataFrame) -> list[TableFile] | None:
-    """The files ``df`` reads, with the replicas and row counts their footers list; None unless
-    ``df`` is a plain read of files that all list their replicas and that pyarrow can open."""
-    if df in _FILES:
-        return _FILES[df]
-    found = _read_footers(df)
-    _FILES[df] = found
-    return found
-
-
-def _read_footers(df: DataFrame) -> list[TableFile] | None:
-    if _plan_node(df) != "LogicalRelation":
-        return None
-    uris = df.inputFiles()
-    if not uris:
-        return None
-    found = []
-    for uri in uris:
-        table_file = read_table_file(uri)
-        if table_file is None:
-            return None
-        found.append(table_file)
-    return found
-
-
-def task_per_item(spark: SparkSession, items: list[Mapping[str, object]], item_schema: pa.Schema,
-                  body: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], output: StructType,
-                  shared: DataFrame | None = None) -> DataFrame:
-    """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), one Spark task
-    per item: how the passes that read the tables' files spread their work. ``shared``, a frame
-    of one row, adds its columns to every item (broadcast: the items keep a task each)."""
-    rows = [tuple(item[name] for name in item_schema.names) for item in items]
-    work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(item_schema))
-    if shared is not None:
-        work = work.crossJoin(F.broadcast(shared))
-    return work.mapInArrow(body, output)

@@ -18,8 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from txn_audit.reconstruct.pass_files import widen_extent
-from txn_audit.reconstruct.replicas import replica_extents
+from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.schemas import HW_CAPPED, REPLICA_COLUMNS
 
 #: replica columns ``partition_stability`` carries through from its ``replicas`` rows
@@ -32,18 +31,19 @@ def _held() -> Column:
     return F.col("last_stable_offset") < F.col("hw")
 
 
-def partition_extent(batches: DataFrame) -> DataFrame:
+def partition_extent(batches: DataFrame, files: TableManifest | None = None) -> DataFrame:
     """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
-    when on the dump holds its data. No row is read when ``batches`` is a plain read of files
-    whose footers give it for every row group (what ingest writes, ``replicas.replica_extents``);
-    else one aggregation over every batch."""
-    extents = replica_extents(batches)
+    when on the dump holds its data. No row is read when ``files``, the manifest of the files
+    ``batches`` reads as they are (``replica_tasks.read_as_is``), gives it for every row group
+    (what ingest writes, ``TableManifest.extents``); else one aggregation over every batch."""
+    extents = None if files is None else files.extents()
     if extents is None:
         return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
     per_partition: dict[tuple[str | None, int | None], tuple[int | None, int | None]] = {}
     topic, partition = REPLICA_COLUMNS.index("topic"), REPLICA_COLUMNS.index("partition")
     for replica, (_highest, lowest) in extents.items():
-        widen_extent(per_partition, (replica[topic], replica[partition]), None, lowest)
+        key: tuple[str | None, int | None] = (replica[topic], replica[partition])  # type: ignore[assignment]  # REPLICA_COLUMNS' topic and partition
+        widen_extent(per_partition, key, None, lowest)
     rows = [(t, p, lowest) for (t, p), (_none, lowest) in sorted(per_partition.items())]
     return batches.sparkSession.createDataFrame(rows, "topic string, partition int, covers_from long")
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 
@@ -26,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
-from pyarrow import fs
 
 from txn_audit.reconstruct.pass_files import item_pass
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
+from txn_audit.replica_tasks.commit import commit_file, file_name
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
 #: a transaction's state from its marker's type: any other type of marker still ends it
@@ -80,22 +79,6 @@ def known_ids(producer_ids: pa.StructArray | None) -> _Lookup:
         return _Lookup(np.empty(0, np.int64), pa.array([], pa.string()))
     keys = pc.fill_null(producer_ids.field("producer_id").cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
     return _Lookup(keys, producer_ids.field("transactional_id").cast(pa.string()))
-
-
-def _located(location: str) -> tuple[fs.FileSystem, str]:
-    """The file system and path of ``location``: a URI, or a local path."""
-    if "://" in location:
-        return fs.FileSystem.from_uri(location)
-    return fs.LocalFileSystem(), os.path.abspath(location)
-
-
-def file_name(task: int, job: str) -> str:
-    """A task's file, named as Spark names its own (``warehouse`` orders a job's files by task)."""
-    return f"part-{task:05d}-{job}-c000.snappy.parquet"
-
-
-def new_job() -> str:
-    return str(uuid.uuid4())
 
 
 class TransactionFile:
@@ -155,17 +138,14 @@ class TransactionFile:
         self._writer.close()
         self._writer = None
         last_writes = self._last_writes()
-        filesystem, directory = _located(self.directory)
-        final = f"{directory}/{self.name}"
-        staging = f"{directory}/.{self.name}.{uuid.uuid4().hex}.tmp"  # hidden: readers skip it
         with pa.OSFile(self._path) as source:  # read chunk by chunk: a mapped file's pages would count as memory
             spilled = ipc.open_file(source)
-            with filesystem.open_output_stream(staging) as sink, \
+            # committed as ``replica_tasks.commit`` does: a retried task writes the same rows under the same name
+            with commit_file(self.directory, self.name) as sink, \
                     pq.ParquetWriter(sink, PARTITION_TRANSACTIONS, use_dictionary=DICTIONARY_COLUMNS) as writer:
                 for index in range(spilled.num_record_batches):
                     writer.write_table(self._completed(spilled.get_batch(index), last_writes),
                                        row_group_size=CHUNK_ROWS)
-        filesystem.move(staging, final)  # a retried task writes the same rows under the same name
         return self.rows
 
     def _last_writes(self) -> _Lookup:
@@ -235,22 +215,3 @@ def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) ->
         producers = pc.fill_null(table.column("producer_id"), -1).to_numpy()
         mine = pc.and_(mine, pa.array(producers % shares == share))
     return table.filter(pc.fill_null(mine, False))
-
-
-def start_table(directory: str) -> None:
-    """Create ``directory`` for a table's files; refuse one that exists (as Spark's writer does)."""
-    filesystem, path = _located(directory)
-    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
-        raise FileExistsError(f"{directory} already exists")
-    filesystem.create_dir(path, recursive=True)
-
-
-def finish_table(directory: str, schema: pa.Schema) -> None:
-    """Write an empty file of ``schema`` into ``directory`` when no task wrote one, so that the
-    table has its schema on disk, as a table Spark wrote without rows."""
-    filesystem, path = _located(directory)
-    found = filesystem.get_file_info(fs.FileSelector(path))
-    if not any(f.base_name.endswith(".parquet") and not f.base_name.startswith((".", "_")) for f in found):
-        with filesystem.open_output_stream(f"{path}/{file_name(0, new_job())}") as sink:
-            pq.write_table(schema.empty_table(), sink)
-

@@ -10,7 +10,7 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -36,13 +36,12 @@ from txn_audit.reconstruct.ordered_pass import (
 from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
 from txn_audit.reconstruct.divergence import compare_replicas
+from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replicas import (
     chosen_replicas,
     on_replicas,
     RankedReplicas,
     ranked_replicas,
-    table_files,
-    task_per_item,
 )
 from txn_audit.reconstruct.transaction_files import (
     ENDED,
@@ -50,13 +49,12 @@ from txn_audit.reconstruct.transaction_files import (
     MARKER_STATES,
     OPEN,
     PRODUCER_ID_FIELDS,
-    finish_table,
-    new_job,
     pass_writing_transactions,
-    start_table,
 )
+from txn_audit.replica_tasks import finish_table, new_job, read_as_is, start_table, task_per_item
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
+    DERIVED_TABLES,
     PARTITION_STABILITY,
     PARTITION_TRANSACTIONS,
     REPLICA_STABILITY,
@@ -65,6 +63,7 @@ from txn_audit.schemas import (
     conform,
     spark_schema,
 )
+from txn_audit.tables import RawTables
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -77,10 +76,12 @@ def _partition_name(topic: Column, partition: Column) -> Column:
 
 
 
-def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int) -> DataFrame:
+def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int,
+                  batch_files: TableManifest | None = None, marker_files: TableManifest | None = None) -> DataFrame:
     """One ordered pass over every data batch written with a producer id (transactional or
     idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
-    order. When both frames are plain reads of the raw tables' files, each task reads one
+    order. When both frames read the raw tables' files as they are and ``batch_files`` and
+    ``marker_files`` are their manifests (``replica_tasks.read_as_is``), each task reads one
     replica's rows from them in log order (``pass_files``); otherwise Spark shuffles
     and sorts the rows. Its rows have two struct columns, one of them null
     (``ordered_pass.transaction_pass``):
@@ -97,7 +98,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
 
     Use ``producer_events`` and ``transaction_rows`` to read them.
     """
-    items = _pass_items(batches, markers)
+    items = _pass_items(batches, batch_files, marker_files)
     output = _pass_output(batches, markers)
     if items is not None:
         # each task reads one replica's rows from the files itself
@@ -110,19 +111,21 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
 
     # each producer's rows on a partition end up together in one task, in offset order
     ordered = _pass_rows(batches, markers).repartition(*KEY).sortWithinPartitions(*KEY, "offset")
-    return ordered.mapInArrow(walk, output)
+    return ordered.mapInArrow(walk, output)  # type: ignore[arg-type]  # pyspark's stub types mapInArrow's function too narrowly
 
 
 def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame, prepares: DataFrame,
-                          directory: str, *, late_tolerance_ms: int) -> DataFrame | None:
+                          directory: str, *, late_tolerance_ms: int, batch_files: TableManifest | None,
+                          marker_files: TableManifest | None) -> DataFrame | None:
     """``producer_pass`` whose tasks write the transactions themselves, as the files of
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
     its ``txn`` column is always null. Its third column, ``follow``, says what follows each of
     ``prepares`` (``prepare_records``) on the partitions the tasks read
     (``prepare_follows.FOLLOW_FIELDS``; read them with ``prepare_follow_rows``). None unless both
-    frames are plain reads of the raw tables' files. The files are written when the frame is
-    computed: compute it once, then call ``written_partition_transactions``."""
-    items = _pass_items(batches, markers)
+    frames read the raw tables' files as their manifests (``batch_files``, ``marker_files``)
+    describe them. The files are written when the frame is computed: compute it once, then call
+    ``written_partition_transactions``. The table is committed as ``replica_tasks`` says."""
+    items = _pass_items(batches, batch_files, marker_files)
     if items is None:
         return None
     start_table(directory)
@@ -178,10 +181,10 @@ def _pass_rows(batches: DataFrame, markers: DataFrame) -> DataFrame:
     return side(data, DATA).unionByName(side(markers, MARKER))
 
 
-def _pass_items(batches: DataFrame, markers: DataFrame) -> list[dict[str, object]] | None:
-    """``pass_files.PASS_ITEM`` rows when both frames are plain reads of files whose footers list
-    their replicas; None otherwise (then the pass shuffles and sorts the rows in Spark)."""
-    batch_files, marker_files = table_files(batches), table_files(markers)
+def _pass_items(batches: DataFrame, batch_files: TableManifest | None,
+                marker_files: TableManifest | None) -> list[dict[str, object]] | None:
+    """``pass_files.PASS_ITEM`` rows when the manifests of both tables' files are given; None
+    otherwise (then the pass shuffles and sorts the rows in Spark)."""
     if batch_files is None or marker_files is None:
         return None
     parallelism = batches.sparkSession.sparkContext.defaultParallelism
@@ -213,7 +216,8 @@ def _listed_partitions() -> Column:
     """``<topic>-<partition>`` names a coordinator state lists: only Ongoing and Prepare* list any."""
     return F.when(
         F.col("state").isin(*LISTING_STATES),
-        F.transform(F.coalesce("topic_partitions", F.array()), lambda tp: _partition_name(tp["topic"], tp["partition"])),
+        F.transform(F.coalesce("topic_partitions", F.array()),
+                    lambda tp: _partition_name(tp["topic"], tp["partition"])),
     ).otherwise(F.array().cast("array<string>"))
 
 
@@ -504,47 +508,83 @@ class Reconstruction:
     #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
     replica_stability: DataFrame
     extent: DataFrame  # per partition: its oldest batch time (``partition_extent``)
+    #: the chosen replicas' rows of the raw tables detect reads (``on_replicas``)
+    batches: DataFrame
+    markers: DataFrame
+    txn_log: DataFrame
+    offset_commits: DataFrame
     #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
     #: None when the pass did not read the files
     prepare_follows: DataFrame | None = None
 
 
-Materialize = Callable[[str, DataFrame], DataFrame]
+@dataclass(frozen=True)
+class DerivedOutput:
+    """Where reconstruct puts what it derives. Each derived table (``schemas.DERIVED_TABLES``) is
+    written once to ``tables_dir/<table>`` and read back from there (the pass's tasks write
+    ``partition_transactions`` themselves when they read the raw tables' files); every other
+    intermediate, and every table when ``tables_dir`` is None (tests, notebooks), is kept in a
+    local checkpoint. Detection reads each of them several times: without this Spark would
+    re-plan and re-run the whole lineage each time."""
 
+    tables_dir: str | None = None
 
-def _as_is(_name: str, frame: DataFrame) -> DataFrame:
-    return frame
+    def table_dir(self, name: str) -> str | None:
+        """Where table ``name`` is written (a path or URI, absent until then), or None."""
+        if self.tables_dir is None or name not in DERIVED_TABLES:
+            return None
+        return f"{self.tables_dir.rstrip('/')}/{name}"
+
+    def keep(self, name: str, frame: DataFrame) -> DataFrame:
+        """``frame`` computed once: written as table ``name`` and read back, or checkpointed."""
+        directory = self.table_dir(name)
+        if directory is None:
+            return frame.localCheckpoint(eager=True)
+        frame.write.parquet(directory)
+        return frame.sparkSession.read.parquet(directory)
 
 
 def reconstruct(
-    raw: dict[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int, materialize: Materialize | None = None,
-    table_dir: Callable[[str], str | None] | None = None,
+    raw: RawTables | Mapping[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int,
+    output: DerivedOutput | None = None,
 ) -> Reconstruction:
     """Derive the transaction tables from the raw ones (see the module docstring).
 
-    ``materialize(name, frame)`` may compute an intermediate once and return a frame reading the
-    result (a written table, a checkpoint): detection reuses every one of them several times,
-    and without it Spark would re-plan and re-run the whole lineage each time.
-
-    ``table_dir(name)``, when given, names the directory (a path or URI, absent) where table
-    ``name`` is to be written, or None. When it names one for ``partition_transactions`` and the
-    pass reads the raw tables' files, the pass's tasks write that table there themselves
-    (``producer_pass_writing``), and ``materialize`` is not called for it or for the pass.
+    ``raw``: the raw tables with the manifest of their files (``tables.load_raw_tables``), or
+    frames alone (no manifest: Spark shuffles what the passes read). ``output``: where the
+    derived tables go (``DerivedOutput``; None: local checkpoints). When it names a folder and
+    the pass reads the raw tables' files, the pass's tasks write ``partition_transactions``
+    there themselves (``producer_pass_writing``).
     """
-    keep = materialize or _as_is
+    tables = RawTables.of(raw)
+    out = output or DerivedOutput()
+    keep = out.keep
+
+    def files(name: str) -> TableManifest | None:
+        return None if tables.manifest is None else tables.manifest.table(name)
+
     # built on the driver from its rows: local data, read again at no cost, so not materialized
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"], as_of_ms=as_of_ms)
+    ranked = ranked_replicas(tables["partition_offsets"], tables["metadata_partitions"], tables["batches"],
+                             as_of_ms=as_of_ms, batch_files=files("batches"))
     replicas = chosen_replicas(ranked)
-    batches = on_replicas(raw["batches"], replicas)
-    markers = on_replicas(raw["control_markers"], replicas)
-    txn_log = on_replicas(raw["txn_log"], replicas)
-    snapshots = on_replicas(raw["producer_snapshots"], replicas)
+    keys = ranked.keys(1)
+
+    def chosen(name: str) -> DataFrame:
+        return on_replicas(tables[name], replicas, keys, files(name))
+
+    batch_files, marker_files = read_as_is(files("batches"), keys), read_as_is(files("control_markers"), keys)
+    batches = chosen("batches")
+    markers = chosen("control_markers")
+    txn_log = chosen("txn_log")
+    snapshots = chosen("producer_snapshots")
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
     logged_ids = producer_transactional_ids(txn_log)
-    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(raw["reported_transactions"], logged_ids)))
-    directory = table_dir("partition_transactions") if table_dir else None
+    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(tables["reported_transactions"],
+                                                                            logged_ids)))
+    directory = out.table_dir("partition_transactions")
     writing = None if directory is None else producer_pass_writing(
-        batches, markers, ids, prepare_records(txn_log), directory, late_tolerance_ms=late_tolerance_ms)
+        batches, markers, ids, prepare_records(txn_log), directory, late_tolerance_ms=late_tolerance_ms,
+        batch_files=batch_files, marker_files=marker_files)
     follows = None
     if writing is not None and directory is not None:
         # computed here, once: its tasks write the table's files as they go
@@ -552,33 +592,38 @@ def reconstruct(
         ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids)
         follows = keep("prepare_follows", prepare_follow_rows(passed))
     else:
-        passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms))
+        passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
+                                                     batch_files=batch_files, marker_files=marker_files))
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
     # the few rows the rules read, kept apart: rules read them several times, and each read of
     # the pass would go through every transaction row too
     ordered = keep("producer_events", producer_events(passed))
     logged = coordinator_current(txn_log)
-    current = keep("coordinator", logged.unionByName(reported_coordinator(raw["reported_transactions"], logged)))
-    extent = keep("partition_extent", partition_extent(batches))
+    current = keep("coordinator", logged.unionByName(reported_coordinator(tables["reported_transactions"], logged)))
+    extent = keep("partition_extent", partition_extent(batches, batch_files))
     chosen_stability = keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms))
     return Reconstruction(
         partition_transactions=ptx,
         transactions=keep("transactions", transactions(ptx, current, ids)),
         partition_stability=keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
         replica_stability=keep("replica_stability", replica_stability(
-            raw, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
+            tables, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
         events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,
         producer_ids=ids,
         replicas=replicas,
         extent=extent,
+        batches=batches,
+        markers=markers,
+        txn_log=txn_log,
+        offset_commits=chosen("offset_commits"),
         prepare_follows=follows,
     )
 
 
-def replica_stability(raw: dict[str, DataFrame], ranked: RankedReplicas, chosen_batches: DataFrame,
+def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
                       chosen_stability: DataFrame, producer_ids: DataFrame, *, as_of_ms: int,
                       late_tolerance_ms: int) -> DataFrame:
     """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
@@ -589,12 +634,17 @@ def replica_stability(raw: dict[str, DataFrame], ranked: RankedReplicas, chosen_
             .withColumn("divergent_offset", F.lit(None).cast("long"))
             .withColumn("replica_holds", F.lit(None).cast("string"))
             .withColumn("chosen_holds", F.lit(None).cast("string"))]
+    manifest = raw.manifest
     for rank in range(2, ranked.ranks + 1):
-        these = ranked.of_rank(rank)
-        batches = on_replicas(raw["batches"], these)
-        markers = on_replicas(raw["control_markers"], these)
-        snapshots = on_replicas(raw["producer_snapshots"], these)
-        passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms)
+        these, keys = ranked.of_rank(rank), ranked.keys(rank)
+        files = {name: None if manifest is None else manifest.table(name)
+                 for name in ("batches", "control_markers", "producer_snapshots")}
+        batches = on_replicas(raw["batches"], these, keys, files["batches"])
+        markers = on_replicas(raw["control_markers"], these, keys, files["control_markers"])
+        snapshots = on_replicas(raw["producer_snapshots"], these, keys, files["producer_snapshots"])
+        passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
+                               batch_files=read_as_is(files["batches"], keys),
+                               marker_files=read_as_is(files["control_markers"], keys))
         ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
         stability = partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
         rows.append(compare_replicas(stability, batches, chosen_stability, chosen_batches))

@@ -1,0 +1,144 @@
+"""The shared modules reconstruct and quality build on: the manifest of the raw tables' files,
+and the per-replica tasks' pure helpers (no Spark here) and their place in the layering."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from txn_audit.manifest import FileEntry, RowGroupEntry, TableManifest
+from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, start_table
+from txn_audit.replica_tasks.reading import (
+    Piece,
+    log_order,
+    merge_in_log_order,
+    pieces_in_order,
+    producer_span,
+    replica_groups,
+    sampled_cuts,
+)
+
+LEADER = (1, "broker-1", "t", 0)
+OTHER = (1, "broker-1", "t", 1)
+
+
+def _group(index: int, replica: Any, low: int | None, high: int | None, producers: tuple[int, int] | None = (3, 9),
+           rows: int = 5) -> RowGroupEntry:
+    return RowGroupEntry(index, replica, rows, None if low is None or high is None else (low, high), producers)
+
+
+def test_replica_groups_name_a_replicas_row_groups_from_the_manifest() -> None:
+    table = TableManifest("control_markers", (
+        FileEntry("control_markers/a.parquet", frozenset({LEADER, OTHER}),
+                  (_group(0, LEADER, 10, 19), _group(1, OTHER, 0, 4), _group(2, LEADER, 0, 9, rows=0))),
+        FileEntry("control_markers/b.parquet", frozenset({LEADER}), (_group(0, LEADER, 0, 9),)),
+        FileEntry("control_markers/c.parquet", frozenset({OTHER}), (_group(0, None, 0, 9),)),
+    ), "/tables")
+    found = replica_groups(table, LEADER)
+    assert found is not None
+    assert [(g["uri"], g["index"], g["low"], g["high"]) for g in found] == [
+        ("/tables/control_markers/a.parquet", 0, 10, 19), ("/tables/control_markers/b.parquet", 0, 0, 9)]
+    ordered = log_order(found)
+    assert ordered is not None and [g["low"] for g in ordered] == [0, 10]
+    assert producer_span(found) == 7
+    assert replica_groups(table, OTHER) is None  # a row group of no known replica among its files
+    assert table.rows_of(OTHER) == 10 and table.rows_of(LEADER) == 10  # c.parquet's group counts for OTHER
+
+
+@pytest.mark.parametrize(("ranges", "ordered"), [
+    ([(0, 9), (10, 19)], True), ([(10, 19), (0, 9)], True), ([(0, 10), (10, 19)], False), ([(0, None)], False)])
+def test_log_order_only_when_the_ranges_do_not_overlap(ranges: list[tuple[int, int | None]], ordered: bool) -> None:
+    groups = [{"low": low, "high": high} for low, high in ranges]
+    assert (log_order(groups) is not None) == ordered
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 1000])
+def test_row_groups_merged_in_log_order(chunk_rows: int) -> None:
+    """Two sides' row groups, their ranges overlapping across sides but not within one: one
+    stream in offset order, the lower side first at one offset, each row once."""
+    rows = {  # (side, low, high): offsets in the row group, unordered within it
+        (0, 0, 9): [5, 0, 9, 3], (0, 10, 30): [30, 10, 12], (0, 31, 40): [31, 40],
+        (1, 3, 3): [3], (1, 9, 31): [31, 9, 20], (1, 35, 35): [35],
+    }
+    groups: list[list[dict[str, Any]]] = [[], []]
+    for (side, low, high) in rows:
+        groups[side].append({"low": low, "high": high, "uri": f"{side}-{low}", "index": 0})
+    pieces = pieces_in_order(groups)
+    assert pieces is not None and [p.low for p in pieces] == sorted(p.low for p in pieces)
+
+    def read(piece: Piece) -> pa.Table:
+        offsets = rows[(piece.side, piece.low, piece.high)]
+        return pa.table({"offset": offsets, "side": [piece.side] * len(offsets)})
+
+    merged = pa.Table.from_batches(list(merge_in_log_order(pieces, read, chunk_rows)))
+    found = list(zip(merged.column("offset").to_pylist(), merged.column("side").to_pylist(), strict=True))
+    assert found == sorted((o, side) for (side, _, _), offsets in rows.items() for o in offsets)
+    assert pieces_in_order([groups[0], None]) is None
+    assert pieces_in_order([groups[0] + [{"low": 5, "high": 6, "uri": "x", "index": 1}]]) is None  # overlap
+
+
+def test_producer_span_needs_every_group() -> None:
+    assert producer_span([]) == 0
+    assert producer_span([{"producer_low": 5, "producer_high": 5}]) == 1
+    assert producer_span([{"producer_low": 5, "producer_high": 5}, {"producer_low": None, "producer_high": None}]) \
+        is None
+
+
+def test_sampled_cuts_cut_every_window_of_rows() -> None:
+    import numpy as np
+
+    sample = np.arange(0, 1000, 4)  # one offset in 4
+    cuts = sampled_cuts(sample, 100, 4)
+    assert cuts == list(range(100, 1000, 100))
+
+
+def test_a_task_file_is_committed_whole_or_not_at_all(tmp_path: Path) -> None:
+    directory = str(tmp_path / "table")
+    start_table(directory)
+    with pytest.raises(FileExistsError):
+        start_table(directory)
+    schema = pa.schema([pa.field("x", pa.int64())])
+    with pytest.raises(RuntimeError), commit_file(directory, file_name(1, "job")) as sink:
+        sink.write(b"half a file")
+        raise RuntimeError("the task failed")
+    assert list(Path(directory).iterdir()) == []  # nothing left, not even hidden
+    with commit_file(directory, file_name(2, "job")) as sink:
+        pq.write_table(pa.table({"x": [1, 2]}, schema=schema), sink)
+    finish_table(directory, schema)  # a table with a file keeps it alone
+    (only,) = Path(directory).iterdir()
+    assert only.name == file_name(2, "job") and pq.read_table(only).num_rows == 2
+
+
+def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
+    """The manifest and the tasks' pure helpers need no pyspark; nothing shared imports
+    reconstruct, detect or quality, and quality no longer imports reconstruct."""
+    script = textwrap.dedent(
+        """
+        import importlib, sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "pyspark" or name.startswith("pyspark."):
+                    raise ImportError("pyspark is blocked in this test")
+                return None
+
+        sys.meta_path.insert(0, Block())
+        for name in ("txn_audit.manifest", "txn_audit.replica_tasks.reading", "txn_audit.replica_tasks.commit",
+                     "txn_audit.replica_tasks", "txn_audit.tables", "txn_audit.quality.replica_order"):
+            importlib.import_module(name)
+        loaded = sorted(m for m in sys.modules if m.startswith(("txn_audit.reconstruct", "txn_audit.detect")))
+        assert not loaded, loaded
+        assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules), "pyspark imported"
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -1,0 +1,299 @@
+"""What ingest wrote: the raw tables' files, their row groups, and the replica and offsets of each.
+
+Ingest writes every raw table with a replica column set as row groups of one replica and one
+segment each (``ingest.worker.replica_runs``). ``describe_tables`` reads that back from the
+files' statistics once, when ingest has written them, into a ``Manifest`` saved beside the
+tables (``MANIFEST_FILE``). Readers take the manifest, never the files' footers or a
+DataFrame's plan: which replicas a table holds (``TableManifest.replicas``: whether a replica
+join is needed), each replica's log end and oldest time (``TableManifest.extents``), and which
+row groups hold a replica's rows, in log order (``replica_tasks``).
+
+Each file also names the replicas of its rows (as its writer listed them in its footer). A row
+group whose statistics do not show one replica is described with ``replica`` None: its
+replicas' rows are then read with a filter, not row group by row group, and its table gives no
+extents (``TableManifest.per_replica``). A file that names no replicas leaves its table
+without a description per replica: its readers take the Spark paths. No pyspark here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow.parquet as pq
+
+from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
+
+#: the manifest's file, beside the tables it describes
+MANIFEST_FILE = "_manifest.json"
+#: bumped whenever the JSON changes meaning: a manifest of another version is not read
+VERSION = 1
+
+#: the column each raw table's rows are ordered by within a replica (a row group's ``offsets``)
+OFFSET_COLUMNS = {"batches": "base_offset", "control_markers": "offset", "txn_log": "offset",
+                  "offset_commits": "offset"}
+#: a batches row group's extent: the highest last offset and the lowest first timestamp (how far
+#: a partition's log goes, and from when it holds data)
+EXTENT_COLUMNS = ("last_offset", "first_timestamp")
+
+Key = TypeVar("Key")
+
+
+@dataclass(frozen=True)
+class RowGroupEntry:
+    """A row group of a raw table's file."""
+
+    index: int
+    #: the one replica all its rows belong to; None when the statistics do not show one
+    replica: Replica | None
+    rows: int
+    #: lowest and highest value of the table's ``OFFSET_COLUMNS`` column; None when some are
+    #: null, the table has none, or the statistics do not tell
+    offsets: tuple[int, int] | None = None
+    #: lowest and highest producer id; None when the statistics do not tell
+    producer_ids: tuple[int, int] | None = None
+    #: batches only: highest ``last_offset`` and lowest ``first_timestamp`` (None: all null);
+    #: None when the statistics do not tell
+    extent: tuple[int | None, int | None] | None = None
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A Parquet file of a table: its path relative to the tables' folder, the replicas its rows
+    belong to (None: not known) and its row groups."""
+
+    path: str
+    replicas: frozenset[Replica] | None
+    row_groups: tuple[RowGroupEntry, ...]
+
+    def rows_of(self, replica: Replica) -> int:
+        """How many rows of ``replica`` the file may hold: its row groups', a row group of no
+        known replica counting for every replica of the file (an upper bound)."""
+        if self.replicas is None or replica not in self.replicas:
+            return 0
+        return sum(g.rows for g in self.row_groups if g.replica in (replica, None))
+
+
+@dataclass(frozen=True)
+class TableManifest:
+    name: str
+    files: tuple[FileEntry, ...]
+    #: where the files are (``Manifest.root``)
+    root: str = ""
+
+    @property
+    def per_replica(self) -> bool:
+        """Whether every row group names its one replica (what ingest writes)."""
+        return all(group.replica is not None for f in self.files for group in f.row_groups)
+
+    def replicas(self) -> frozenset[Replica] | None:
+        """The replicas of the table's rows; None when a file's are not known."""
+        if any(f.replicas is None for f in self.files):
+            return None
+        return frozenset(r for f in self.files for r in f.replicas or ())
+
+    def files_of(self, replica: Replica) -> list[FileEntry]:
+        """The files that hold rows of ``replica``."""
+        return [f for f in self.files if f.replicas is not None and replica in f.replicas]
+
+    def rows_of(self, replica: Replica) -> int:
+        """How many rows of ``replica`` the table may hold (an upper bound, ``FileEntry.rows_of``)."""
+        return sum(f.rows_of(replica) for f in self.files)
+
+    def uri(self, entry: FileEntry) -> str:
+        """Where ``entry``'s file is."""
+        return f"{self.root.rstrip('/')}/{entry.path}"
+
+    def extents(self, replicas: Iterable[Replica] | None = None) -> dict[Replica, tuple[int | None, int | None]] | None:
+        """Per replica (of ``replicas``, or all): its highest ``last_offset`` and lowest
+        ``first_timestamp``, as SQL's ``max`` and ``min`` give them; None unless ``per_replica``
+        and every row group shows both."""
+        if not self.per_replica or self.replicas() is None:
+            return None
+        wanted = None if replicas is None else set(replicas)
+        extents: dict[Replica, tuple[int | None, int | None]] = {}
+        for f in self.files:
+            for group in f.row_groups:
+                if group.replica is None or (wanted is not None and group.replica not in wanted):
+                    continue
+                if group.extent is None:
+                    return None
+                widen_extent(extents, group.replica, *group.extent)
+        return extents
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The raw tables under ``root`` (a local path or URI, not saved: where the manifest was read)."""
+
+    root: str
+    tables: Mapping[str, TableManifest] = field(default_factory=dict)
+
+    def table(self, name: str) -> TableManifest | None:
+        """Table ``name``'s files, with this manifest's root."""
+        found = self.tables.get(name)
+        return None if found is None else TableManifest(found.name, found.files, self.root)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": VERSION, "tables": {name: [_file_json(f) for f in table.files]
+                                               for name, table in sorted(self.tables.items())}}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any], root: str) -> Manifest:
+        if data.get("version") != VERSION:
+            raise ValueError(f"manifest version {data.get('version')!r}, expected {VERSION}")
+        tables = {name: TableManifest(name, tuple(_file_from_json(f) for f in files), root)
+                  for name, files in data["tables"].items()}
+        return Manifest(root, tables)
+
+    def save(self, tables_dir: str | Path) -> None:
+        """Write ``tables_dir/MANIFEST_FILE`` in one step (a hidden sibling renamed over it)."""
+        target = Path(tables_dir) / MANIFEST_FILE
+        staging = target.with_name(f".{MANIFEST_FILE}.tmp")
+        staging.write_text(json.dumps(self.to_json(), sort_keys=True) + "\n")
+        os.replace(staging, target)
+
+    @staticmethod
+    def load(tables_dir: str | Path) -> Manifest | None:
+        """The manifest saved beside the tables in ``tables_dir``; None when there is none or it
+        is of another version (then readers take the Spark paths)."""
+        path = Path(tables_dir) / MANIFEST_FILE
+        try:
+            data = json.loads(path.read_text())
+            return Manifest.from_json(data, str(Path(tables_dir).absolute()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _file_json(entry: FileEntry) -> dict[str, Any]:
+    replicas = None if entry.replicas is None else sorted(
+        ([*r] for r in entry.replicas), key=lambda r: [(v is None, v if v is not None else 0) for v in r])
+    return {"path": entry.path, "replicas": replicas, "row_groups": [
+        {"index": g.index, "replica": None if g.replica is None else list(g.replica), "rows": g.rows,
+         "offsets": None if g.offsets is None else list(g.offsets),
+         "producer_ids": None if g.producer_ids is None else list(g.producer_ids),
+         "extent": None if g.extent is None else list(g.extent)}
+        for g in entry.row_groups]}
+
+
+def _pair(value: Any) -> Any:
+    return None if value is None else tuple(value)
+
+
+def _file_from_json(data: Mapping[str, Any]) -> FileEntry:
+    listed = data["replicas"]
+    return FileEntry(data["path"], None if listed is None else frozenset(tuple(r) for r in listed), tuple(
+        RowGroupEntry(g["index"], _pair(g["replica"]), g["rows"], _pair(g["offsets"]), _pair(g["producer_ids"]),
+                      _pair(g["extent"]))
+        for g in data["row_groups"]))
+
+
+# -- writing: what ingest wrote, from the files' statistics ---------------------------------
+
+
+def describe_tables(tables_dir: str | Path, names: Iterable[str]) -> Manifest:
+    """The manifest of tables ``names`` under ``tables_dir`` (every ``*.parquet`` of
+    ``tables_dir/<name>/`` not hidden), read from the files' footers."""
+    root = Path(tables_dir)
+    tables = {}
+    for name in names:
+        folder = root / name
+        paths = sorted(p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))) \
+            if folder.is_dir() else []
+        tables[name] = TableManifest(name, tuple(describe_file(p, f"{name}/{p.name}", name) for p in paths),
+                                     str(root.absolute()))
+    return Manifest(str(root.absolute()), tables)
+
+
+def describe_file(path: str | Path, relative: str, table: str) -> FileEntry:
+    """The Parquet file at ``path`` of ``table`` (named ``relative`` in the manifest): the
+    replicas its footer lists (``schemas.replicas_from_metadata``, as the writers list them) and
+    its row groups."""
+    metadata = pq.read_metadata(str(path))
+    listed = replicas_from_metadata(metadata.metadata)
+    names = metadata.schema.to_arrow_schema().names
+    where = [names.index(name) for name in REPLICA_COLUMNS] if set(REPLICA_COLUMNS) <= set(names) else None
+    offset = OFFSET_COLUMNS.get(table)
+    offset_at = names.index(offset) if offset in names else None
+    producer_at = names.index("producer_id") if "producer_id" in names else None
+    extent_at = [names.index(c) for c in EXTENT_COLUMNS] \
+        if table == "batches" and set(EXTENT_COLUMNS) <= set(names) else None
+    groups = []
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        groups.append(RowGroupEntry(
+            index=index,
+            replica=None if where is None else _one_replica(group, where),
+            rows=group.num_rows,
+            offsets=None if offset_at is None else _range(group, offset_at),
+            producer_ids=None if producer_at is None else _range(group, producer_at, nulls=True),
+            extent=None if extent_at is None else _extent(group, *extent_at),
+        ))
+    return FileEntry(relative, None if listed is None else frozenset(listed), tuple(groups))
+
+
+def _one_replica(group: pq.RowGroupMetaData, where: list[int]) -> Replica | None:
+    """The one replica all rows of ``group`` belong to, if its statistics show it."""
+    values: list[Any] = []
+    for column in where:
+        stats = group.column(column).statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        if stats.null_count == group.num_rows:
+            values.append(None)
+        elif stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
+            values.append(stats.min)
+        else:
+            return None
+    broker_id, log_dir, topic, partition = values
+    return (broker_id, log_dir, topic, partition)
+
+
+def _range(group: pq.RowGroupMetaData, column: int, *, nulls: bool = False) -> tuple[int, int] | None:
+    """Lowest and highest value of ``column`` in ``group`` (with ``nulls``, of its values that
+    are not null); None when the statistics do not tell or, without ``nulls``, some are null."""
+    stats = group.column(column).statistics
+    if stats is None or not stats.has_min_max or not stats.has_null_count or (stats.null_count and not nulls):
+        return None
+    return int(stats.min), int(stats.max)
+
+
+_UNKNOWN = object()
+
+
+def _extreme(group: pq.RowGroupMetaData, column: int, highest: bool) -> object:
+    """The highest (or lowest) value of ``column`` in ``group``: None when every value is null,
+    ``_UNKNOWN`` when the statistics do not tell."""
+    stats = group.column(column).statistics
+    if stats is None or not stats.has_null_count:
+        return _UNKNOWN
+    if stats.null_count == group.num_rows:
+        return None
+    if not stats.has_min_max:
+        return _UNKNOWN
+    return int(stats.max if highest else stats.min)
+
+
+def _extent(group: pq.RowGroupMetaData, highest_at: int, lowest_at: int) -> tuple[int | None, int | None] | None:
+    top, bottom = _extreme(group, highest_at, True), _extreme(group, lowest_at, False)
+    if top is _UNKNOWN or bottom is _UNKNOWN:
+        return None
+    assert top is None or isinstance(top, int)
+    assert bottom is None or isinstance(bottom, int)
+    return top, bottom
+
+
+def widen_extent(extents: dict[Key, tuple[int | None, int | None]], key: Key, highest: int | None,
+                 lowest: int | None) -> None:
+    """Fold a highest last offset and a lowest first timestamp into ``extents[key]``, ignoring
+    nulls as SQL's ``max`` and ``min`` do."""
+    top, bottom = extents.get(key, (None, None))
+    extents[key] = (_sql_pick(top, highest, max), _sql_pick(bottom, lowest, min))
+
+
+def _sql_pick(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
+    return b if a is None else a if b is None else pick(a, b)

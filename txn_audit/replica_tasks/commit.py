@@ -1,0 +1,72 @@
+"""How a table written by per-replica tasks is committed (pyarrow only, no pyspark).
+
+The driver creates the table's folder (``start_table``: refused when it exists, as Spark's
+writer does) and draws a job id (``new_job``); each task writes at most one file, named as
+Spark names its own from the task's number and the job (``file_name``), first under a hidden
+staging name, then renamed into place (``commit_file``): readers never see a partial file, and
+a retried task writes the same rows under the same name. Once every task ran, ``finish_table``
+gives a table no task wrote a file to an empty file of its schema.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+
+def located(location: str) -> tuple[fs.FileSystem, str]:
+    """The file system and path of ``location``: a URI, or a local path."""
+    if "://" in location:
+        found: tuple[fs.FileSystem, str] = fs.FileSystem.from_uri(location)
+        return found
+    return fs.LocalFileSystem(), os.path.abspath(location)
+
+
+def file_name(task: int, job: str) -> str:
+    """A task's file, named as Spark names its own (``warehouse`` orders a job's files by task)."""
+    return f"part-{task:05d}-{job}-c000.snappy.parquet"
+
+
+def new_job() -> str:
+    return str(uuid.uuid4())
+
+
+def start_table(directory: str) -> None:
+    """Create ``directory`` for a table's files; refuse one that exists (as Spark's writer does)."""
+    filesystem, path = located(directory)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        raise FileExistsError(f"{directory} already exists")
+    filesystem.create_dir(path, recursive=True)
+
+
+@contextmanager
+def commit_file(directory: str, name: str) -> Iterator[pa.NativeFile]:
+    """A stream to write the file ``directory/name`` to: written under a hidden name, then
+    renamed into place when the block ends without an error (nothing is left otherwise)."""
+    filesystem, path = located(directory)
+    final = f"{path}/{name}"
+    staging = f"{path}/.{name}.{uuid.uuid4().hex}.tmp"  # hidden: readers skip it
+    try:
+        with filesystem.open_output_stream(staging) as sink:
+            yield sink
+    except BaseException:
+        with suppress(OSError):
+            filesystem.delete_file(staging)
+        raise
+    filesystem.move(staging, final)
+
+
+def finish_table(directory: str, schema: pa.Schema) -> None:
+    """Write an empty file of ``schema`` into ``directory`` when no task wrote one, so that the
+    table has its schema on disk, as a table Spark wrote without rows."""
+    filesystem, path = located(directory)
+    found = filesystem.get_file_info(fs.FileSelector(path))
+    if not any(f.base_name.endswith(".parquet") and not f.base_name.startswith((".", "_")) for f in found):
+        with filesystem.open_output_stream(f"{path}/{file_name(0, new_job())}") as sink:
+            pq.write_table(schema.empty_table(), sink)

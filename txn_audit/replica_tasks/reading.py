@@ -1,0 +1,184 @@
+"""Reading one replica's rows of a raw table from its files, as a task does (no pyspark here).
+
+A task is told which files hold its replica's rows and, when the manifest describes them one
+replica per row group (what ingest writes, ``txn_audit.manifest``), which row groups: their
+offsets and producer ids (``ROW_GROUP``). Row groups of one replica that do not overlap are its
+rows in log order (``log_order``); otherwise the rows are read with a filter on the replica
+(``replica_filter``) and, when too many to hold at once, in windows cut at a sample of their
+offsets (``sampled_cuts``). ``merge_in_log_order`` reads several tables' row groups of one
+replica as one stream in log order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from txn_audit.manifest import TableManifest
+from txn_audit.schemas import REPLICA_COLUMNS, Replica
+
+#: while counting a large replica's rows, one row in this many keeps its offset, from which the
+#: rows are cut into windows
+SAMPLE_EVERY = 64
+
+#: a row group of a replica's rows, as a task is told of it: its file and index, its lowest and
+#: highest offset (null: not known) and producer id (null: not known)
+ROW_GROUP = pa.struct([
+    pa.field("uri", pa.string()),
+    pa.field("index", pa.int32()),
+    pa.field("low", pa.int64()),
+    pa.field("high", pa.int64()),
+    pa.field("producer_low", pa.int64()),
+    pa.field("producer_high", pa.int64()),
+])
+
+
+def replica_uris(table: TableManifest, replica: Replica) -> list[str]:
+    """The files of ``table`` that hold rows of ``replica``."""
+    return [table.uri(f) for f in table.files_of(replica)]
+
+
+def replica_groups(table: TableManifest, replica: Replica) -> list[dict[str, Any]] | None:
+    """``ROW_GROUP`` rows of ``replica``'s row groups with rows in ``table``, file by file; None
+    unless every row group of its files names its one replica."""
+    found = []
+    for entry in table.files_of(replica):
+        for group in entry.row_groups:
+            if group.replica is None:
+                return None
+            if group.replica != replica or not group.rows:
+                continue
+            low, high = group.offsets if group.offsets is not None else (None, None)
+            producer_low, producer_high = group.producer_ids if group.producer_ids is not None else (None, None)
+            found.append({"uri": table.uri(entry), "index": group.index, "low": low, "high": high,
+                          "producer_low": producer_low, "producer_high": producer_high})
+    return found
+
+
+def log_order(groups: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """``groups`` (of one replica and table) by lowest offset: the replica's rows in log order,
+    row group after row group; None when an offset range is not known or two ranges overlap."""
+    found = list(groups)
+    if any(group["low"] is None or group["high"] is None for group in found):
+        return None
+    found.sort(key=lambda group: group["low"])
+    if any(later["low"] <= earlier["high"] for earlier, later in zip(found, found[1:], strict=False)):
+        return None
+    return found
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A row group of one replica's rows: its side (the table's place among those read
+    together), file and index, and its lowest and highest offset."""
+
+    low: int
+    high: int
+    side: int
+    uri: str
+    index: int
+
+
+def pieces_in_order(sides: Sequence[Iterable[Mapping[str, Any]] | None]) -> list[Piece] | None:
+    """The row groups of one replica in several tables (``ROW_GROUP`` rows, one list per side),
+    by lowest offset, then side; None unless every side's row groups are known and in log order
+    (``log_order``)."""
+    pieces = []
+    for side, groups in enumerate(sides):
+        if groups is None:
+            return None
+        ordered = log_order(groups)
+        if ordered is None:
+            return None
+        pieces += [Piece(group["low"], group["high"], side, group["uri"], group["index"]) for group in ordered]
+    return sorted(pieces, key=lambda piece: (piece.low, piece.side))
+
+
+def read_row_group(piece: Piece, columns: list[str]) -> pa.Table:
+    """``columns`` of the row group ``piece``."""
+    filesystem, path = fs.FileSystem.from_uri(piece.uri)
+    with filesystem.open_input_file(path) as source:
+        found: pa.Table = pq.ParquetFile(source).read_row_group(piece.index, columns=columns)
+    return found
+
+
+def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
+                       chunk_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    """The rows of ``pieces`` (``pieces_in_order``), each read by ``read`` with an ``offset``
+    column, in offset order (a lower side before a higher one at the same offset), as batches of
+    at most ``chunk_rows``: a few row groups are held at a time, and only rows within one window
+    between two pieces' lowest offsets are sorted together."""
+    bounds = sorted({piece.low for piece in pieces})
+    held: list[tuple[Piece, pa.Table]] = []  # read, with the rows of later windows
+    ready: list[pa.Table] = []  # windows in order, not yet passed on
+    ready_rows = 0
+    waiting = list(pieces)
+    for number, low in enumerate(bounds):
+        high = bounds[number + 1] if number + 1 < len(bounds) else None
+        while waiting and waiting[0].low == low:
+            piece = waiting.pop(0)
+            held.append((piece, read(piece)))
+        held.sort(key=lambda entry: entry[0].side)  # a lower side first at one offset (data before its marker)
+        parts, kept = [], []
+        for piece, rows in held:
+            if high is None or piece.high < high:
+                parts.append(rows)
+                continue
+            offsets = rows.column("offset")
+            parts.append(rows.filter(pc.less(offsets, high)))
+            rest = rows.filter(pc.greater_equal(offsets, high))
+            if rest.num_rows:
+                kept.append((piece, rest))
+        held = kept
+        parts = [part for part in parts if part.num_rows]
+        if parts:
+            rows = pa.concat_tables(parts)
+            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
+            ready_rows += rows.num_rows
+        if ready and (ready_rows >= chunk_rows or high is None):
+            # windows are in order: a few together make batches large enough for their reader
+            yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
+            ready, ready_rows = [], 0
+
+
+def producer_span(groups: Iterable[Mapping[str, Any]]) -> int | None:
+    """``max - min + 1`` of the producer ids of ``groups`` (0 without any); None when a row
+    group's are not known."""
+    low = high = None
+    for group in groups:
+        if group["producer_low"] is None or group["producer_high"] is None:
+            return None
+        low = group["producer_low"] if low is None else min(low, group["producer_low"])
+        high = group["producer_high"] if high is None else max(high, group["producer_high"])
+    return 0 if low is None or high is None else int(high) - int(low) + 1
+
+
+def replica_filter(item: Mapping[str, object]) -> ds.Expression:
+    """The rows of ``item``'s replica (null-safe, as the replica join)."""
+    condition = None
+    for name in REPLICA_COLUMNS:
+        value = item[name]
+        term = ds.field(name).is_null() if value is None else ds.field(name) == value
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def table_dataset(uris: list[str]) -> ds.Dataset:
+    """The Parquet files at ``uris`` (all on one file system) as one dataset."""
+    filesystem, _ = fs.FileSystem.from_uri(uris[0])
+    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem)
+
+
+def sampled_cuts(sample: np.ndarray, window_rows: int, sample_every: int) -> list[int]:
+    """Offsets that cut rows into windows of about ``window_rows``, from ``sample``: their
+    offsets in order, one row in ``sample_every``."""
+    step = max(1, window_rows // sample_every)
+    return [int(cut) for cut in np.unique(sample[step::step])]
