@@ -120,8 +120,8 @@ def _examples(result: dict[str, Any]) -> tuple[int | None, list[dict[str, Any]]]
     if "observed_value" in result and "unexpected_count" not in result:  # UnexpectedRowsExpectation
         rows = (result.get("details") or {}).get("unexpected_rows") or []
         observed = result.get("observed_value")
-        count = int(observed) if isinstance(observed, int | float) else len(rows)
-        return count, [_json_safe(r) for r in rows[:SAMPLE_ROWS]]
+        found = int(observed) if isinstance(observed, int | float) else len(rows)
+        return found, [_json_safe(r) for r in rows[:SAMPLE_ROWS]]
     count = result.get("unexpected_count")
     values = result.get("partial_unexpected_list") or []
     return (None if count is None else int(count)), [{"value": _json_safe(v)} for v in values[:SAMPLE_ROWS]]
@@ -272,7 +272,8 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
     shutil.rmtree(docs_dir, ignore_errors=True)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    context.add_data_docs_site(site_name="txn_audit", site_config=_site_config(docs_dir))
+    # GX types site_config as a TypedDict; its documented configs are plain dicts like this one
+    context.add_data_docs_site(site_name="txn_audit", site_config=_site_config(docs_dir))  # type: ignore[arg-type]
     source = context.data_sources.add_spark(name="txn_audit", persist=False)
     by_table: dict[str, list[Check]] = {}
     for check in CHECKS:
@@ -307,9 +308,10 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
             _drop_views(views)
         for r in suite_results:
             config = r.expectation_config
-            check = by_name.get((config.meta or {}).get("check", ""))
-            if check is None:
+            found = None if config is None else by_name.get((config.meta or {}).get("check", ""))
+            if config is None or found is None:
                 continue
+            check = found
             error = None
             info = r.exception_info or {}
             if info.get("raised_exception"):
@@ -340,6 +342,7 @@ def _files(manifest: Manifest | None, table: str) -> TableManifest | None:
 def load_results(path: Path) -> dict[str, Any] | None:
     """The saved ``results.json``, or None when the checks were not run."""
     try:
-        return json.loads(path.read_text())
+        loaded = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return loaded if isinstance(loaded, dict) else None

@@ -21,7 +21,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from txn_audit.manifest import TableManifest
-from txn_audit.replica_tasks.reading import SAMPLE_EVERY, replica_filter, replica_uris, sampled_cuts, table_dataset
+from txn_audit.replica_tasks.reading import (
+    SAMPLE_EVERY,
+    item_int,
+    item_list,
+    replica_filter,
+    replica_uris,
+    sampled_cuts,
+    table_dataset,
+)
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
 if TYPE_CHECKING:
@@ -58,7 +66,7 @@ def order_items(files: TableManifest) -> list[dict[str, object]]:
     for replica in files.replicas() or ():
         items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(files, replica),
                       "rows": files.rows_of(replica)})
-    items.sort(key=lambda item: (-int(item["rows"]),  # type: ignore[call-overload]  # an int, typed object in the row
+    items.sort(key=lambda item: (-item_int(item, "rows"),
                                  repr([item[k] for k in REPLICA_COLUMNS])))
     return items
 
@@ -86,11 +94,11 @@ def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: 
 
 def replica_neighbours(item: Mapping[str, object], window_rows: int = WINDOW_ROWS) -> Iterator[pa.RecordBatch]:
     """The neighbour rows (``NEIGHBOURS``) of ``item``'s replica, read from its files."""
-    dataset = table_dataset(list(item["files"]))  # type: ignore[call-overload]
+    dataset = table_dataset(item_list(item, "files"))
     rows = replica_filter(item)
     # the previous batch in order: (base offset, is it known, last offset, is it known)
     carried = (0, False, 0, False)
-    for window in _windows(dataset, rows, int(item["rows"]), window_rows):  # type: ignore[call-overload]
+    for window in _windows(dataset, rows, item_int(item, "rows"), window_rows):
         table = dataset.to_table(columns=_OFFSETS, filter=window, use_threads=False,
                                  batch_readahead=1, fragment_readahead=1)
         if not table.num_rows:

@@ -68,10 +68,12 @@ DATA, MARKER = 0, 1
 
 def pass_source_columns(side: int) -> list[str]:
     """The raw table columns ``pass_input`` reads for ``side`` (``DATA`` or ``MARKER``)."""
-    named = {source[side] for source in PASS_INPUT.values() if isinstance(source[side], str)}
-    if side == DATA:
-        named.add("is_control")
-    return sorted(named)  # type: ignore[arg-type]
+    named = {"is_control"} if side == DATA else set()
+    for sources in PASS_INPUT.values():
+        source = sources[side]
+        if isinstance(source, str):
+            named.add(source)
+    return sorted(named)
 
 
 def pass_input(table: pa.Table | pa.RecordBatch, side: int) -> pa.Table:

@@ -32,6 +32,8 @@ import pyarrow.dataset as ds
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input, pass_source_columns, transaction_pass
 from txn_audit.replica_tasks.reading import (
+    item_int,
+    item_list,
     ROW_GROUP,
     SAMPLE_EVERY,
     Piece,
@@ -108,7 +110,7 @@ def pass_items(batch_table: TableManifest, marker_table: TableManifest, parallel
             "shares": shares,
         }
         items.extend({**common, "share": share} for share in range(shares))
-    items.sort(key=lambda item: (-int(item["rows"]) / int(item["shares"]),  # type: ignore[call-overload]  # ints, typed object in the row
+    items.sort(key=lambda item: (-item_int(item, "rows") / item_int(item, "shares"),
                                  repr([item[k] for k in (*REPLICA_COLUMNS, "share")])))
     for task, item in enumerate(items):
         item["task"] = task
@@ -139,7 +141,7 @@ class _Replica:
         self.item = item
         self.tables: dict[int, ds.Dataset] = {}
         for side, key in ((DATA, "batch_files"), (MARKER, "marker_files")):
-            uris = list(item[key] or [])  # type: ignore[call-overload]
+            uris = item_list(item, key)
             if uris:
                 self.tables[side] = table_dataset(uris)
         self.rows = replica_filter(item)
@@ -156,7 +158,7 @@ class _Replica:
         # little read-ahead: a worker's memory is what bounds a group, not the file system
         scan = self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
                                             batch_readahead=1, fragment_readahead=1)
-        shares, share = int(self.item["shares"]), int(self.item["share"])  # type: ignore[call-overload]
+        shares, share = item_int(self.item, "shares"), item_int(self.item, "share")
         if shares == 1:
             return scan  # type: ignore[no-any-return]  # pyarrow is untyped
         return (batch.filter(pa.array(batch.column("producer_id").to_numpy(zero_copy_only=False) % shares == share))
@@ -164,7 +166,7 @@ class _Replica:
 
     def groups(self, round_rows: int) -> list[_Group | None]:
         """Groups of at most about ``round_rows`` rows (None: every row at once)."""
-        if int(self.item["rows"]) <= round_rows:  # type: ignore[call-overload]
+        if item_int(self.item, "rows") <= round_rows:
             return [None]
         counts: dict[int, int] = {}
         sampled: list[tuple[np.ndarray, np.ndarray]] = []
@@ -248,7 +250,7 @@ def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iter
     pieces = _pieces(item)
     if pieces is None:
         return None
-    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]  # ints, typed object in the row
+    shares, share = item_int(item, "shares"), item_int(item, "share")
     return merge_in_log_order(pieces, functools.partial(_read_piece, shares=shares, share=share), chunk_rows)
 
 
@@ -273,12 +275,12 @@ def producer_rounds(item: Mapping[str, object], round_producers: int | None = No
     shares of that share (``shares`` times as many, each a ``share`` that ``producer_id % shares``
     keeps within ``item``'s)."""
     round_producers = ROUND_PRODUCERS if round_producers is None else round_producers
-    if int(item["rows"]) <= round_producers:  # type: ignore[call-overload]
+    if item_int(item, "rows") <= round_producers:
         return [dict(item)]  # no more producers than rows
     rounds = math.ceil(_producer_count(item, round_producers) / round_producers)
     if rounds <= 1:
         return [dict(item)]
-    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
+    shares, share = item_int(item, "shares"), item_int(item, "share")
     return [{**item, "shares": shares * rounds, "share": share + shares * number} for number in range(rounds)]
 
 
@@ -308,7 +310,7 @@ def _producer_span(item: Mapping[str, object]) -> int | None:
     for key in ("batch_groups", "marker_groups"):
         if item[key] is None:
             return None
-        groups += list(item[key])  # type: ignore[call-overload]  # a list of ROW_GROUP rows
+        groups += item_list(item, key)
     return producer_span(groups)
 
 

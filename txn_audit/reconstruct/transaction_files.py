@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from txn_audit.reconstruct.pass_files import item_pass
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
 from txn_audit.replica_tasks.commit import commit_file, file_name
+from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
 #: a transaction's state from its marker's type: any other type of marker still ends it
@@ -208,7 +209,7 @@ def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) ->
     if prepares is None or len(prepares) == 0:
         return PREPARE_FIELDS.empty_table()
     table = pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
-    shares, share = int(item["shares"]), int(item["share"])  # type: ignore[call-overload]
+    shares, share = item_int(item, "shares"), item_int(item, "share")
     mine = pc.and_(pc.equal(table.column("topic"), item["topic"]),
                    pc.equal(table.column("partition"), item["partition"]))
     if shares > 1:  # the share's producers, as ``pass_files`` reads them

@@ -11,6 +11,8 @@ replica as one stream in log order.
 
 from __future__ import annotations
 
+import numbers
+
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +41,24 @@ ROW_GROUP = pa.struct([
     pa.field("producer_low", pa.int64()),
     pa.field("producer_high", pa.int64()),
 ])
+
+
+def item_int(item: Mapping[str, object], key: str) -> int:
+    """Field ``key`` of a task item (a row of its item schema), an integer."""
+    value = item[key]
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"task item field {key!r} is {type(value).__name__}, not an integer")
+    return int(value)
+
+
+def item_list(item: Mapping[str, object], key: str) -> list[Any]:
+    """Field ``key`` of a task item, a list (an absent one: empty)."""
+    value = item[key]
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"task item field {key!r} is {type(value).__name__}, not a list")
+    return list(value)
 
 
 def replica_uris(table: TableManifest, replica: Replica) -> list[str]:
