@@ -44,7 +44,7 @@ demo: env java
 	@test -f $(SAMPLE_DIR)/manifest.json || $(BIN)/txn-audit sample --out $(SAMPLE_DIR)
 	$(BIN)/txn-audit scan $(SAMPLE_DIR) --out $(DEMO_OUT) || test $$? -eq 1
 
-test: env java browser kafka-tools
+test: env java browser kafka-tools lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 fuzz: env
