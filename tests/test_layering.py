@@ -1,37 +1,58 @@
-"""The decoding layer stays pure: importable with pyspark made unimportable."""
+"""The layering: the decoders and the shared modules import without pyspark, imports go one way
+and close no cycle."""
 
 from __future__ import annotations
 
 import ast
+import json
+import pkgutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "txn_audit"
+
+
+_BLOCKED_IMPORT = """
+import importlib, json, sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyspark" or name.startswith("pyspark."):
+            raise ImportError("pyspark is blocked in this test")
+        return None
+
+sys.meta_path.insert(0, Block())
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules), "pyspark imported"
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("txn_audit"))))
+"""
+
+
+def loaded_without_pyspark(modules: list[str]) -> list[str]:
+    """Import ``modules`` in a fresh interpreter in which pyspark cannot be imported; the
+    txn_audit modules that got loaded (the test fails if any import fails)."""
+    done = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT, *modules], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout)
+    return loaded
 
 
 def test_formats_import_without_pyspark() -> None:
-    script = textwrap.dedent(
-        """
-        import importlib, pkgutil, sys
+    names = [f"txn_audit.formats.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE / "formats")])]
+    assert len(names) >= 8  # every decoder module is imported
+    assert set(names) <= set(loaded_without_pyspark(names))
 
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "pyspark" or name.startswith("pyspark."):
-                    raise ImportError("pyspark is blocked in this test")
-                return None
 
-        sys.meta_path.insert(0, Block())
-        import txn_audit.formats as formats
-        names = [m.name for m in pkgutil.iter_modules(formats.__path__)]
-        for name in names:
-            importlib.import_module(f"txn_audit.formats.{name}")
-        assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules), "pyspark imported"
-        print(len(names))
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout.strip()) >= 8  # every decoder module was actually imported
+def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
+    """The manifest and the tasks' pure helpers need no pyspark; nothing shared imports
+    reconstruct, detect or quality, and quality's replica order does not import reconstruct."""
+    loaded = loaded_without_pyspark(["txn_audit.manifest", "txn_audit.replica_tasks.reading",
+                                     "txn_audit.replica_tasks.commit", "txn_audit.replica_tasks", "txn_audit.tables",
+                                     "txn_audit.quality.replica_order"])
+    assert [m for m in loaded if m.startswith(("txn_audit.reconstruct", "txn_audit.detect"))] == []
 
 
 # -- the import graph: one way, no cycles ---------------------------------------------------
@@ -51,7 +72,6 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"explore", "api"}),
     frozenset({"cli"}),
 )
-PACKAGE = Path(__file__).resolve().parent.parent / "txn_audit"
 
 
 def import_graph(package: Path) -> dict[str, dict[str, int]]:

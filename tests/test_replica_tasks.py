@@ -3,9 +3,6 @@ and the per-replica tasks' pure helpers (no Spark here) and their place in the l
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -114,31 +111,3 @@ def test_a_task_file_is_committed_whole_or_not_at_all(tmp_path: Path) -> None:
     finish_table(directory, schema)  # a table with a file keeps it alone
     (only,) = Path(directory).iterdir()
     assert only.name == file_name(2, "job") and pq.read_table(only).num_rows == 2
-
-
-def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
-    """The manifest and the tasks' pure helpers need no pyspark; nothing shared imports
-    reconstruct, detect or quality, and quality no longer imports reconstruct."""
-    script = textwrap.dedent(
-        """
-        import importlib, sys
-
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "pyspark" or name.startswith("pyspark."):
-                    raise ImportError("pyspark is blocked in this test")
-                return None
-
-        sys.meta_path.insert(0, Block())
-        for name in ("txn_audit.manifest", "txn_audit.replica_tasks.reading", "txn_audit.replica_tasks.commit",
-                     "txn_audit.replica_tasks", "txn_audit.tables", "txn_audit.quality.replica_order"):
-            importlib.import_module(name)
-        loaded = sorted(m for m in sys.modules if m.startswith(("txn_audit.reconstruct", "txn_audit.detect")))
-        assert not loaded, loaded
-        assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules), "pyspark imported"
-        print("ok")
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
