@@ -47,24 +47,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
 
 from txn_audit.formats.compression import CODEC_NAMES
 from txn_audit.formats.model import BatchHeader, TxnLogValue
 from txn_audit.formats.record_batch import (
-    ATTRIBUTES_OFFSET,
-    BASE_TIMESTAMP_OFFSET,
-    CRC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORDS_OFFSET,
 )
-from txn_audit.formats.records import OFFSET_OFFSET
 from txn_audit.formats.segment import iter_batches
 from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value, txn_partition_for
 from txn_audit.sample import scenario
-from txn_audit.sample.broker import INDEX_INTERVAL_BYTES, Broker, PartitionLog, ProducerState, Segment, \
+from txn_audit.sample.broker import Broker, PartitionLog, ProducerState, Segment, \
     segment_file_name
+from txn_audit.sample.large import write_block_copies
 from txn_audit.sample.scenario import BASE_TIME_MS, MINUTE, Clock, Cluster, Coordinator, TxnProducer
 
 GIB = 1 << 30
@@ -81,8 +76,6 @@ CODECS = ("gzip", "lz4", "zstd", "snappy", "none")
 PID_STRIDE = 1_000  # producer ids of copy c are the block's plus c * PID_STRIDE
 ANOMALY_PID = 900_000_000  # producer ids of the anomalies, simulated once after the copies
 _Q = struct.Struct(">q")
-_U = struct.Struct(">I")
-_I = struct.Struct(">i")
 
 Actor = Generator[int, None, None]
 
@@ -325,7 +318,8 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
     for plan in plans:
         per_segment = max(1, segment_max_bytes // max(1, len(plan.block)))
         for first in range(0, copies, per_segment):
-            _write_copies(root / plan.log.name, plan, span, range(first, min(first + per_segment, copies)))
+            write_block_copies(root / plan.log.name, plan.block, plan.headers, plan.offsets, span,
+                               range(first, min(first + per_segment, copies)), _shift_producer_ids)
         shape.data_batches += copies * len(plan.headers)
         for h in plan.headers:
             if h.is_control:
@@ -346,39 +340,10 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
     return shape
 
 
-def _write_copies(folder: Path, plan: _Plan, span: int, copies: range) -> None:
-    """The ``.log``, ``.index`` and ``.timeindex`` of the segment holding ``copies`` of the block."""
-    block, offsets = plan.block, plan.offsets
-    seg_base = copies.start * offsets
-    index, time_index = bytearray(), bytearray()
-    since_index, max_ts = 0, -1
-    with open(folder / segment_file_name(seg_base, "log"), "wb") as log:
-        for k, r in enumerate(copies):
-            buf = bytearray(block)
-            mv = memoryview(buf)
-            base = k * len(block)
-            for h in plan.headers:
-                p = h.position
-                last_offset = h.last_offset + r * offsets
-                batch_max_ts = h.max_timestamp + r * span
-                if r:
-                    _Q.pack_into(buf, p + OFFSET_OFFSET, h.base_offset + r * offsets)
-                    _Q.pack_into(buf, p + BASE_TIMESTAMP_OFFSET, h.first_timestamp + r * span)
-                    _Q.pack_into(buf, p + MAX_TIMESTAMP_OFFSET, batch_max_ts)
-                    if h.producer_id >= 0:
-                        _Q.pack_into(buf, p + PRODUCER_ID_OFFSET, h.producer_id + r * PID_STRIDE)
-                    _U.pack_into(buf, p + CRC_OFFSET, crc32c(mv[p + ATTRIBUTES_OFFSET : p + h.size_bytes]))
-                if since_index > INDEX_INTERVAL_BYTES:
-                    index += _I.pack(last_offset - seg_base) + _I.pack(base + p)
-                    since_index = 0
-                since_index += h.size_bytes
-                if batch_max_ts > max_ts:
-                    max_ts = batch_max_ts
-                    time_index += _Q.pack(batch_max_ts) + _I.pack(last_offset - seg_base)
-            mv.release()
-            log.write(buf)
-    (folder / segment_file_name(seg_base, "index")).write_bytes(bytes(index))
-    (folder / segment_file_name(seg_base, "timeindex")).write_bytes(bytes(time_index))
+def _shift_producer_ids(buf: bytearray, h: BatchHeader, r: int) -> None:
+    """Copy ``r`` of the block is written by producers of ids shifted by ``r * PID_STRIDE``."""
+    if h.producer_id >= 0:
+        _Q.pack_into(buf, h.position + PRODUCER_ID_OFFSET, h.producer_id + r * PID_STRIDE)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -134,14 +135,21 @@ def write_large_dump(
     broker.write(Path(out) / "broker-1", _TOPIC_IDS)
     for data, block, headers, offsets, seq_span, copies, per_segment in plans:
         for first in range(0, copies, per_segment):
-            _write_segment(Path(out) / "broker-1" / data.name, block, headers, offsets, span, seq_span,
-                           range(first, min(first + per_segment, copies)))
+            write_block_copies(Path(out) / "broker-1" / data.name, block, headers, offsets, span,
+                               range(first, min(first + per_segment, copies)), _shift_sequences(seq_span))
     return Path(out) / "broker-1" / data_logs[0].name / segment_file_name(0, "log")
 
 
-def _write_segment(folder: Path, block: bytes, headers: list[BatchHeader], offsets: int, span: int,
-                   seq_span: dict[int, int], copies: range) -> None:
-    """The ``.log``, ``.index`` and ``.timeindex`` of the segment holding copies ``copies`` of the block."""
+#: rewrites the fields of batch ``header`` (at its position in ``buf``) that copy ``r`` of a block
+#: shifts beyond its offsets and timestamps (sequences, producer ids); the CRC is recomputed after
+CopyRewrite = Callable[[bytearray, BatchHeader, int], None]
+
+
+def write_block_copies(folder: Path, block: bytes, headers: list[BatchHeader], offsets: int, span: int,
+                       copies: range, rewrite: CopyRewrite) -> None:
+    """The ``.log``, ``.index`` and ``.timeindex`` of the segment holding copies ``copies`` of the
+    block: copy ``r`` has its batches' offsets advanced by ``r * offsets``, their timestamps by
+    ``r * span``, and whatever ``rewrite`` changes, with their CRCs recomputed."""
     seg_base = copies.start * offsets
     index = bytearray()
     time_index = bytearray()
@@ -159,8 +167,7 @@ def _write_segment(folder: Path, block: bytes, headers: list[BatchHeader], offse
                     _Q.pack_into(buf, p + OFFSET_OFFSET, h.base_offset + r * offsets)
                     _Q.pack_into(buf, p + BASE_TIMESTAMP_OFFSET, h.first_timestamp + r * span)
                     _Q.pack_into(buf, p + MAX_TIMESTAMP_OFFSET, batch_max_ts)
-                    if h.base_sequence >= 0:
-                        _I.pack_into(buf, p + BASE_SEQUENCE_OFFSET, h.base_sequence + r * seq_span[h.producer_id])
+                    rewrite(buf, h, r)
                     _U.pack_into(buf, p + CRC_OFFSET, crc32c(mv[p + ATTRIBUTES_OFFSET : p + h.size_bytes]))
                 if since_index > INDEX_INTERVAL_BYTES:
                     index += _I.pack(last_offset - seg_base) + _I.pack(base + p)
@@ -175,4 +182,12 @@ def _write_segment(folder: Path, block: bytes, headers: list[BatchHeader], offse
     (folder / segment_file_name(seg_base, "timeindex")).write_bytes(bytes(time_index))
 
 
-__all__ = ["IDEMPOTENT_PRODUCER_ID", "LARGE_TOPIC", "write_large_dump"]
+def _shift_sequences(seq_span: dict[int, int]) -> CopyRewrite:
+    """Copy ``r`` of a block continues each producer's sequences where copy ``r - 1`` ended."""
+    def rewrite(buf: bytearray, h: BatchHeader, r: int) -> None:
+        if h.base_sequence >= 0:
+            _I.pack_into(buf, h.position + BASE_SEQUENCE_OFFSET, h.base_sequence + r * seq_span[h.producer_id])
+    return rewrite
+
+
+__all__ = ["IDEMPOTENT_PRODUCER_ID", "LARGE_TOPIC", "CopyRewrite", "write_block_copies", "write_large_dump"]
