@@ -263,7 +263,7 @@ def test_scan_on_s3_gives_the_local_findings(s3: S3Server, spark: Any, sample_sc
     assert remote.as_of_ms == local.as_of_ms
     assert remote.partitions == local.partitions
     # the local scan ran the data-quality suites too; their findings are the only extra ones
-    expected = [f for f in local.findings if f["kind"] != "invariant_violation"]
+    expected = [f for f in local.findings if f.kind != "invariant_violation"]
     assert len(expected) > 5
     assert remote.findings == expected
 
