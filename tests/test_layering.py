@@ -61,7 +61,7 @@ def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
 #: counting imports inside functions too
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"txn_audit", "errors"}),
-    frozenset({"severity", "timeparse", "outputs", "spark", "progress"}),
+    frozenset({"severity", "timeparse", "outputs", "spark", "spark_daemon", "progress"}),
     frozenset({"formats"}),
     frozenset({"schemas", "results"}),
     frozenset({"manifest"}),

@@ -3,6 +3,7 @@ and the per-replica tasks' pure helpers (no Spark here) and their place in the l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from txn_audit.manifest import FileEntry, RowGroupEntry, TableManifest
+from txn_audit.replica_tasks import each_item, pack
 from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, start_table
 from txn_audit.replica_tasks.reading import (
     Piece,
@@ -111,3 +113,43 @@ def test_a_task_file_is_committed_whole_or_not_at_all(tmp_path: Path) -> None:
     finish_table(directory, schema)  # a table with a file keeps it alone
     (only,) = Path(directory).iterdir()
     assert only.name == file_name(2, "job") and pq.read_table(only).num_rows == 2
+
+
+@pytest.mark.parametrize("weights,tasks", [
+    ([5, 1, 1, 1, 1, 1, 1, 1, 1, 1], 4),
+    ([100, 90, 3, 2, 2, 1], 4),
+    ([1] * 66, 4),
+    ([7, 7], 4),
+    ([], 4),
+    ([3, 2, 1], 1),
+])
+def test_items_are_packed_into_tasks_of_about_equal_weight(weights: list[int], tasks: int) -> None:
+    items = [{"name": f"i{index}", "rows": weight} for index, weight in enumerate(weights)]
+    groups = pack(items, tasks)
+    assert sorted(item["name"] for group in groups for item in group) == sorted(item["name"] for item in items)
+    assert len(groups) == min(tasks, len(items)) and all(groups)
+    loads = [sum(int(item["rows"]) for item in group) for group in groups]  # type: ignore[call-overload]
+    assert loads == sorted(loads, reverse=True)
+    # longest-processing-time bound: no group exceeds the mean by more than its heaviest item
+    if items:
+        assert max(loads) <= sum(weights) / len(groups) + max(weights)
+        assert [item["rows"] for item in groups[0]] == sorted((item["rows"] for item in groups[0]), reverse=True)
+
+
+def test_a_packed_task_gives_its_body_one_item_a_batch_with_the_shared_columns() -> None:
+    item_type = pa.struct([pa.field("topic", pa.string()), pa.field("rows", pa.int64())])
+    items = pa.array([[{"topic": "a", "rows": 3}, {"topic": "b", "rows": 1}], [{"topic": "c", "rows": 2}]],
+                     pa.list_(item_type))
+    shared = pa.array([[1, 2], [3]], pa.list_(pa.int64()))
+    packed = pa.RecordBatch.from_arrays([items, shared], names=["items", "ids"])
+    seen: list[dict[str, Any]] = []
+
+    def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            seen.extend(batch.to_pylist())
+            yield batch.select(["topic"])
+
+    out = list(each_item(iter([packed.slice(0, 1), packed.slice(1, 1)]), body=body))
+    assert seen == [{"topic": "a", "rows": 3, "ids": [1, 2]}, {"topic": "b", "rows": 1, "ids": [1, 2]},
+                    {"topic": "c", "rows": 2, "ids": [3]}]
+    assert [batch.num_rows for batch in out] == [1, 1, 1]

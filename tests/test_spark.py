@@ -1,7 +1,9 @@
-"""Session settings that decide whether a multi-GiB dump fits: the local JVM's memory."""
+"""Session settings: the local JVM's memory and options, and the local workers' import path."""
 
 from __future__ import annotations
 
+import os
+import zipfile
 from typing import Any
 
 import pytest
@@ -70,3 +72,54 @@ def test_the_local_jvm_keeps_c2_for_hot_loops_and_collects_for_throughput(spark:
     assert given.get("UseParallelGC") == "true" and "Tier4CompileThreshold" in given
     for name, value in given.items():
         assert diagnostics.getVMOption(name).getValue() == value
+
+
+def test_archives_whose_modules_are_installed_are_redundant(tmp_path: Any) -> None:
+    from txn_audit.spark_daemon import redundant_archives
+
+    installed = tmp_path / "site"
+    (installed / "shipped").mkdir(parents=True)
+    (installed / "shipped" / "__init__.py").write_text("")
+    both = tmp_path / "both.zip"
+    with zipfile.ZipFile(both, "w") as archive:
+        archive.writestr("shipped/__init__.py", "")
+        archive.writestr("shipped/part.py", "")
+    only = tmp_path / "only.zip"
+    with zipfile.ZipFile(only, "w") as archive:
+        archive.writestr("shipped/__init__.py", "")
+        archive.writestr("elsewhere_unknown.py", "")
+    jar = tmp_path / "classes.jar"
+    with zipfile.ZipFile(jar, "w") as archive:
+        archive.writestr("org/apache/Thing.class", b"\xca\xfe")
+        archive.writestr("META-INF/MANIFEST.MF", "")
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(b"not a zip")
+    path = [str(both), str(only), str(jar), str(broken), str(installed)]
+    assert redundant_archives(path) == [str(both), str(jar)]
+    # without the installed copy, the archive is the only source of its package and stays
+    assert redundant_archives([str(both), str(jar)]) == [str(jar)]
+
+
+def test_the_local_workers_import_nothing_from_archives(spark: Any) -> None:
+    """Spark puts pyspark.zip, the py4j zip and its core jar first on the workers' path; the local
+    sessions' daemon takes them off (PySpark is installed), so no task re-reads them."""
+    import pyspark
+
+    def seen(_: object) -> tuple[list[str], list[str], str]:
+        import importlib
+        import sys as worker_sys
+        import zipimport
+
+        import pyspark as worker_pyspark
+
+        importlib.invalidate_caches()
+        archives = [entry for entry in worker_sys.path if entry.endswith((".zip", ".jar"))
+                    and os.path.isfile(entry)]
+        importers = [str(key) for key, value in worker_sys.path_importer_cache.items()
+                     if isinstance(value, zipimport.zipimporter)]
+        return archives, importers, str(worker_pyspark.__file__)
+
+    archives, importers, module = spark.sparkContext.parallelize([0], 1).map(seen).collect()[0]
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "txn_audit.spark_daemon"
+    assert (archives, importers) == ([], [])
+    assert module == pyspark.__file__

@@ -37,6 +37,10 @@ LOCAL_JVM_OPTIONS = (
 )
 
 
+#: the Python daemon of the local sessions build_session starts (txn_audit/spark_daemon.py)
+LOCAL_DAEMON_MODULE = "txn_audit.spark_daemon"
+
+
 class EnvironmentProblem(TxnAuditError):
     """The machine lacks something txn-audit needs (Java, most often)."""
 
@@ -164,6 +168,8 @@ def build_session(
             settings["spark.driver.memory"] = local_driver_memory()
         if "--driver-java-options" not in submit_args:
             settings["spark.driver.extraJavaOptions"] = LOCAL_JVM_OPTIONS
+        # the workers run this interpreter, which has PySpark installed: see spark_daemon
+        settings["spark.python.daemon.module"] = LOCAL_DAEMON_MODULE
     for key, value in settings.items():
         builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():

@@ -5,6 +5,8 @@ files' order, the other replicas in them and the windows a large replica is read
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,12 @@ def test_order_items_one_per_replica_largest_first(tmp_path: Path) -> None:
         replica = tuple(item[k] for k in REPLICA_COLUMNS)
         assert item["rows"] >= sum(tuple(r[k] for k in REPLICA_COLUMNS) == replica for r in rows)
         assert len(item["files"]) == 3  # type: ignore[arg-type]
+
+
+def test_the_tasks_module_imports_without_great_expectations() -> None:
+    """The replica-order tasks run in Python workers that unpickle their body by importing this
+    module (and its package): Great Expectations, about 2 s of a core to import, stays out."""
+    code = ("import sys, txn_audit.quality.replica_order, txn_audit.quality.checks; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'great_expectations', 'pyspark'}))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["[]"]

@@ -5,7 +5,7 @@ The rows are those of a window ``lag(...) OVER (PARTITION BY broker_id, log_dir,
 ORDER BY base_offset, position)`` where the batch repeats the previous one's base offset or starts
 at or before its last offset; nulls sort first and compare as SQL does. When the batches read
 the files ingest wrote as they are, and their manifest is given (``txn_audit.manifest``), each
-task reads one replica's three offset columns from the files and sorts them itself
+task reads its replicas' three offset columns from the files and sorts them itself
 (``txn_audit.replica_tasks``): a Spark window would shuffle and sort every batch with all four
 replica columns in its key. Any other frame takes the window.
 """
@@ -173,12 +173,12 @@ def neighbours_frame(batches: DataFrame, files: TableManifest | None = None) -> 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from txn_audit.replica_tasks import task_per_item
+    from txn_audit.replica_tasks import tasks_over_items
     from txn_audit.schemas import spark_schema
 
     if files is not None and files.replicas() is not None:
-        return task_per_item(batches.sparkSession, order_items(files), ORDER_ITEM, neighbours_over_files,
-                             spark_schema(NEIGHBOURS))
+        return tasks_over_items(batches.sparkSession, order_items(files), ORDER_ITEM, neighbours_over_files,
+                                spark_schema(NEIGHBOURS))
     order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")
     return (
         batches.select(*REPLICA_COLUMNS, "base_offset", "last_offset",

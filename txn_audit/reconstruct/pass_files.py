@@ -80,6 +80,11 @@ assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
 _OFFSET = {DATA: "base_offset", MARKER: "offset"}
 
 
+def item_weight(item: Mapping[str, object]) -> float:
+    """The work of a ``PASS_ITEM``, for packing items into tasks: its share of the replica's rows."""
+    return item_int(item, "rows") / item_int(item, "shares")
+
+
 #: a replica is split into shares of its producers, so that every core gets work, only down to
 #: this many rows per share (each share reads the replica's files again)
 SHARE_ROWS = 500_000
@@ -110,7 +115,7 @@ def pass_items(batch_table: TableManifest, marker_table: TableManifest, parallel
             "shares": shares,
         }
         items.extend({**common, "share": share} for share in range(shares))
-    items.sort(key=lambda item: (-item_int(item, "rows") / item_int(item, "shares"),
+    items.sort(key=lambda item: (-item_weight(item),
                                  repr([item[k] for k in (*REPLICA_COLUMNS, "share")])))
     for task, item in enumerate(items):
         item["task"] = task

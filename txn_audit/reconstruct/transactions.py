@@ -33,7 +33,7 @@ from txn_audit.reconstruct.ordered_pass import (
     transaction_pass,
     txn_fields,
 )
-from txn_audit.reconstruct.pass_files import PASS_ITEM, pass_items, pass_over_files
+from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
 from txn_audit.reconstruct.divergence import compare_replicas
 from txn_audit.manifest import TableManifest
@@ -51,7 +51,7 @@ from txn_audit.reconstruct.transaction_files import (
     PRODUCER_ID_FIELDS,
     pass_writing_transactions,
 )
-from txn_audit.replica_tasks import finish_table, new_job, read_as_is, start_table, task_per_item
+from txn_audit.replica_tasks import finish_table, new_job, read_as_is, start_table, tasks_over_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
     DERIVED_TABLES,
@@ -101,10 +101,10 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     items = _pass_items(batches, batch_files, marker_files)
     output = _pass_output(batches, markers)
     if items is not None:
-        # each task reads one replica's rows from the files itself
+        # each task reads its replicas' rows from the files itself
         body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
                                  unsequenced_topics=COMPACTED_TOPICS)
-        return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output)
+        return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, weight=item_weight)
 
     def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
@@ -135,7 +135,7 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
                              output=to_arrow_schema(output))
-    return task_per_item(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared)
+    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight)
 
 
 def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:

@@ -7,8 +7,10 @@ pass and the data-quality suites' replica order both run this way.
 
 * ``read_as_is(table, replicas)``: whether a raw table's frame holds rows of ``replicas`` only,
   from its manifest: then it needs no replica join, and its files can be read per replica.
-* ``task_per_item(spark, items, schema, body, output)``: ``body`` (a ``mapInArrow`` body) over
-  ``items``, one Spark task per item; the items are planned on the driver from the manifest.
+* ``tasks_over_items(spark, items, schema, body, output)``: ``body`` (a ``mapInArrow`` body) over
+  ``items``, planned on the driver from the manifest and packed into a few Spark tasks by their
+  weight (``pack``): a task costs about a tenth of a second before its first item, and a dump
+  of many small replicas (the 50 of ``__transaction_state``) would otherwise pay it for each.
 * the commit protocol of a table written by the tasks: ``start_table`` on the driver,
   ``commit_file`` in each task (its file named by ``file_name(task, new_job())``), then
   ``finish_table`` on the driver.
@@ -18,6 +20,8 @@ Only the functions of this module import pyspark; ``reading`` and ``commit`` are
 
 from __future__ import annotations
 
+import functools
+import heapq
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -25,13 +29,24 @@ import pyarrow as pa
 
 from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, new_job, start_table
+from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import Replica, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["commit_file", "file_name", "finish_table", "new_job", "read_as_is", "start_table", "task_per_item"]
+__all__ = ["TASKS_PER_CORE", "commit_file", "each_item", "file_name", "finish_table", "new_job", "pack", "read_as_is",
+           "start_table", "tasks_over_items"]
+
+#: tasks per core the items are packed into: more than one, so that a core that finishes early
+#: takes the next task while the other still works
+TASKS_PER_CORE = 2
+
+#: the column of a task's row that holds its items
+ITEMS_COLUMN = "items"
+
+Body = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def read_as_is(table: TableManifest | None, replicas: frozenset[Replica]) -> TableManifest | None:
@@ -43,16 +58,62 @@ def read_as_is(table: TableManifest | None, replicas: frozenset[Replica]) -> Tab
     return table if present is not None and present <= replicas else None
 
 
-def task_per_item(spark: SparkSession, items: Sequence[Mapping[str, object]], item_schema: pa.Schema,
-                  body: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], output: StructType,
-                  shared: DataFrame | None = None) -> DataFrame:
-    """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), one Spark task
-    per item: how the passes that read the tables' files spread their work. ``shared``, a frame
-    of one row, adds its columns to every item (broadcast: the items keep a task each)."""
-    from pyspark.sql import functions as F
+def rows_weight(item: Mapping[str, object]) -> float:
+    """An item's weight when nothing else is known: its ``rows``."""
+    return item_int(item, "rows")
 
-    rows = [tuple(item[name] for name in item_schema.names) for item in items]
-    work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), spark_schema(item_schema))
+
+def pack(items: Sequence[Mapping[str, object]], tasks: int,
+         weight: Callable[[Mapping[str, object]], float] = rows_weight) -> list[list[Mapping[str, object]]]:
+    """``items`` in at most ``tasks`` groups of about equal weight, heaviest group first: each
+    item, heaviest first, joins the lightest group so far (ties keep the items' order). An item
+    heavier than a group's share has a group of its own."""
+    groups: list[list[Mapping[str, object]]] = [[] for _ in range(max(1, min(tasks, len(items))))]
+    loads = [(0.0, index) for index in range(len(groups))]
+    for item in sorted(items, key=lambda item: -weight(item)):  # sorted() is stable
+        load, index = heapq.heappop(loads)
+        groups[index].append(item)
+        heapq.heappush(loads, (load + weight(item), index))
+    totals = {index: load for load, index in loads}
+    return [group for index, group in sorted(enumerate(groups), key=lambda pair: -totals[pair[0]]) if group]
+
+
+def each_item(batches: Iterator[pa.RecordBatch], *, body: Body) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body of ``tasks_over_items``' tasks: each task's row (its items as a list,
+    and the shared columns) becomes one batch per item, as ``body`` reads them: the item's
+    fields, then the shared columns."""
+    def items() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            shared = batch.drop_columns([ITEMS_COLUMN])
+            for row, packed in enumerate(batch.column(ITEMS_COLUMN)):
+                members = packed.values
+                if members is None:
+                    continue
+                fields = members.flatten()  # the fields' arrays, as many rows as the items
+                names = [field.name for field in members.type]
+                for index in range(len(members)):
+                    arrays = [array.slice(index, 1) for array in fields]
+                    arrays += [column.slice(row, 1) for column in shared.columns]
+                    yield pa.RecordBatch.from_arrays(arrays, names=names + shared.schema.names)
+
+    yield from body(items())
+
+
+def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]], item_schema: pa.Schema,
+                     body: Body, output: StructType, shared: DataFrame | None = None,
+                     weight: Callable[[Mapping[str, object]], float] = rows_weight) -> DataFrame:
+    """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), which are
+    packed into ``TASKS_PER_CORE`` Spark tasks per core by their ``weight`` (``pack``); ``body``
+    receives them one item a batch. ``shared``, a frame of one row, adds its columns to every
+    item (broadcast: each task receives them once)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, StructField
+    from pyspark.sql.types import StructType as SparkStruct
+
+    groups = pack(items, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism), weight)
+    rows = [([tuple(item[name] for name in item_schema.names) for item in group],) for group in groups]
+    schema = SparkStruct([StructField(ITEMS_COLUMN, ArrayType(spark_schema(item_schema), containsNull=False))])
+    work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), schema)
     if shared is not None:
         work = work.crossJoin(F.broadcast(shared))
-    return work.mapInArrow(body, output)  # type: ignore[arg-type]  # pyspark's stub types mapInArrow's function too narrowly
+    return work.mapInArrow(functools.partial(each_item, body=body), output)
