@@ -10,15 +10,16 @@ import pyarrow as pa
 import pytest
 
 from txn_audit.errors import UsageError
-from txn_audit.results import Finding, PartitionStatus, ReplicaStatus
-from txn_audit.schemas import FINDINGS, PARTITION_STABILITY, REPLICA_STABILITY
+from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
+from txn_audit.schemas import FINDINGS, INCIDENTS, PARTITION_STABILITY, REPLICA_STABILITY
 from txn_audit.severity import SEVERITIES, Severity
 
-PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): bool}
+PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): bool,
+                pa.list_(pa.string()): tuple[str, ...]}
 
 
 @pytest.mark.parametrize(("result", "schema"), [(Finding, FINDINGS), (PartitionStatus, PARTITION_STABILITY),
-                                                (ReplicaStatus, REPLICA_STABILITY)])
+                                                (ReplicaStatus, REPLICA_STABILITY), (Incident, INCIDENTS)])
 def test_fields_are_the_tables_columns(result: type, schema: pa.Schema) -> None:
     """Same names in the same order; a field may be None exactly where the column is nullable,
     and holds the column's Python type (a finding's severity: a ``Severity``)."""
@@ -28,7 +29,7 @@ def test_fields_are_the_tables_columns(result: type, schema: pa.Schema) -> None:
         hint = hints[column.name]
         args = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}
         assert (type(None) in args) == column.nullable, column.name
-        expected = Severity if (result, column.name) == (Finding, "severity") else PYTHON_TYPES[column.type]
+        expected = Severity if column.name == "severity" else PYTHON_TYPES[column.type]
         assert args - {type(None)} == {expected}, column.name
 
 

@@ -7,6 +7,7 @@ returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ from txn_audit.ingest.job import write_raw_tables
 from txn_audit.manifest import MANIFEST_FILE
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.progress import spark_progress
-from txn_audit.results import Finding, PartitionStatus, ReplicaStatus
+from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session
@@ -32,8 +33,10 @@ from txn_audit.spark import build_session
 if TYPE_CHECKING:
     from datetime import date
 
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from txn_audit.detect.incidents import TransactionContext
     from txn_audit.warehouse import PublishedRun
 
 __all__ = [
@@ -45,8 +48,10 @@ __all__ = [
 INGEST_STAMP = "_ingest.json"
 JSON_FINDING_KEYS = (
     "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id", "first_offset",
-    "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation",
+    "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation", "incident_id",
 )
+#: an incident's keys in the JSON: every column of the ``incidents`` table
+JSON_INCIDENT_KEYS = tuple(f.name for f in dataclasses.fields(Incident))
 JSON_PARTITION_KEYS = (
     "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
     "open_transactions", "held_records", "held_bytes", "log_end_offset", "broker_id", "replicas", "chosen_replica",
@@ -258,6 +263,9 @@ class ScanResult:
     findings: list[Finding]
     ingest: IngestResult
     out_dir: Path | None
+    #: one per root cause (``txn_audit.detect.incidents``), most severe first; every finding
+    #: names its incident by ``incident_id``
+    incidents: list[Incident] = field(default_factory=list)
 
     def counts(self, min_severity: Severity = Severity.INFO) -> Counter[str]:
         """Findings by kind, of those at or above ``min_severity``."""
@@ -268,14 +276,26 @@ class ScanResult:
         floor = Severity(min_severity)
         return [f for f in self.findings if f.severity >= floor]
 
+    def incidents_at_or_above(self, min_severity: Severity) -> list[Incident]:
+        """The incidents at or above ``min_severity``, most severe first."""
+        floor = Severity(min_severity)
+        return [i for i in self.incidents if i.severity >= floor]
+
+    def findings_of(self, incident: Incident) -> list[Finding]:
+        """The findings of ``incident`` (its cause and consequences), in the one finding order."""
+        return [f for f in self.findings if f.incident_id == incident.incident_id]
+
     def lso_below_hw(self) -> list[PartitionStatus]:
         """The partitions whose last stable offset is below their high watermark (records held)."""
         return [p for p in self.partitions if p.lso_below_hw]
 
     def summary(self) -> dict[str, Any]:
         by_severity = Counter(f.severity for f in self.findings)
+        incidents_by_severity = Counter(i.severity for i in self.incidents)
         return {
             "verdict": verdict(self, Severity.WARNING),
+            "incidents_by_severity": {s.value: incidents_by_severity.get(s, 0) for s in SEVERITIES},
+            "incidents_by_kind": dict(sorted(Counter(i.kind for i in self.incidents).items())),
             "findings_by_severity": {s.value: by_severity.get(s, 0) for s in SEVERITIES},
             "findings_by_kind": dict(sorted(Counter(f.kind for f in self.findings).items())),
             "partitions": len(self.partitions),
@@ -298,25 +318,36 @@ class ScanResult:
             "partitions": [_pick(p, JSON_PARTITION_KEYS) for p in self.partitions],
             # the copies of the partitions the dump holds several of, each audited on its own data
             "replicas": [_pick(r, JSON_REPLICA_KEYS) for r in self.replicas if (r.topic, r.partition) in several],
+            "incidents": [_pick(i, JSON_INCIDENT_KEYS) for i in self.incidents],
             "findings": [_pick(f, JSON_FINDING_KEYS) for f in self.findings],
             "summary": self.summary(),
         }
 
 
-def _pick(row: Finding | PartitionStatus | ReplicaStatus, keys: tuple[str, ...]) -> dict[str, Any]:
-    # a severity goes out as its plain string
-    return {k: v.value if isinstance(v := getattr(row, k), Severity) else v for k in keys}
+def _pick(row: Finding | Incident | PartitionStatus | ReplicaStatus, keys: tuple[str, ...]) -> dict[str, Any]:
+    # a severity goes out as its plain string, a tuple as a list
+    def plain(value: Any) -> Any:
+        return value.value if isinstance(value, Severity) else list(value) if isinstance(value, tuple) else value
+
+    return {k: plain(getattr(row, k)) for k in keys}
 
 
 def verdict(result: ScanResult, min_severity: Severity) -> str:
-    """One line: CLEAN, or the worst severity and the findings by kind, at or above ``min_severity``."""
+    """One line: CLEAN, or the worst severity and the incidents by cause, at or above
+    ``min_severity`` (findings by kind for a result without incidents)."""
     relevant = result.at_or_above(min_severity)
     if not relevant:
         return f"CLEAN: no findings at or above {Severity(min_severity).value} in {len(result.partitions)} partitions"
     worst = max(f.severity for f in relevant).value.upper()
-    counts = Counter(f.kind for f in relevant)
-    parts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.most_common())
-    return f"{worst}: {parts}"
+    incidents = result.incidents_at_or_above(min_severity)
+    if not incidents:
+        counts = Counter(f.kind for f in relevant)
+        return f"{worst}: " + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.most_common())
+    causes = Counter(i.kind for i in incidents)
+    parts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in causes.most_common())
+    findings = sum(i.findings for i in incidents)
+    return (f"{worst}: {len(incidents)} incident{'s' if len(incidents) != 1 else ''} ({parts}; "
+            f"{findings} finding{'s' if findings != 1 else ''})")
 
 
 def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) -> ExitCode:
@@ -337,6 +368,40 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
     row = newest[0].unionByName(newest[1]).unionByName(newest[2]).agg(F.max("ts")).first()  # one job
     found = None if row is None else row[0]  # an aggregation gives one row
     return None if found is None else int(found)
+
+
+def transaction_context(txn_log: DataFrame, findings: pa.Table) -> TransactionContext:
+    """What the incidents need from ``txn_log`` (``detect.incidents.TransactionContext``): the
+    partitions each producer id of a ``hanging_transaction`` finding was ever listed with.
+    ``findings``: the findings table (Arrow). No Spark job when nothing hangs."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.detect.incidents import TransactionContext
+
+    rows = findings.to_pylist()
+    producers = sorted({r["producer_id"] for r in rows if r["kind"] == "hanging_transaction"
+                        and r["producer_id"] is not None})
+    if not producers:
+        return TransactionContext()
+    listed: dict[int, set[str]] = {pid: set() for pid in producers}
+    pairs = (txn_log.where(F.col("producer_id").isin(producers) & F.col("topic_partitions").isNotNull())
+             .select("producer_id", F.explode("topic_partitions").alias("tp"))
+             .select("producer_id", F.concat(F.col("tp.topic"), F.lit("-"), F.col("tp.partition").cast("string")))
+             .distinct().collect())
+    for pid, place in pairs:
+        listed[int(pid)].add(str(place))
+    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()})
+
+
+def _write_incidents(tables_dir: Path, context: TransactionContext, late_tolerance_ms: int) -> None:
+    """Group the findings table's rows into the incidents table, and set their ``incident_id``."""
+    from txn_audit.detect.incidents import build_incidents, write_incidents
+    from txn_audit.tables import read_arrow_table
+
+    findings = [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
+    partitions = [PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability").to_pylist()]
+    incidents, grouped = build_incidents(findings, partitions, context, late_tolerance_ms=late_tolerance_ms)
+    write_incidents(tables_dir, incidents, grouped)
 
 
 def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
@@ -433,17 +498,20 @@ def _scan(
         if on_stage:
             on_stage("detecting")
         write_findings(detect(raw.frames, recon, opts), tables_dir / "findings")
+        context = transaction_context(raw.frames["txn_log"], read_arrow_table(tables_dir, "findings"))
+        # the incidents table exists when the suites check every table; their findings join it after
+        _write_incidents(tables_dir, context, late_tolerance_ms)
         if quality:
             if on_stage:
                 on_stage("checking data quality")
             _check_quality(spark, tables_dir, work / "quality")
-    # the findings table is one file in the one finding order (detect.write_findings): read as it
-    # is, without a Spark job
+            _write_incidents(tables_dir, context, late_tolerance_ms)
+    # the findings and incidents tables are one file each, in their order: read as they are,
+    # without a Spark job
     findings = [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
-    partitions = [
-        PartitionStatus.from_row(r.asDict())
-        for r in spark.read.parquet(str(tables_dir / "partition_stability")).orderBy("topic", "partition").collect()
-    ]
+    incidents = [Incident.from_row(r) for r in read_arrow_table(tables_dir, "incidents").to_pylist()]
+    partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
+                         .to_pylist()), key=lambda p: (p.topic, p.partition))
     # one row per copy of a partition: read without a Spark job
     copies = read_arrow_table(tables_dir, "replica_stability").to_pylist()
     replicas = sorted((ReplicaStatus.from_row(r) for r in copies),
@@ -457,6 +525,7 @@ def _scan(
         findings=findings,
         ingest=ingested,
         out_dir=out_dir,
+        incidents=incidents,
     )
     write_json_atomic(work / "summary.json", result.to_json())
     if report:
@@ -479,12 +548,17 @@ class NightlyResult:
     exit_code: ExitCode
 
     def summary_lines(self) -> list[str]:
-        """What the nightly job logs: verdict, findings by kind, where the run went."""
+        """What the nightly job logs: verdict, each incident at or above the chosen severity (its
+        cause, place and fix), findings by kind, where the run went."""
         published = self.published
         by_kind = ", ".join(f"{kind}={n}" for kind, n in sorted(self.scan.counts().items())) or "none"
         rows = sum(published.row_counts.values())
+        incidents = [f"incident {i.incident_id}: {i.severity.value} {i.kind} on {', '.join(i.partitions) or '-'}; "
+                     f"fix: {' | '.join(i.remediation.splitlines())}"
+                     for i in self.scan.incidents_at_or_above(self.min_severity)]
         return [
             f"verdict: {verdict(self.scan, self.min_severity)}",
+            *incidents,
             f"findings by kind: {by_kind}",
             f"audit date {published.audit_date.isoformat()}: {len(published.tables)} tables, {rows} rows, "
             f"in {published.warehouse}/<table>/{published.tables['findings'].name}/",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Self
 
 from txn_audit.severity import Severity
 
-__all__ = ["Finding", "PartitionStatus", "ReplicaStatus"]
+__all__ = ["Finding", "Incident", "PartitionStatus", "ReplicaStatus"]
 
 
 class _Row:
@@ -26,8 +26,10 @@ class _Row:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Self:
-        """The result of one table row (extra keys are ignored)."""
-        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)})
+        """The result of one table row (extra keys are ignored; a field with a default may be
+        absent, as in a table written before that column existed)."""
+        return cls(**{f.name: row[f.name] for f in dataclasses.fields(cls)
+                      if f.name in row or f.default is dataclasses.MISSING})
 
     def to_row(self) -> dict[str, Any]:
         """The table row: column name to value, in the table's column order."""
@@ -54,6 +56,8 @@ class Finding(_Row):
     remediation: str | None
     remediation_pre_3_0: str | None
     file: str | None
+    #: the incident it belongs to (``Incident.incident_id``); None until incidents are built
+    incident_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))  # a table row gives the plain string
@@ -127,3 +131,37 @@ class ReplicaStatus(_Row):
     divergent_offset: int | None
     replica_holds: str | None
     chosen_holds: str | None
+
+
+@dataclass(frozen=True)
+class Incident(_Row):
+    """One root cause and the findings it explains: a row of the ``incidents`` table
+    (``txn_audit.detect.incidents`` builds them)."""
+
+    incident_id: str
+    kind: str
+    severity: Severity
+    topic: str | None
+    partition: int | None
+    broker_id: int | None
+    producer_id: int | None
+    producer_epoch: int | None
+    transactional_id: str | None
+    first_offset: int | None
+    partitions: tuple[str, ...]
+    consequences: tuple[str, ...]
+    findings: int
+    held_records: int
+    held_since_ms: int | None
+    summary: str
+    remediation: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))
+        object.__setattr__(self, "partitions", tuple(self.partitions))
+        object.__setattr__(self, "consequences", tuple(self.consequences))
+
+    def to_row(self) -> dict[str, Any]:
+        row = super().to_row()
+        return row | {"severity": self.severity.value, "partitions": list(self.partitions),
+                      "consequences": list(self.consequences)}

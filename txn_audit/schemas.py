@@ -474,6 +474,34 @@ FINDINGS = pa.schema(
         pa.field("remediation", pa.string()),
         pa.field("remediation_pre_3_0", pa.string()),
         pa.field("file", pa.string()),
+        # the incident (``INCIDENTS``) whose cause or consequence it is; null until incidents are built
+        pa.field("incident_id", pa.string()),
+    ]
+)
+
+#: one row per root cause (``txn_audit.detect.incidents``): the findings it explains are its
+#: consequences, each naming it by ``incident_id``. The place is that of the cause (for a
+#: transaction, its first partition in the findings' order); ``partitions`` lists every
+#: partition a consequence is on.
+INCIDENTS = pa.schema(
+    [
+        pa.field("incident_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # the cause: detect.incidents.INCIDENT_KINDS
+        pa.field("severity", pa.string(), nullable=False),  # the worst of its findings
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("broker_id", pa.int32()),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("transactional_id", pa.string()),
+        pa.field("first_offset", pa.int64()),
+        pa.field("partitions", pa.list_(pa.string()), nullable=False),  # "topic-partition", in order
+        pa.field("consequences", pa.list_(pa.string()), nullable=False),  # its findings' kinds, in order
+        pa.field("findings", pa.int32(), nullable=False),
+        pa.field("held_records", pa.int64(), nullable=False),  # held from read_committed consumers
+        pa.field("held_since_ms", pa.int64()),
+        pa.field("summary", pa.string(), nullable=False),  # cause, consequence, impact: one paragraph
+        pa.field("remediation", pa.string(), nullable=False),  # the commands, one a line, or why none
     ]
 )
 
@@ -483,6 +511,7 @@ DERIVED_TABLES: dict[str, pa.Schema] = {
     "partition_stability": PARTITION_STABILITY,
     "replica_stability": REPLICA_STABILITY,
     "findings": FINDINGS,
+    "incidents": INCIDENTS,
 }
 
 ALL_TABLES: dict[str, pa.Schema] = {**RAW_TABLES, **DERIVED_TABLES}

@@ -41,11 +41,44 @@ def test_nothing_else_at_warning_or_above(sample_scan: SampleScan) -> None:
     assert unexplained == []
 
 
+#: the cause each planted anomaly is (the sample names an anomaly by the finding it plants)
+SAMPLE_CAUSES = {
+    "hanging_transaction": "stray_write",  # a batch on a partition never added to the transaction
+    "late_arrival": "late_arrival",
+    "absorbed_late_record": "late_arrival",
+    "sequence_gap": "sequence_gap",
+    "missing_marker": "missing_marker",
+    "open_transaction": "open_transaction",
+    "coordinator_stuck": "coordinator_stuck",
+    "corrupt_batch": "corruption",
+    "truncated_segment": "corruption",
+}
+
+
+def test_each_planted_anomaly_is_one_incident_of_its_cause(sample_scan: SampleScan) -> None:
+    manifest, result = sample_scan.manifest, sample_scan.result
+    explained = set()
+    for anomaly in manifest["anomalies"]:
+        hits = [i for i in result.incidents if any(f.kind in anomaly["expected_findings"] and _matches(f, anomaly)
+                                                   for f in result.findings_of(i))]
+        assert [(i.kind, i.topic, i.partition) for i in hits] == [
+            (SAMPLE_CAUSES[anomaly["kind"]], anomaly["topic"], anomaly["partition"])], anomaly["kind"]
+        # every finding the anomaly plants is a consequence of that one incident
+        assert set(anomaly["expected_findings"]) <= set(hits[0].consequences), anomaly["kind"]
+        explained.add(hits[0].incident_id)
+    loud = [(i.kind, i.summary) for i in result.incidents_at_or_above("warning") if i.incident_id not in explained]
+    assert loud == []
+    assert {f.incident_id for f in result.findings} == {i.incident_id for i in result.incidents}
+    on_disk = json.loads((sample_scan.out / "summary.json").read_text())
+    assert [i["incident_id"] for i in on_disk["incidents"]] == [i.incident_id for i in result.incidents]
+    assert all(f["incident_id"] for f in on_disk["findings"])
+
+
 def test_summary_json_is_written_and_matches(sample_scan: SampleScan) -> None:
     result, out = sample_scan.result, sample_scan.out
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(result.to_json()))
-    assert set(on_disk) == {"as_of_ms", "input", "partitions", "replicas", "findings", "summary"}
+    assert set(on_disk) == {"as_of_ms", "input", "partitions", "replicas", "incidents", "findings", "summary"}
     assert on_disk["as_of_ms"] == result.as_of_ms == json.loads(
         (Path(result.input) / "manifest.json").read_text())["as_of_ms"]
     for table in ("batches", "partition_transactions", "transactions", "partition_stability", "findings"):

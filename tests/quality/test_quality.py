@@ -62,7 +62,11 @@ def _corrupted(spark: Any, tables_dir: Path) -> dict[str, Any]:
         "last_stable_offset",
         F.when((F.col("topic") == one["topic"]) & (F.col("partition") == one["partition"]),
                F.col("high_watermark") + 10).otherwise(F.col("last_stable_offset")))
-    return {"batches": regressed, "partition_stability": broken}
+    # an incident that explains no finding
+    incidents = t["incidents"]
+    first_id = incidents.orderBy("incident_id").first()["incident_id"]
+    empty = incidents.withColumn("findings", F.when(F.col("incident_id") == first_id, 0).otherwise(F.col("findings")))
+    return {"batches": regressed, "partition_stability": broken, "incidents": empty}
 
 
 def test_corrupted_tables_fail_the_matching_checks(spark: Any, sample_scan: SampleScan, tmp_path: Path) -> None:
@@ -71,7 +75,7 @@ def test_corrupted_tables_fail_the_matching_checks(spark: Any, sample_scan: Samp
     outcome = validate_tables(spark, _corrupted(spark, sample_scan.out / "tables"), tmp_path / "quality")
     failed = {(r.table, r.check) for r in outcome.results if not r.success}
     assert {("batches", "one_batch_per_offset"), ("batches", "no_overlap"), ("batches", "epochs_non_decreasing"),
-            ("partition_stability", "lso_at_most_hw")} <= failed
+            ("partition_stability", "lso_at_most_hw"), ("incidents", "explains_its_findings")} <= failed
     assert ("batches", "v2_size") not in failed and ("partition_stability", "held_not_negative") not in failed
     dup = next(r for r in outcome.results if r.check == "one_batch_per_offset")
     assert dup.unexpected_count == 1 and dup.examples[0]["copies"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import html
 import json
 import os
 import re
@@ -128,6 +129,17 @@ def test_report_is_self_contained(sample_scan: SampleScan) -> None:
         assert f"<td>{kind}</td>" in text
     link = re.search(r"href='(quality/docs/index\.html)'", text)
     assert link and (sample_scan.out / link.group(1)).is_file()
+
+
+def test_the_report_leads_with_the_incidents(sample_scan: SampleScan) -> None:
+    """The first section is the incidents, most severe first, each with its paragraph and fix."""
+    text = (sample_scan.out / "report.html").read_text()
+    incidents = json.loads((sample_scan.out / "summary.json").read_text())["incidents"]
+    assert incidents and text.index("<h2>") == text.index("<h2>Incidents</h2>") < text.index("<h2>Findings</h2>")
+    at = [text.index(html.escape(i["summary"], quote=True)) for i in incidents]
+    assert at == sorted(at)
+    for incident in incidents:
+        assert html.escape(incident["remediation"], quote=True) in text
 
 
 def _bare_output(tmp_path: Path, findings: list[dict[str, Any]]) -> Path:

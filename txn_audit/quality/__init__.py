@@ -94,6 +94,7 @@ class QualityResult:
                                       if example.get(k) is not None), None),
                 "last_offset": None, "first_timestamp_ms": None, "last_timestamp_ms": None,
                 "evidence": evidence, "remediation": None, "remediation_pre_3_0": None, "file": None,
+                "incident_id": None,
             })
         return rows
 

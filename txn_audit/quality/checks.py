@@ -188,6 +188,9 @@ CHECKS: tuple[Check, ...] = (
                 "HAVING count(*) > 1"),
           severity=Severity.CRITICAL),
     _in_set("findings", "severity", tuple(s.value for s in SEVERITIES)),
+    _in_set("incidents", "severity", tuple(s.value for s in SEVERITIES)),
+    Check("incidents", "explains_its_findings", "an incident explains at least one finding and lists its kinds",
+          _rows("SELECT incident_id, kind, findings FROM {batch} WHERE findings < 1 OR size(consequences) < 1")),
     Check("findings", "evidence_present", "every finding carries its evidence",
           _not_null("kind", "severity", "evidence")),
 )

@@ -115,6 +115,28 @@ def _findings_table(findings: list[dict[str, Any]]) -> str:
             "<th>evidence</th><th>fix</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + more)
 
 
+def incidents_section(incidents: list[dict[str, Any]], findings: list[dict[str, Any]]) -> str:
+    """One block per incident (``summary.json``'s ``incidents``), most severe first: its cause in
+    one paragraph, its fix, and its findings beneath it."""
+    if not incidents:
+        return "<p class='ok'>No incidents: nothing to act on.</p>"
+    by_incident: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        by_incident.setdefault(str(f.get("incident_id")), []).append(f)
+    blocks = []
+    for incident in incidents:
+        colour = SEVERITY_COLOURS.get(incident["severity"], "#333")
+        place = ", ".join(incident.get("partitions") or [])
+        blocks.append(
+            f"<div class='incident'><h3><span style='color:{colour}'>{_esc(incident['severity'])}</span> "
+            f"{_esc(incident['kind'].replace('_', ' '))}{' · ' + _esc(place) if place else ''}</h3>"
+            f"<p>{_esc(incident['summary'])}</p>"
+            f"<p><b>Fix:</b></p><pre>{_esc(incident['remediation'])}</pre>"
+            f"<details><summary>{_esc(incident['findings'])} finding(s)</summary>"
+            f"{_findings_table(by_incident.get(incident['incident_id'], []))}</details></div>")
+    return "".join(blocks)
+
+
 def _quality_section(results_path: Path | None, out_dir: Path) -> str:
     if results_path is None or not results_path.is_file():
         return "<p>Data-quality checks were not run.</p>"
@@ -147,7 +169,8 @@ PTX_COLUMNS = ["topic", "partition", "producer_id", "transactional_id", "txn_seq
 CSS = """body{font-family:system-ui,-apple-system,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;width:100%;font-size:.9em}td,th{border:1px solid #ddd;padding:.3em .5em;
 vertical-align:top;text-align:left}th{background:#f5f5f5}code{font-size:.85em}.verdict{font-size:1.3em;
-font-weight:bold}.ok{color:#2e7d32}.note{color:#666;font-size:.9em}"""
+font-weight:bold}.ok{color:#2e7d32}.note{color:#666;font-size:.9em}
+.incident{border-left:4px solid #ddd;padding:0 .8em;margin:.8em 0}pre{white-space:pre-wrap}"""
 
 
 HW_SOURCE_NAMES = {
@@ -252,6 +275,8 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
 <p>input {_esc(summary_doc.get("input"))} · audit time {_esc(format_time_ms(as_of_ms))} ·
 {_esc(summary.get("partitions", len(partitions)))} partitions ·
 {' · '.join(f"{_esc(n)} {_esc(s)}" for s, n in counts.items())}</p>
+<h2>Incidents</h2>
+{incidents_section(summary_doc.get("incidents", []), findings)}
 <h2>Findings</h2>
 {_findings_table(findings)}
 {replicas_section(partitions, _read(tables_dir, "replica_stability", REPLICA_TABLE_COLUMNS))}
