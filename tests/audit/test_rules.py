@@ -235,3 +235,59 @@ def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any
     lost = [f for f in found if f["kind"] == "retention_lost_open_txn"]
     assert [(f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in lost] == [("t", 0, 4, 3)]
     assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")
+
+
+def test_missing_marker_names_the_open_transaction_and_its_abort_command(spark: Any) -> None:
+    """The partition that never got its marker still holds the transaction open: the finding gives
+    where it starts and the abort command that closes it, as a hanging transaction's does."""
+    b = RawBuilder()
+    b.batch("q", 1, count=3, ts=T0)  # plain records first: the transaction starts at offset 3
+    b.batch("q", 0, pid=2, epoch=0, seq=0, ts=T0, txn=True)
+    b.batch("q", 1, pid=2, epoch=0, seq=0, count=2, ts=T0, txn=True)
+    b.coordinator("m", pid=2, epoch=0, state="PrepareAbort", partitions=[("q", 0), ("q", 1)], ts=T0 + 10, start=T0)
+    b.marker("q", 0, pid=2, epoch=0, kind="ABORT", ts=T0 + 20, coordinator_epoch=4)
+    b.coordinator("m", pid=2, epoch=0, state="CompleteAbort", partitions=[], ts=T0 + 10, start=T0)
+    found = run_rules(spark, b, as_of_ms=T0 + 5 * MIN, timeout_ms=15 * MIN)
+    (missing,) = [f for f in found if f["kind"] == "missing_marker"]
+    assert (missing["topic"], missing["partition"], missing["first_offset"], missing["last_offset"]) == ("q", 1, 3, 4)
+    assert missing["remediation"] == (
+        "kafka-transactions.sh --bootstrap-server <broker> abort --topic q --partition 1 --start-offset 3")
+    assert missing["remediation_pre_3_0"].endswith(
+        "abort --topic q --partition 1 --producer-id 2 --producer-epoch 0 --coordinator-epoch 0")
+    assert "open from offset 3" in missing["evidence"]
+
+
+def test_stuck_lso_names_where_a_retention_lost_transaction_starts(spark: Any) -> None:
+    """A producer snapshot holds a transaction open from offset 3, below the log start 10: the
+    LSO stays at the log start, and the finding says the transaction is open from 3."""
+    b = RawBuilder()
+    b.snapshot("t", 0, at=10, pid=4, epoch=1, open_from=3, ts=T0)
+    b.log_start[("t", 0)] = 10
+    b.next_offset[("t", 0)] = 10
+    b.batch("t", 0, count=2, ts=T0 + 10)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN)
+    (stuck,) = [f for f in found if f["kind"] == "stuck_lso"]
+    assert (stuck["first_offset"], stuck["last_offset"], stuck["producer_id"]) == (10, 11, 4)
+    assert "last stable offset 10 " in stuck["evidence"]
+    assert "open from offset 3, below the log start offset 10" in stuck["evidence"]
+    assert "open from offset 10" not in stuck["evidence"]
+
+
+def test_decode_issues_without_a_position_name_their_file_or_folder(spark: Any, tmp_path: Path) -> None:
+    """A layout issue has no byte position, and the log dir at the dump's top is the folder ".":
+    the finding says neither "at byte -1" nor "." but what the issue is about."""
+    from txn_audit.ingest.discover import discover
+
+    (tmp_path / "orders-0").mkdir()
+    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "replication-offset-checkpoint").write_text("0\n0\n")
+    (tmp_path / "notes.txt").write_text("copied on Tuesday\n")
+    inv = discover(tmp_path)
+    b = RawBuilder()
+    b.batch("orders", 0, count=1, ts=T0)
+    b.rows["decode_issues"] = inv.issues
+    found = {f["evidence"] for f in run_rules(spark, b, as_of_ms=T0 + MIN) if f["kind"] == "unreadable_input"}
+    assert found == {
+        "the dump's top folder: unrecognised_file: log dir without meta.properties: broker id unknown",
+        "notes.txt: unrecognised_file: unknown file in a log dir: not audited",
+    }

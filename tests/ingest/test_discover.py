@@ -135,6 +135,18 @@ def test_real_corpus_inventory() -> None:
     assert not [i for i in inv.issues if i["severity"] != "info"]
 
 
+@needs_corpus
+def test_the_kraft_metadata_log_is_read_but_is_no_audited_partition() -> None:
+    """``__cluster_metadata-0`` gives the partitions' leadership and is listed with the files seen,
+    but it holds no transactions: it is no replica of the audit and has no partition_offsets row."""
+    inv = discover(scenario_dir("healthy") / "logdirs")
+    assert inv.metadata_partitions
+    assert {s["file_name"] for s in inv.segments if s["topic"] == "__cluster_metadata" and s["kind"] == "log"}
+    assert "__cluster_metadata" not in {r.topic for r in inv.replicas}
+    assert "__cluster_metadata" not in {row["topic"] for row in inv.partition_offsets_rows()}
+    assert {"orders", "payments", "__transaction_state"} <= {r.topic for r in inv.replicas}
+
+
 def test_input_tree_is_not_modified(tmp_path: Path) -> None:
     src = scenario_dir("hanging-unadded-partition") / "logdirs"
     if not src.is_dir():

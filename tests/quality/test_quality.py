@@ -236,3 +236,33 @@ def test_a_marker_before_its_data_fails_the_transaction_offsets_check(
     assert (example["topic"], example["partition"], example["producer_id"], example["txn_seq"]) == (
         one["topic"], one["partition"], one["producer_id"], one["txn_seq"])
     assert example["marker_offset"] == one["last_data_offset"]
+
+
+def test_an_epoch_going_down_is_shown_at_the_entry_that_breaks_the_rule(spark: Any, tmp_path: Path) -> None:
+    """The example (and the invariant_violation quoting it) is the first batch or marker written
+    with a lower epoch after a higher one, not the higher-epoch entry before it."""
+    from tests.audit.builders import RawBuilder
+    from txn_audit.quality import validate_tables
+
+    t0 = 1_800_000_000_000
+    b = RawBuilder()
+    b.batch("t", 0, count=2, ts=t0)  # offsets 0-1, no producer
+    b.batch("t", 0, pid=5, epoch=3, seq=0, ts=t0 + 1, txn=True)  # 2
+    b.marker("t", 0, pid=5, epoch=3, kind="COMMIT", ts=t0 + 2, coordinator_epoch=7)  # 3
+    b.batch("t", 0, pid=5, epoch=2, seq=0, ts=t0 + 3, txn=True)  # 4: epoch 2 after epoch 3
+    b.marker("t", 0, pid=5, epoch=2, kind="ABORT", ts=t0 + 4, coordinator_epoch=6)  # 5: coordinator epoch 6 after 7
+    tables = b.tables(spark)
+    outcome = validate_tables(spark, {name: tables[name] for name in ("batches", "control_markers")},
+                              tmp_path / "quality")
+    failed = {r.check: r for r in outcome.results if not r.success}
+    assert set(failed) == {"epochs_non_decreasing", "coordinator_epoch_non_decreasing"}
+    epochs = failed["epochs_non_decreasing"].examples[0]
+    assert (epochs["topic"], epochs["partition"], epochs["producer_id"], epochs["base_offset"],
+            epochs["producer_epoch"]) == ("t", 0, 5, 4, 2)
+    coordinator = failed["coordinator_epoch_non_decreasing"].examples[0]
+    assert (coordinator["offset"], coordinator["coordinator_epoch"]) == (5, 6)
+    # "data-quality check <table>.<check> failed: ..."
+    shown = {f["evidence"].split()[2].split(".")[1]: (f["first_offset"], f["evidence"]) for f in outcome.findings()}
+    assert shown["epochs_non_decreasing"][0] == 4 and "e.g. t-0 at offset 4)" in shown["epochs_non_decreasing"][1]
+    assert shown["coordinator_epoch_non_decreasing"][0] == 5
+    assert "e.g. t-0 at offset 5)" in shown["coordinator_epoch_non_decreasing"][1]

@@ -77,5 +77,4 @@ def test_scan_agrees_with_the_live_broker(spark: Any, live: Path) -> None:
     text = api.scan(live / "tools", spark=spark, as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE,
                     progress=False, quality=False, report=False, input_kind="text")
     assert {(p.topic, p.partition, p.last_stable_offset) for p in text.partitions} == {
-        (p.topic, p.partition, p.last_stable_offset) for p in result.partitions
-        if p.topic != "__cluster_metadata"}
+        (p.topic, p.partition, p.last_stable_offset) for p in result.partitions}

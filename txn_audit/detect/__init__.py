@@ -71,7 +71,7 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
     hanging = open_findings.where(F.col("kind") == "hanging_transaction")
     parts = [
         open_findings,
-        stuck_lso_findings(recon.partition_stability),
+        stuck_lso_findings(recon.partition_stability, recon.partition_transactions),
         late_arrival_findings(recon.events, opts),
         absorbed_findings(recon.partition_transactions),
         coordinator_findings(txn_log, markers, last_markers, present, recon.partition_transactions, opts,

@@ -215,12 +215,32 @@ HW_SOURCE_TEXT = {
 }
 
 
-def stuck_lso_findings(stability: DataFrame) -> DataFrame:
+def stuck_lso_findings(stability: DataFrame, ptx: DataFrame) -> DataFrame:
     """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
-    info and says that the gap may be records not yet replicated rather than a stuck LSO."""
+    info and says that the gap may be records not yet replicated rather than a stuck LSO.
+
+    The transaction holding the LSO is the culprit's earliest unstable one (``ptx``): it may start
+    below the log start (a producer snapshot's transaction whose records retention deleted),
+    where the LSO itself stays."""
     known = F.col("hw_source") != "log_end"
     hw = F.col("effective_high_watermark")
     held = stability.where(F.col("lso_below_hw"))
+    culprits = F.broadcast(held.select(  # one row per held partition: few
+        "topic", "partition", F.col("culprit_producer_id").alias("producer_id"), F.col("effective_high_watermark")))
+    # unstable as ``reconstruct.stability`` counts it: open, or its marker not yet below the HW
+    started = (
+        ptx.join(culprits, ["topic", "partition", "producer_id"])
+        .where(F.col("first_offset").isNotNull() & ((F.col("state") == "open") | (
+            F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("effective_high_watermark")))))
+        .groupBy("topic", "partition").agg(F.min("first_offset").alias("_culprit_from"))
+    )
+    held = held.join(started, ["topic", "partition"], "left")
+    open_from = F.coalesce("_culprit_from", "last_stable_offset")
+    below_start = F.when(
+        open_from < F.col("log_start_offset"),
+        F.format_string(", below the log start offset %d (retention deleted its first records; the LSO stays at "
+                        "the log start)", F.col("log_start_offset")),
+    ).otherwise(F.lit(""))
     source = F.coalesce(
         F.element_at(F.create_map(*[F.lit(x) for kv in HW_SOURCE_TEXT.items() for x in kv]), F.col("hw_source")),
         F.lit("unknown: the dump holds no high watermark (no replication-offset-checkpoint entry, no offsets file), "
@@ -233,13 +253,13 @@ def stuck_lso_findings(stability: DataFrame) -> DataFrame:
         F.format_string(
             "last stable offset %d is %d offsets behind the high watermark %d (%s): %d records (%d bytes) are "
             "held back from read_committed consumers since %s (%s) by producer %d%s, whose transaction is open "
-            "from offset %d",
+            "from offset %d%s",
             F.col("last_stable_offset"), hw - F.col("last_stable_offset"),
             hw, source, F.col("held_records"), F.col("held_bytes"),
             ts("held_since_timestamp"), duration(F.col("held_ms")), F.col("culprit_producer_id"),
             F.when(F.col("culprit_transactional_id").isNotNull(),
                    F.format_string(" (%s)", F.col("culprit_transactional_id"))).otherwise(F.lit("")),
-            F.col("last_stable_offset"),
+            open_from, below_start,
         ),
         producer_id=F.col("culprit_producer_id"),
         producer_epoch=F.col("culprit_producer_epoch"),
@@ -465,12 +485,15 @@ def coordinator_findings(
     completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
     here = pname()
     still_open = ptx.where(F.col("state") == "open").select(
-        "topic", "partition", "producer_id", F.col("first_timestamp").alias("_open_since")
+        "topic", "partition", "producer_id", F.col("first_timestamp").alias("_open_since"),
+        F.col("first_offset").alias("_open_from"), F.col("last_data_offset").alias("_open_to"),
     )
     missing = (
         completed.where(F.col("in_dump") & ~F.col("has_marker"))
         .join(still_open, ["topic", "partition", "producer_id"])
         .where(F.col("_open_since") <= F.col("ts"))
+        .join(last_markers.select("topic", "partition", "producer_id", "last_coordinator_epoch"),
+              ["topic", "partition", "producer_id"], "left")
     )
     missing_rows = finding(
         missing,
@@ -478,12 +501,19 @@ def coordinator_findings(
         CRITICAL,
         F.format_string(
             "transactional id %s (producer %d, epoch %d) decided %s at %s (__transaction_state-%d offset %d) and "
-            "the coordinator then wrote %s, but %s never received the %s marker for it",
+            "the coordinator then wrote %s, but %s never received the %s marker for it and holds the transaction "
+            "open from offset %d",
             F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("decision"), ts("ts"),
             F.col("txn_log_partition"), F.col("txn_log_offset"), F.col("next_state"), here, F.col("decision"),
+            F.col("_open_from"),
         ),
         producer_epoch=F.col("epoch"),
+        first_offset=F.col("_open_from"),
+        last_offset=F.col("_open_to"),
         first_timestamp_ms=F.col("ts"),
+        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("_open_from")),
+        remediation_pre_3_0=abort_command_pre_3_0(F.col("topic"), F.col("partition"), F.col("producer_id"),
+                                                  F.col("epoch"), F.col("last_coordinator_epoch")),
     )
     mismatch = matches.where(
         F.col("has_marker") & F.col("next_marker_type").isin(*KNOWN_MARKERS)
@@ -713,7 +743,10 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
     corrupt = enriched.where(F.col("kind").isin(*CORRUPTION_ISSUES))
     torn = enriched.where(F.col("kind").isin(*TRUNCATION_ISSUES))
     other = enriched.where(~F.col("kind").isin(*CORRUPTION_ISSUES, *TRUNCATION_ISSUES))
-    where = F.format_string("%s at byte %d", F.col("file"), F.coalesce("position", F.lit(-1)))
+    # a layout issue (a folder, a missing file) has no position; "." is the dump's top folder
+    named = F.when(F.col("file") == ".", F.lit("the dump's top folder")).otherwise(F.col("file"))
+    where = F.when(F.col("position").isNull(), named).otherwise(
+        F.format_string("%s at byte %d", named, F.col("position")))
     return (
         finding(
             corrupt, "corrupt_batch", CRITICAL,

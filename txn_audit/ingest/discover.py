@@ -42,8 +42,9 @@ from txn_audit.ingest.inventory import LogDir, PartitionReplica, issue_row
 from txn_audit.ingest.tasks import FileTask
 from txn_audit.ingest.text import discover_text
 
-#: Partitions whose contents say nothing about transactions: inventoried, not decoded.
-NOT_AUDITED_TOPICS = {"__cluster_metadata": "KRaft metadata log (no transactions)"}
+#: Partitions whose contents say nothing about transactions: inventoried, not decoded, and not
+#: audited partitions (no ``partition_offsets`` row).
+NOT_AUDITED_TOPICS = {CLUSTER_METADATA_TOPIC: "KRaft metadata log (no transactions)"}
 DECODED_KINDS = {"log", "snapshot", "txnindex"}
 #: Log-dir level files that are known and need no decoding for a transaction audit.
 KNOWN_LOG_DIR_FILES = {".lock", "bootstrap.checkpoint", CLEAN_SHUTDOWN_FILE, META_PROPERTIES}
@@ -270,7 +271,9 @@ def _scan_partition(
             "future": "replica copy still being built by a log-dir move",
             "stray": "replica not assigned to this broker (stray)",
         }.get(replica_status, f"replica status {replica_status}")
-    if replica_status == "live":
+    if replica_status == "live" and topic not in NOT_AUDITED_TOPICS:
+        # the KRaft metadata log is read for the leadership it records (``metadata_partitions``),
+        # never audited: no partition_offsets row, so no partition of the scan's results
         inv.replicas.append(replica)
     try:
         children = listing.children(path)

@@ -87,14 +87,20 @@ def _in_set(table: str, column: str, values: tuple[str, ...]) -> Check:
 
 def _never_down(epoch: str, offset: str, rows: str) -> str:
     """Rows (one per producer and epoch) where ``epoch`` goes down in ``offset`` order per
-    producer and replica: an epoch whose first offset comes before the last offset of a lower
-    epoch. Grouping first leaves the ordered pass a few rows per producer, not one per batch."""
+    producer and replica: an epoch with an entry after the first entry of a higher epoch. Each
+    row shows an entry that breaks the rule at ``offset`` (the epoch's first, when all of the
+    epoch comes after the higher one; else its last) and the higher epoch it comes after
+    (``higher_epoch``, from ``higher_epoch_<offset>``). Grouping first leaves the ordered pass a
+    few rows per producer, not one per batch."""
     producer = "broker_id, log_dir, topic, partition, producer_id"
-    return (f"SELECT topic, partition, broker_id, producer_id, {epoch}, first_offset AS {offset}, "
-            f"lower_epoch_last_offset FROM (SELECT *, max(last_offset) OVER (PARTITION BY {producer} "
-            f"ORDER BY {epoch} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lower_epoch_last_offset "
+    higher = f"PARTITION BY {producer} ORDER BY {epoch} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
+    return (f"SELECT topic, partition, broker_id, producer_id, CASE WHEN first_offset > higher_first_offset "
+            f"THEN first_offset ELSE last_offset END AS {offset}, {epoch}, higher_epoch, "
+            f"higher_first_offset AS higher_epoch_{offset} FROM (SELECT *, "
+            f"min(first_offset) OVER ({higher}) AS higher_first_offset, "
+            f"min_by({epoch}, first_offset) OVER ({higher}) AS higher_epoch "
             f"FROM (SELECT {producer}, {epoch}, min({offset}) AS first_offset, max({offset}) AS last_offset "
-            f"FROM {rows} GROUP BY {producer}, {epoch})) WHERE lower_epoch_last_offset > first_offset")
+            f"FROM {rows} GROUP BY {producer}, {epoch})) WHERE last_offset > higher_first_offset")
 
 
 #: per-row conditions on a batch: (check, rule, condition, severity). They are checked over one
