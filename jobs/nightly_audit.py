@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             args.dump, args.warehouse, parse_date(args.audit_date),
             **api.audit_times(args.as_of, args.max_transaction_timeout, args.late_tolerance),
             min_severity=api.Severity.parse(args.min_severity), strict=args.strict, work_dir=args.work_dir,
-            on_stage=lambda stage: log.info("%s", stage),
+            on_stage=lambda stage: log.info("%s", stage), verbose=args.verbose,
         )
     except TxnAuditError as err:
         log.error("error: %s", err)

@@ -5,6 +5,7 @@ set -euo pipefail
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 STAMP="$VENV/.txn-audit-installed"
+HERE="$(cd "$(dirname "$0")" && pwd)"
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   echo "error: $PYTHON not found; Python 3.11 or newer is required" >&2; exit 2
@@ -19,12 +20,18 @@ healthy() {
     && [ -x "$VENV/bin/txn-audit" ] && [ -x "$VENV/bin/spark-submit" ]
 }
 
-if healthy; then exit 0; fi
+# pyspark's .venv/bin/spark-submit only works in an activated environment: ours works without
+spark_submit() {
+  cmp -s "$HERE/spark-submit" "$VENV/bin/spark-submit" || install -m 755 "$HERE/spark-submit" "$VENV/bin/spark-submit"
+}
+
+if healthy; then spark_submit; exit 0; fi
 echo "setting up $VENV (first run downloads and builds pyspark: a few minutes)" >&2
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 touch "$STAMP"
+spark_submit
 healthy || { echo "error: $VENV was built but does not import the project's packages" >&2; exit 1; }
 echo "$VENV ready" >&2

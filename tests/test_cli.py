@@ -169,3 +169,124 @@ def test_without_checkpoints_the_terminal_summary_and_report_agree_on_held_parti
     assert summary["partitions_with_lso_below_hw"] == len(held)
     report = (out / "report.html").read_text()
     assert f"{len(held)} partition(s) whose last stable offset is below the high watermark" in report
+
+
+# -- an operator's terminal: option checks before Spark, output that survives a pipe ----------
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "sample_data" / "dump"
+SMALL_DUMP = REPO / "tests" / "corpus" / "kafka-4.4.0" / "healthy" / "logdirs"
+#: what Spark's JVM prints on stderr unless asked (--verbose): its own notices, log4j's and Spark's lines
+SPARK_NOISE = ("WARNING: Using incubator modules", "log4j", "Setting default log level", " WARN ", " INFO ",
+               "NativeCodeLoader")
+
+
+def _cli_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "SPARK_CONF_DIR", "TXN_AUDIT_SPARK_MASTER")}
+
+
+def _option_mistakes(tmp: Path) -> list[tuple[list[str], str]]:
+    foreign = tmp / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    (tmp / "a-file").write_text("not a folder")
+    (tmp / "empty" / "nested").mkdir(parents=True)
+    segment = SAMPLE / "broker-1" / "orders-0" / "00000000000000000000.log"
+    return [
+        (["scan", str(SAMPLE), "--out", str(foreign)], "already holds files that txn-audit did not write"),
+        (["ingest", str(SAMPLE), "--out", str(foreign)], "already holds files that txn-audit did not write"),
+        (["scan", str(SAMPLE), "--out", str(tmp / "a-file")], "--out must be a folder"),
+        (["scan", str(segment)], f"is one file of partition orders-0; DUMP is a whole log dir, or a folder of "
+                                 f"several: give {SAMPLE / 'broker-1'}"),
+        (["ingest", str(segment.with_suffix(".index")), "--out", str(tmp / "out")], "give " + str(SAMPLE / "broker-1")),
+        (["scan", str(tmp / "empty")], "is empty"),
+        (["scan", str(SAMPLE), "--max-transaction-timeout", "0s"], "--max-transaction-timeout must be positive"),
+    ]
+
+
+def test_option_mistakes_exit_2_within_two_seconds_before_spark(tmp_path: Path) -> None:
+    """Each mistake is told on one line, with exit code 2, before Spark (or the modules it needs)
+    is even loaded."""
+    import time
+
+    for args, message in _option_mistakes(tmp_path):
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "txn_audit.cli", *args], capture_output=True, text=True,
+                              timeout=120, env=_cli_env())
+        elapsed = time.monotonic() - started
+        assert done.returncode == 2, (args, done.stderr)
+        assert elapsed < 2.0, (args, elapsed)
+        assert any(message in line for line in done.stderr.splitlines()), (args, done.stderr)  # never wrapped
+        assert "Traceback" not in done.stderr
+        assert not any(noise in done.stderr for noise in SPARK_NOISE), done.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_api_checks_the_same_before_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called from Python, scan and ingest refuse the same mistakes without building a session."""
+    from txn_audit import api
+    from txn_audit.errors import UsageError
+
+    def no_spark(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a session was built")
+
+    monkeypatch.setattr(api, "build_session", no_spark)
+    for args, message in _option_mistakes(tmp_path):
+        command, dump, *rest = args
+        options = dict(zip(rest[::2], rest[1::2], strict=True))
+        with pytest.raises(UsageError) as caught:
+            if command == "ingest":
+                api.ingest(dump, options["--out"])
+            elif "--max-transaction-timeout" in options:
+                api.scan(dump, max_transaction_timeout_ms=0)
+            else:
+                api.scan(dump, options.get("--out"))
+        assert message in str(caught.value)
+    # a folder with files but no Kafka data is found out before Spark too
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8\xff")
+    with pytest.raises(UsageError):
+        api.scan(tmp_path / "photos", input_kind="logdirs")
+
+
+def test_scan_into_a_pipe_cuts_no_name_and_prints_each_fix_whole(tmp_path: Path) -> None:
+    """``scan`` with stdout piped (a CI log): the verdict, every name in both tables and every
+    repair command whole, each command alone on its line; Spark's log lines stay off stderr."""
+    import json
+
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "txn_audit.cli", "scan", str(SAMPLE), "--out", str(out),
+                           "--no-quality", "--no-report"], capture_output=True, text=True, timeout=900,
+                          env=_cli_env())
+    assert done.returncode == 1, done.stderr[-3000:]
+    doc = json.loads((out / "summary.json").read_text())
+    lines = done.stdout.splitlines()
+    assert lines[0] == doc["summary"]["verdict"]
+    assert "…" not in done.stdout
+    commands = [f["remediation"] for f in doc["findings"] if f["remediation"] and f["severity"] != "info"]
+    aborts = [c for c in commands if " abort " in c]
+    assert len(aborts) >= 3  # the sample's hanging transactions
+    for command in commands:
+        assert command in lines, command  # a line of its own, unwrapped
+    stuck = [f for f in doc["findings"] if f["kind"] == "stuck_lso"]
+    assert len(stuck) == doc["summary"]["partitions_with_lso_below_hw"] > 0
+    table = done.stdout.split("Partitions whose LSO is below the high watermark")[1]
+    for f in stuck:  # one row per partition, its name and culprit whole
+        (row,) = [line for line in table.splitlines() if f" {f['topic']}-{f['partition']} " in line]
+        assert f"producer {f['producer_id']} ({f['transactional_id']})" in row
+    for f in doc["findings"]:
+        if f["severity"] != "info" and f["transactional_id"]:
+            assert f"({f['transactional_id']})" in done.stdout
+    assert not any(noise in done.stderr for noise in SPARK_NOISE), done.stderr
+
+
+def test_verbose_brings_sparks_log_lines_back(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "txn_audit.cli", "ingest", str(SMALL_DUMP), "--out",
+                           str(tmp_path / "out"), "--verbose"], capture_output=True, text=True, timeout=600,
+                          env=_cli_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "WARNING: Using incubator modules" in done.stderr  # the JVM's own notice
+    assert "Using Spark's default log4j profile" in done.stderr  # and Spark's logging as it comes

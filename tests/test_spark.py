@@ -123,3 +123,27 @@ def test_the_local_workers_import_nothing_from_archives(spark: Any) -> None:
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "txn_audit.spark_daemon"
     assert (archives, importers) == ([], [])
     assert module == pyspark.__file__
+
+
+def test_processes_started_in_the_block_lose_the_jvms_notices_only(capfd: pytest.CaptureFixture[str]) -> None:
+    """What a child (the session's JVM) writes on stderr reaches ours, less the JVM's notices; our
+    own stderr is ours again after the block."""
+    import subprocess
+    import sys
+
+    script = ("import sys, time; sys.stderr.write('WARNING: Using incubator modules: jdk.incubator.vector\\n'); "
+              "sys.stderr.flush(); time.sleep(0.3); sys.stderr.write('Exception in thread main\\nWARNING: x\\ntail')")
+    with spark_module.jvm_notices_filtered():
+        child = subprocess.Popen([sys.executable, "-c", script])
+    sys.stderr.write("after the block\n")
+    sys.stderr.flush()
+    assert child.wait(60) == 0
+    import time
+
+    deadline = time.monotonic() + 10
+    err = ""
+    while "tail" not in err and time.monotonic() < deadline:
+        time.sleep(0.1)
+        err += capfd.readouterr().err
+    assert "Exception in thread main\n" in err and "tail" in err and "after the block\n" in err
+    assert "WARNING:" not in err

@@ -15,9 +15,8 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum, StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
@@ -29,6 +28,7 @@ from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session
+from txn_audit.usage import AuditTimes, ExitCode, InputKind, audit_times, check_durations, check_out
 
 if TYPE_CHECKING:
     from datetime import date
@@ -65,50 +65,6 @@ JSON_REPLICA_KEYS = (
     "last_stable_offset", "open_transactions", "held_records", "divergence", "divergent_offset", "replica_holds",
     "chosen_holds",
 )
-
-
-class ExitCode(IntEnum):
-    """Process exit codes of every txn-audit command (also the nightly job's)."""
-
-    OK = 0  # clean
-    FINDINGS = 1  # findings at or above the chosen severity
-    USAGE = 2  # bad arguments, missing input, or an environment problem (no Java)
-    CORRUPT_INPUT = 3  # unreadable or corrupt input under --strict
-
-
-class InputKind(StrEnum):
-    """What a dump holds (``txn_audit.ingest.discover``)."""
-
-    AUTO = "auto"  # log dirs when there are any, else text
-    LOGDIRS = "logdirs"  # copies of broker log dirs
-    TEXT = "text"  # kafka-dump-log.sh / kafka-transactions.sh text output, an offsets file
-
-
-class AuditTimes(TypedDict):
-    """The times a scan is audited with, as ``scan`` and ``run_nightly`` take them."""
-
-    as_of_ms: int | None
-    max_transaction_timeout_ms: int
-    late_tolerance_ms: int
-
-
-def audit_times(as_of: str | None, max_transaction_timeout: str, late_tolerance: str) -> AuditTimes:
-    """The audit time and durations as typed on a command line (``--as-of``, ``--max-transaction-timeout``,
-    ``--late-tolerance``), checked: ``UsageError`` on a bad one."""
-    from txn_audit.timeparse import parse_duration_ms, parse_time_ms
-
-    times = AuditTimes(
-        as_of_ms=None if as_of is None else parse_time_ms(as_of),
-        max_transaction_timeout_ms=parse_duration_ms(max_transaction_timeout),
-        late_tolerance_ms=parse_duration_ms(late_tolerance),
-    )
-    _check_durations(times["max_transaction_timeout_ms"], times["late_tolerance_ms"])
-    return times
-
-
-def _check_durations(max_transaction_timeout_ms: int, late_tolerance_ms: int) -> None:
-    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
-        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
 
 
 @dataclass
@@ -169,6 +125,7 @@ def ingest(
     progress: bool = True,
     on_stage: Callable[[str], None] | None = None,
     input_kind: str = "auto",
+    verbose: bool = False,
 ) -> IngestResult:
     """Decode every file of ``dump`` into the raw Parquet tables under ``out/<table>/``.
 
@@ -176,12 +133,18 @@ def ingest(
     kafka-transactions.sh text output) or ``auto`` (log dirs when there are any, else text).
 
     ``out`` is replaced as a whole, in one step, once every table is written; until then (and
-    if the run fails or is killed) the previous content of ``out`` stays as it was.
+    if the run fails or is killed) the previous content of ``out`` stays as it was. The dump,
+    ``out`` and what the dump holds are checked before Spark starts (``UsageError``); Spark's own
+    log lines stay off the console unless ``verbose``.
     """
     target = Path(out)
+    check_dump(dump, input_kind)
+    check_out(target)
+    inventory = discover(dump, input_kind)
+    spark = spark or build_session(verbose=verbose)
     with staged_output(target) as stage:
         result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage,
-                         input_kind=input_kind)
+                         input_kind=input_kind, inventory=inventory)
     result.tables_dir = target
     return result
 
@@ -195,10 +158,13 @@ def _ingest(
     reuse: bool,
     on_stage: Callable[[str], None] | None,
     input_kind: str = "auto",
+    inventory: Inventory | None = None,
 ) -> IngestResult:
     """Decode into ``out`` (a folder of its own). With ``reuse``, tables already in ``out`` from
-    the very same input (same files, sizes and modification times) are kept."""
-    inventory: Inventory = discover(dump, input_kind)
+    the very same input (same files, sizes and modification times) are kept. ``inventory``: the
+    dump as ``discover`` found it, when the caller already did."""
+    if inventory is None:
+        inventory = discover(dump, input_kind)
     tables_dir = Path(out)
     stamp = tables_dir / INGEST_STAMP
     fingerprint = _fingerprint(inventory)
@@ -237,10 +203,14 @@ def _ingest(
 # -- scan ---------------------------------------------------------------------------------
 
 
-def check_dump(dump: str | Path) -> None:
-    """Raise ``UsageError`` unless ``dump`` names an existing folder or file on storage that can be read."""
+def check_dump(dump: str | Path, input_kind: str = "auto") -> None:
+    """Raise ``UsageError`` unless ``dump`` names an existing folder or file on storage that can be
+    read, and is not a mistake ``txn_audit.usage.check_dump`` recognises (a segment file given
+    instead of its log dir, an empty folder)."""
     from txn_audit.ingest.storage import DIR, FILE, resolve_dump
+    from txn_audit.usage import check_dump as check_dump_argument
 
+    check_dump_argument(dump, input_kind)
     location = resolve_dump(dump)
     if location.info().kind not in (DIR, FILE):
         raise UsageError(f"dump not found: {location.display}")
@@ -430,17 +400,25 @@ def scan(
     quality: bool = True,
     report: bool = True,
     input_kind: str = "auto",
+    verbose: bool = False,
 ) -> ScanResult:
     """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
     HTML report (``out/report.html``). Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
     without ``out`` everything is computed in a temporary folder that is removed afterwards.
-    ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI."""
-    check_dump(dump)  # a missing dump or unreachable storage is a usage error before Spark starts
-    spark = spark or build_session()
+    ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI.
+
+    Every argument, and what the dump holds, is checked before Spark starts (``UsageError``);
+    Spark's own log lines stay off the console unless ``verbose``."""
+    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
+    check_dump(dump, input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
+    check_out(out)
+    inventory = discover(dump, input_kind)
+    spark = spark or build_session(verbose=verbose)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
             return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                         progress, on_stage, quality=quality, report=False, input_kind=input_kind)
+                         progress, on_stage, quality=quality, report=False, input_kind=input_kind,
+                         inventory=inventory)
     target = Path(out)
     with staged_output(target) as stage:
         previous = target / "tables"
@@ -454,7 +432,8 @@ def scan(
                 elif (previous / name).is_file():
                     os.link(previous / name, stage / "tables" / name)
         result = _scan(spark, dump, stage, target, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                       progress, on_stage, quality=quality, report=report, input_kind=input_kind)
+                       progress, on_stage, quality=quality, report=report, input_kind=input_kind,
+                       inventory=inventory)
     result.ingest.tables_dir = target / "tables"
     return result
 
@@ -473,15 +452,16 @@ def _scan(
     quality: bool,
     report: bool,
     input_kind: str = "auto",
+    inventory: Inventory | None = None,
 ) -> ScanResult:
     from txn_audit.detect import DetectOptions, detect, write_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables, read_arrow_table
 
-    _check_durations(max_transaction_timeout_ms, late_tolerance_ms)
+    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
     tables_dir = work / "tables"
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
-                       input_kind=input_kind)
+                       input_kind=input_kind, inventory=inventory)
     raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
     if as_of_ms is None:
         as_of_ms = newest_timestamp(raw.frames) or 0
@@ -580,21 +560,25 @@ def run_nightly(
     strict: bool = False,
     work_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
+    verbose: bool = False,
 ) -> NightlyResult:
     """The nightly job: ``scan`` the dump (a local path, or a ``file://``, ``s3://`` or ``hdfs://``
     URI) in a temporary folder (under ``work_dir``, which
     executors on other hosts must be able to write to), publish it as ``audit_date`` of the
-    warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code."""
+    warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. Spark's own log
+    lines stay off the console unless ``verbose``."""
     from txn_audit.ingest.storage import DIR, resolve_dump
     from txn_audit.warehouse import publish_run, resolve
 
     min_severity = Severity.parse(min_severity)
+    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
+    check_dump(dump, InputKind.LOGDIRS)  # a segment file or an empty folder says what to give instead
     location = resolve_dump(dump)
     resolve(warehouse)  # refuse an unsupported location before the scan, not after
     if location.info().kind != DIR:
         raise UsageError(f"dump not found or not a folder: {location.display}")
     source: str | Path = Path(location.root) if location.is_local else str(dump)
-    spark = spark or build_session("txn-audit-nightly")
+    spark = spark or build_session("txn-audit-nightly", verbose=verbose)
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import typing
 from collections.abc import Callable, Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,9 +22,13 @@ from rich.table import Table
 from rich.text import Text
 from typer.models import OptionInfo
 
-from txn_audit.api import ExitCode, IngestResult, InputKind, ScanResult, ingest_exit_code
 from txn_audit.errors import TxnAuditError
 from txn_audit.severity import Severity
+from txn_audit.usage import ExitCode, InputKind, audit_times, check_dump, check_out
+
+if TYPE_CHECKING:
+    # txn_audit.api (and pyspark, pyarrow, numba) is imported once the options are checked
+    from txn_audit.api import IngestResult, ScanResult
 
 app = typer.Typer(
     name="txn-audit",
@@ -36,6 +40,16 @@ app = typer.Typer(
 
 out_console = Console()
 err_console = Console(stderr=True)
+#: the width of output that is not a terminal (a pipe, a file, a CI log): as wide as each line
+#: needs, so that no name is cut and no command is wrapped
+UNBOUNDED_WIDTH = 100_000
+#: the evidence column's width in such output: sentences wrap at words, as on a terminal
+EVIDENCE_WIDTH = 72
+
+
+def _console() -> Console:
+    """``out_console`` on a terminal; elsewhere a console that never cuts or wraps a line."""
+    return out_console if out_console.is_terminal else Console(width=UNBOUNDED_WIDTH)
 
 
 class OutputFormat(StrEnum):
@@ -60,7 +74,7 @@ DUMP_HELP = (
 
 
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)  # one line in a log
     return typer.Exit(int(code))
 
 
@@ -89,9 +103,13 @@ StrictOption = Annotated[
     bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
 ]
 InputKindOption = Annotated[InputKind, typer.Option("--input-kind", help=INPUT_KIND_HELP)]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", help="Show Spark's own log lines on stderr (the JVM's start-up notices, "
+                       "Spark's warnings); without it they stay off the screen.")
+]
 
 #: the ``scan`` options the nightly job takes too, with the same names, defaults and help
-AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "strict")
+AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "strict", "verbose")
 
 
 def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AUDIT_OPTIONS) -> None:
@@ -130,20 +148,27 @@ def ingest_command(
     strict: StrictOption = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
     input_kind: InputKindOption = InputKind.AUTO,
+    verbose: VerboseOption = False,
 ) -> None:
     """Decode a dump of Kafka log dirs into raw Parquet tables and print a row count per table.
 
     Tables: segments, batches, control_markers, txn_log, producer_snapshots, aborted_txns,
     partition_offsets, offset_commits, decode_issues. Input files are only read, never changed.
     """
+    try:  # before Spark, and before importing what it needs: a mistake is told at once
+        check_dump(dump, input_kind)
+        check_out(out)
+    except TxnAuditError as err:
+        raise _fail(str(err)) from None
     from txn_audit import api
 
     try:
-        result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer(), input_kind=input_kind)
+        result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer(), input_kind=input_kind,
+                            verbose=verbose)
     except TxnAuditError as err:
         raise _fail(str(err)) from None
     _print_ingest(result)
-    code = ingest_exit_code(result, strict=strict)
+    code = api.ingest_exit_code(result, strict=strict)
     if code is ExitCode.CORRUPT_INPUT:
         err_console.print(f"[bold red]--strict:[/] {result.total_issues} decode issue(s); exit code 3")
     raise typer.Exit(int(code))
@@ -180,21 +205,29 @@ def scan_command(
     report: Annotated[bool, typer.Option(help="Write DIR/report.html (needs --out).")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
     input_kind: InputKindOption = InputKind.AUTO,
+    verbose: VerboseOption = False,
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
 
     Prints a verdict line, the findings (with the evidence and the repair command) and the
     partitions whose last stable offset is behind the high watermark. Exit code 0 when clean,
     1 when there are findings at or above --min-severity, 2 on usage errors, 3 on corrupt
-    input under --strict.
+    input under --strict. When stdout is not a terminal, nothing is cut or wrapped and every
+    repair command is printed whole on a line of its own, below the findings.
     """
+    try:  # before Spark, and before importing what it needs: a mistake is told at once
+        times = audit_times(as_of, max_transaction_timeout, late_tolerance)
+        check_dump(dump, input_kind)
+        check_out(out)
+    except TxnAuditError as err:
+        raise _fail(str(err)) from None
     from txn_audit import api
 
     try:
         result = api.scan(
-            dump, out, **api.audit_times(as_of, max_transaction_timeout, late_tolerance),
+            dump, out, **times,
             progress=progress and output_format is OutputFormat.TABLE, on_stage=_stage_printer(), quality=quality,
-            report=report, input_kind=input_kind,
+            report=report, input_kind=input_kind, verbose=verbose,
         )
     except TxnAuditError as err:
         raise _fail(str(err)) from None
@@ -216,10 +249,12 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
     from txn_audit.schemas import HW_CAPPED
     from txn_audit.timeparse import format_time_ms
 
+    console = _console()
+    terminal = console is out_console
     line = verdict(result, min_severity)
     colour = {s.value.upper(): c for s, c in SEVERITY_COLOURS.items()} | {"CLEAN": "green"}
-    out_console.print(f"[bold {colour.get(line.split(':')[0], 'white')}]{line}[/]")
-    out_console.print(
+    console.print(f"[bold {colour.get(line.split(':')[0], 'white')}]{line}[/]")
+    console.print(
         f"[dim]{result.input}: {len(result.partitions)} partitions"
         + (f" ({several} with copies on several brokers, each audited from one: the JSON's replicas and the "
            "report's Replicas section say which and why)"
@@ -228,12 +263,17 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
         + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
     )
     shown = result.at_or_above(min_severity)
+    fixes: list[tuple[str, str]] = []  # off a terminal: (what it fixes, the command), printed under the table
     if shown:
         # two columns: what and where stacked in the first, the sentence to check in the second,
         # so that the table stays readable at 80 columns and in a nightly log
-        table = Table(title="Findings", title_justify="left", show_lines=True, expand=True)
-        table.add_column("finding", no_wrap=True, ratio=2)
-        table.add_column("evidence / fix", ratio=3, overflow="fold")
+        table = Table(title="Findings", title_justify="left", show_lines=True, expand=terminal)
+        if terminal:
+            table.add_column("finding", no_wrap=True, ratio=2)
+            table.add_column("evidence / fix", ratio=3, overflow="fold")
+        else:  # the first column as wide as its longest line, the sentences wrapped at words
+            table.add_column("finding", no_wrap=True)
+            table.add_column("evidence / fix", max_width=EVIDENCE_WIDTH)
         for f in shown:
             where = (f"{f.topic}-{f.partition}" if f.topic is not None
                      else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
@@ -247,10 +287,21 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
                 head.append(f"\noffset {f.first_offset}" if f.last_offset in (None, f.first_offset)
                             else f"\noffsets {f.first_offset}-{f.last_offset}")
             body = Text(f.evidence)
-            if f.remediation:
+            if f.remediation and terminal:
                 body.append("\nfix: ", style="bold").append(f.remediation)
+            elif f.remediation:
+                fixes.append((f"{f.severity.value.upper()} {f.kind} {where}"
+                              + (f", producer {f.producer_id}/{f.producer_epoch}" if f.producer_id is not None
+                                 else ""), f.remediation))
+                body.append("\nfix: ", style="bold").append(f"[{len(fixes)}] under the table")
             table.add_row(head, body)
-        out_console.print(table)
+        console.print(table)
+    if fixes:
+        # each command whole on a line of its own, to be copied from a log in one piece
+        console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
+        for number, (what, command) in enumerate(fixes, 1):
+            console.print(f"# [{number}] {what}", markup=False, highlight=False)
+            console.print(command, markup=False, highlight=False)
     stuck = result.lso_below_hw()  # the partition status of partition_stability, as summary.json counts it
     if stuck:
         table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
@@ -258,7 +309,7 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
         for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit",
                     *(["copy audited"] if copies else [])):
             table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
-                             else "left")
+                             else "left", no_wrap=not terminal)
         for p in stuck:
             held_for = "-" if p.held_ms is None else f"{p.held_ms / 1000:.1f} s"
             culprit = "-" if p.culprit_producer_id is None else (
@@ -269,11 +320,11 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
             cells = [f"{p.topic}-{p.partition}", str(p.effective_high_watermark), hw_from, str(p.last_stable_offset),
                      f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
             table.add_row(*cells, *([p.chosen_replica] if copies else []))
-        out_console.print(table)
+        console.print(table)
     hidden = len(result.findings) - len(shown)
     if hidden:
-        out_console.print(f"[dim]{hidden} finding(s) below {min_severity.value} not shown "
-                          "(--min-severity info shows them)[/]")
+        console.print(f"[dim]{hidden} finding(s) below {min_severity.value} not shown "
+                      "(--min-severity info shows them)[/]")
 
 
 @app.command("sample")
@@ -309,8 +360,9 @@ def _stage_printer() -> Callable[[str], None]:
 
 
 def _print_ingest(result: IngestResult) -> None:
+    console = _console()  # off a terminal, nothing is cut or wrapped
     brokers = ", ".join("?" if b is None else str(b) for b in result.brokers)
-    out_console.print(
+    console.print(
         f"Ingested [bold]{result.dump}[/]: broker(s) {brokers}; {len(result.log_dirs)} log dir(s), "
         f"{result.partitions} partitions, {result.files} files ({result.decoded_files} decoded)"
     )
@@ -319,18 +371,18 @@ def _print_ingest(result: IngestResult) -> None:
     table.add_column("rows", justify="right")
     for name, count in result.row_counts.items():
         table.add_row(name, f"{count:,}")
-    out_console.print(table)
+    console.print(table)
     if result.total_issues:
         parts = ", ".join(f"{n} {sev}" for sev, n in sorted(result.issue_counts.items()))
-        out_console.print(f"[yellow]decode issues:[/] {parts} (see the decode_issues table)")
+        console.print(f"[yellow]decode issues:[/] {parts} (see the decode_issues table)")
         issues = Table(show_header=True)
         for col in ("severity", "kind", "file", "position", "detail"):
             issues.add_column(col, overflow="fold")
         for row in result.issues_preview[:10]:
             issues.add_row(*(str(row.get(c, "")) for c in ("severity", "kind", "file", "position", "detail")))
-        out_console.print(issues)
+        console.print(issues)
     else:
-        out_console.print("[green]every file decoded cleanly[/]")
+        console.print("[green]every file decoded cleanly[/]")
 
 
 def main() -> None:

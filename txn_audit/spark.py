@@ -7,6 +7,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from txn_audit.errors import TxnAuditError
@@ -39,6 +43,15 @@ LOCAL_JVM_OPTIONS = (
 
 #: the Python daemon of the local sessions build_session starts (txn_audit/spark_daemon.py)
 LOCAL_DAEMON_MODULE = "txn_audit.spark_daemon"
+
+#: the log4j2 configuration that keeps Spark's log lines off the console (shipped in the package):
+#: the JVM of a local session starts with it, and a session under spark-submit switches to it
+#: before its SparkContext starts; build_session(verbose=True) leaves Spark's own defaults
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+#: how the notices the JVM itself prints on stderr begin, before any logging is configured: Spark's
+#: launcher always adds the incubating Vector API module ("WARNING: Using incubator modules:
+#: jdk.incubator.vector"), and newer JDKs add notices about native access and sun.misc.Unsafe
+JVM_NOTICE = b"WARNING: "
 
 
 class EnvironmentProblem(TxnAuditError):
@@ -113,12 +126,90 @@ def container_memory_limits() -> list[int]:
     return limits
 
 
+def _forward_lines(source_fd: int, sink_fd: int) -> None:
+    """Copy ``source_fd`` to ``sink_fd`` line by line until its end, less the JVM's own notices
+    (``JVM_NOTICE``). Reading goes on when ``sink_fd`` fails, so the writer never blocks."""
+    pending = b""
+    sink_ok = True
+
+    def write(data: bytes) -> None:
+        nonlocal sink_ok
+        while sink_ok and data:
+            try:
+                data = data[os.write(sink_fd, data):]
+            except OSError:
+                sink_ok = False
+
+    try:
+        while chunk := os.read(source_fd, 65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            write(b"".join(line + b"\n" for line in lines if not line.startswith(JVM_NOTICE)))
+        if pending and not pending.startswith(JVM_NOTICE):
+            write(pending)
+    finally:
+        os.close(source_fd)
+        os.close(sink_fd)
+
+
+@contextmanager
+def jvm_notices_filtered() -> Iterator[None]:
+    """Processes started inside the block (the session's JVM, and the Python workers it starts)
+    get a stderr that passes everything to this process's stderr except the JVM's own notices
+    (``JVM_NOTICE``), for as long as they run. No JVM option turns those off. This process's
+    own stderr is unchanged once the block ends."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to keep clean
+        yield
+        return
+    source, sink = os.pipe()
+    os.dup2(sink, 2)  # inheritable: the children write into the pipe
+    os.close(sink)
+    threading.Thread(target=_forward_lines, args=(source, os.dup(saved)), name="txn-audit-jvm-stderr",
+                     daemon=True).start()
+    try:
+        yield
+    finally:
+        try:
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+        os.dup2(saved, 2)  # only the children hold the pipe now: it ends when they do
+        os.close(saved)
+
+
+def _quiet_submitted_jvm() -> None:
+    """Under spark-submit the JVM already runs, with the logging it was started with: switch it to
+    ``QUIET_LOG4J`` before the SparkContext starts (which logs, and makes Hadoop log), so that
+    only what the JVM printed while starting remains.
+
+    spark-submit set Spark's logging up and reset it before running the job, leaving a mark that
+    makes the SparkContext load Spark's default configuration again (and say so). Spark's logging
+    is first initialised here, silently, as spark-submit itself does; then the configuration is
+    replaced, and the SparkContext finds logging initialised."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    if jvm is None:
+        return
+    jvm.org.apache.spark.SparkConf(False).initializeLogIfNecessary(False, True)  # (isInterpreter, silent)
+    context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    context.setConfigLocation(jvm.java.net.URI(QUIET_LOG4J.as_uri()))
+
+
 def build_session(
     app_name: str = "txn-audit",
     *,
     master: str | None = None,
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
+    verbose: bool = False,
 ) -> SparkSession:
     """Get or create the SparkSession txn-audit runs on.
 
@@ -127,6 +218,11 @@ def build_session(
     otherwise a new session is ``local[*]`` with ``local_driver_memory()`` and ``LOCAL_JVM_OPTIONS``.
     Workers run this very interpreter unless PYSPARK_PYTHON says otherwise, so the package and
     its decoders are importable in them.
+
+    Spark's own log lines stay off the console unless ``verbose``: a local JVM starts with
+    ``QUIET_LOG4J`` and its stderr loses the JVM's start-up notices (``jvm_notices_filtered``);
+    under spark-submit the running JVM switches to ``QUIET_LOG4J`` before the SparkContext starts.
+    ``verbose`` keeps Spark's default logging (WARN and above, on stderr).
     """
     from pyspark.sql import SparkSession
 
@@ -152,12 +248,15 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
-    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+    launched = not (master is None and "PYSPARK_GATEWAY_PORT" in os.environ)
+    if not launched:
         # spark-submit started the JVM: its master, driver address and --conf settings stand
         from pyspark import SparkConf
 
         given = SparkConf()
         settings = {key: value for key, value in settings.items() if not given.contains(key)}
+        if not verbose:
+            _quiet_submitted_jvm()
     else:
         check_java()
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -168,12 +267,19 @@ def build_session(
             settings["spark.driver.memory"] = local_driver_memory()
         if "--driver-java-options" not in submit_args:
             settings["spark.driver.extraJavaOptions"] = LOCAL_JVM_OPTIONS
+        if not verbose and "spark.driver.defaultJavaOptions" not in submit_args:
+            # prepended to the options above, so --driver-java-options does not drop it
+            settings["spark.driver.defaultJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
         # the workers run this interpreter, which has PySpark installed: see spark_daemon
         settings["spark.python.daemon.module"] = LOCAL_DAEMON_MODULE
     for key, value in settings.items():
         builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if verbose:
+        return builder.getOrCreate()
+    # a JVM is started here unless spark-submit started it (or an earlier session of this process)
+    with jvm_notices_filtered() if launched else nullcontext():
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("OFF")  # whatever logging the JVM was started with
     return session

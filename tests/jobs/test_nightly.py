@@ -257,6 +257,32 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     assert frame.count() == len(sample_scan.result.findings)
 
 
+# -- the environment's spark-submit, not activated: the job runs and Spark stays quiet ----------
+
+
+def test_the_environments_spark_submit_runs_the_job_quietly_without_activation(tmp_path: Path) -> None:
+    """``.venv/bin/spark-submit`` from a shell that never activated the environment (no venv on
+    PATH, no SPARK_HOME, no PYSPARK_PYTHON) runs the job with the environment's Python, and the
+    job keeps Spark's log lines off its output: only the JVM's start-up notice, printed before the
+    job runs, remains."""
+    from tests.test_spark_submit import BIN, outside_the_environment
+
+    dump = REPO / "tests" / "corpus" / "kafka-4.4.0" / "healthy" / "logdirs"
+    env = outside_the_environment(BIN) | {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp_path)}
+    done = subprocess.run(
+        [str(BIN / "spark-submit"), "--driver-memory", "1g", "--conf", "spark.ui.enabled=false",
+         "--conf", f"spark.driver.extraJavaOptions={LEAN_JVM}", str(JOB), "--dump", str(dump),
+         "--warehouse", str(tmp_path / "wh"), "--audit-date", AUDIT_DATE.isoformat()],
+        capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, env=env, cwd=REPO)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "nightly_audit verdict: CLEAN" in output
+    marks = (" INFO ", " WARN ", " ERROR ", "log4j", "Setting default log level")
+    spark_lines = [line for line in output.splitlines() if any(mark in line for mark in marks)]
+    assert spark_lines == []
+    assert audit_dates(tmp_path / "wh") == [AUDIT_DATE]
+
+
 # -- publish_run, in process ---------------------------------------------------------------
 
 

@@ -1,0 +1,134 @@
+"""What a command may be asked for, checked before Spark starts.
+
+The exit codes, the input kinds, and the checks of the options (the dump, ``--out``, the audit
+times) that every command runs first, so that a mistake is a usage error (exit code 2) within a
+second or two instead of after the JVM has started. Standard library only: the command line
+imports this module, not ``txn_audit.api``, until the options are known to be good.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import IntEnum, StrEnum
+from pathlib import Path
+from typing import TypedDict
+from urllib.parse import unquote, urlsplit
+
+from txn_audit.errors import UsageError
+from txn_audit.formats.layout import parse_log_file_name, parse_partition_dir
+from txn_audit.outputs import check_target
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of every txn-audit command (also the nightly job's)."""
+
+    OK = 0  # clean
+    FINDINGS = 1  # findings at or above the chosen severity
+    USAGE = 2  # bad arguments, missing input, or an environment problem (no Java)
+    CORRUPT_INPUT = 3  # unreadable or corrupt input under --strict
+
+
+class InputKind(StrEnum):
+    """What a dump holds (``txn_audit.ingest.discover``)."""
+
+    AUTO = "auto"  # log dirs when there are any, else text
+    LOGDIRS = "logdirs"  # copies of broker log dirs
+    TEXT = "text"  # kafka-dump-log.sh / kafka-transactions.sh text output, an offsets file
+
+
+class AuditTimes(TypedDict):
+    """The times a scan is audited with, as ``scan`` and ``run_nightly`` take them."""
+
+    as_of_ms: int | None
+    max_transaction_timeout_ms: int
+    late_tolerance_ms: int
+
+
+def audit_times(as_of: str | None, max_transaction_timeout: str, late_tolerance: str) -> AuditTimes:
+    """The audit time and durations as typed on a command line (``--as-of``, ``--max-transaction-timeout``,
+    ``--late-tolerance``), checked: ``UsageError`` on a bad one."""
+    from txn_audit.timeparse import parse_duration_ms, parse_time_ms
+
+    times = AuditTimes(
+        as_of_ms=None if as_of is None else parse_time_ms(as_of),
+        max_transaction_timeout_ms=parse_duration_ms(max_transaction_timeout),
+        late_tolerance_ms=parse_duration_ms(late_tolerance),
+    )
+    check_durations(times["max_transaction_timeout_ms"], times["late_tolerance_ms"])
+    return times
+
+
+def check_durations(max_transaction_timeout_ms: int, late_tolerance_ms: int) -> None:
+    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
+        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
+
+
+def _local_path(dump: str | os.PathLike[str]) -> Path | None:
+    """The local path a dump argument names, or None for remote storage."""
+    if isinstance(dump, os.PathLike) or "://" not in dump:
+        return Path(dump)
+    parts = urlsplit(dump)
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost"):
+        return Path(unquote(parts.path))
+    return None
+
+
+def segment_file_hint(dump: str | os.PathLike[str]) -> str | None:
+    """If ``dump`` names one file of a partition folder (``.../orders-0/00000000000000000000.log``),
+    the message that says so and names the log dir to give instead; else None."""
+    text = os.fspath(dump)
+    path = text.split("?", 1)[0].rstrip("/") if "://" in text else text
+    name = path.rsplit("/", 1)[-1]
+    if parse_log_file_name(name) is None:
+        return None
+    folder = path[: -len(name)].rstrip("/")
+    partition = folder.rsplit("/", 1)[-1]
+    if partition and parse_partition_dir(partition) is not None:
+        log_dir = folder[: -len(partition)].rstrip("/") or ("/" if folder.startswith("/") else ".")
+        where = f"partition {partition}"
+    else:
+        log_dir, where = folder or ".", "a partition"
+    return f"{text} is one file of {where}; DUMP is a whole log dir, or a folder of several: give {log_dir}"
+
+
+def check_dump(dump: str | os.PathLike[str], input_kind: str = InputKind.AUTO) -> None:
+    """The dump argument, as far as it can be checked without reading it: a segment file given
+    instead of its log dir, and for a local path one that does not exist or an empty folder.
+    ``UsageError`` with what to do instead. Remote storage is checked when it is listed."""
+    hint = segment_file_hint(dump)
+    if hint is not None:
+        raise UsageError(hint)
+    path = _local_path(dump)
+    if path is None:
+        return
+    if not os.path.lexists(path) or not (path.is_dir() or path.is_file()):
+        raise UsageError(f"dump not found: {os.fspath(dump)}")
+    if path.is_file():
+        if input_kind == InputKind.LOGDIRS:
+            raise UsageError(f"dump must be a folder of broker log dirs, got a file: {os.fspath(dump)}")
+        return
+    if not _holds_a_file(path):
+        raise UsageError(f"the dump folder {os.fspath(dump)} is empty (it holds no file at any depth): give the "
+                         "folder the broker log dirs were copied to")
+
+
+def _holds_a_file(folder: Path) -> bool:
+    """Whether anything but folders is found under ``folder`` (stops at the first; links not followed)."""
+    pending = [folder]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    else:
+                        return True
+        except OSError:
+            return True  # a folder that cannot be listed: ingest reports it as a decode issue
+    return False
+
+
+def check_out(out: str | os.PathLike[str] | None) -> None:
+    """``--out``: a folder that is new, empty or written by txn-audit (``outputs.check_target``)."""
+    if out is not None:
+        check_target(Path(out).absolute())
