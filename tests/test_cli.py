@@ -109,13 +109,18 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     # the output is replaced as a whole: what this run did not write is gone
     assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
     assert doc["as_of_ms"] == at
-    assert {"as_of_ms", "input", "partitions", "replicas", "findings", "summary"} == set(doc)
+    assert {"as_of_ms", "input", "partitions", "replicas", "incidents", "findings", "summary"} == set(doc)
     assert doc["replicas"] == []  # one broker: no partition has a second copy
     kinds = {f["kind"] for f in doc["findings"]}
     assert "hanging_transaction" in kinds
     assert set(doc["findings"][0]) == {
         "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
-        "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation"}
+        "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation",
+        "incident_id"}
+    # one incident: the stray batch on hang-1 (never added to the transaction), holding its LSO
+    assert [(i["kind"], i["topic"], i["partition"], i["first_offset"]) for i in doc["incidents"]] == [
+        ("stray_write", "hang", 1, 0)]
+    assert {f["incident_id"] for f in doc["findings"]} == {doc["incidents"][0]["incident_id"]}
     assert set(doc["partitions"][0]) == {
         "topic", "partition", "high_watermark", "hw_source", "last_stable_offset", "log_start_offset",
         "open_transactions", "held_records", "held_bytes", "log_end_offset", "broker_id", "replicas",

@@ -263,45 +263,53 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
         + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
     )
     shown = result.at_or_above(min_severity)
-    fixes: list[tuple[str, str]] = []  # off a terminal: (what it fixes, the command), printed under the table
-    if shown:
-        # two columns: what and where stacked in the first, the sentence to check in the second,
-        # so that the table stays readable at 80 columns and in a nightly log
-        table = Table(title="Findings", title_justify="left", show_lines=True, expand=terminal)
+    incidents = result.incidents_at_or_above(min_severity)
+    fixes: list[tuple[str, str]] = []  # off a terminal: (what it fixes, the commands), printed under the table
+    if incidents:
+        # one row per incident: what and where stacked in the first column; its paragraph, its
+        # findings beneath it and its fix in the second, so the table reads at 80 columns and in a log
+        table = Table(title="Incidents (one per cause; its findings beneath it)", title_justify="left",
+                      show_lines=True, expand=terminal)
         if terminal:
-            table.add_column("finding", no_wrap=True, ratio=2)
-            table.add_column("evidence / fix", ratio=3, overflow="fold")
+            table.add_column("incident", no_wrap=True, ratio=2)
+            table.add_column("what happened / findings / fix", ratio=3, overflow="fold")
         else:  # the first column as wide as its longest line, the sentences wrapped at words
-            table.add_column("finding", no_wrap=True)
-            table.add_column("evidence / fix", max_width=EVIDENCE_WIDTH)
-        for f in shown:
-            where = (f"{f.topic}-{f.partition}" if f.topic is not None
-                     else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
-            head = Text.assemble((f.severity.value.upper(), f"bold {SEVERITY_COLOURS[f.severity]}"),
-                                 " ", (f.kind, "bold"), "\n", where)
-            if f.producer_id is not None:
-                head.append(f"\nproducer {f.producer_id}/{f.producer_epoch}")
-                if f.transactional_id:
-                    head.append(f"\n({f.transactional_id})")
-            if f.first_offset is not None:
-                head.append(f"\noffset {f.first_offset}" if f.last_offset in (None, f.first_offset)
-                            else f"\noffsets {f.first_offset}-{f.last_offset}")
-            body = Text(f.evidence)
-            if f.remediation and terminal:
-                body.append("\nfix: ", style="bold").append(f.remediation)
-            elif f.remediation:
-                fixes.append((f"{f.severity.value.upper()} {f.kind} {where}"
-                              + (f", producer {f.producer_id}/{f.producer_epoch}" if f.producer_id is not None
-                                 else ""), f.remediation))
+            table.add_column("incident", no_wrap=True)
+            table.add_column("what happened / findings / fix", max_width=EVIDENCE_WIDTH)
+        for incident in incidents:
+            where = ", ".join(incident.partitions) or "-"
+            head = Text.assemble((incident.severity.value.upper(), f"bold {SEVERITY_COLOURS[incident.severity]}"),
+                                 " ", (incident.kind.replace("_", " "), "bold"), "\n", where)
+            if incident.producer_id is not None:
+                head.append(f"\nproducer {incident.producer_id}/{incident.producer_epoch}")
+                if incident.transactional_id:
+                    head.append(f"\n({incident.transactional_id})")
+            if incident.first_offset is not None:
+                head.append(f"\nfrom offset {incident.first_offset}")
+            head.append(f"\n{incident.incident_id}", style="dim")
+            body = Text(incident.summary)
+            for f in result.findings_of(incident):
+                place = (f"{f.topic}-{f.partition}" if f.topic is not None
+                         else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
+                at = "" if f.first_offset is None else f" offset {f.first_offset}"
+                body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
+            if terminal:
+                body.append("\nfix: ", style="bold").append(incident.remediation)
+            elif any(f.remediation for f in result.findings_of(incident)):
+                fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
+                              incident.remediation))
                 body.append("\nfix: ", style="bold").append(f"[{len(fixes)}] under the table")
+            else:
+                body.append("\nfix: ", style="bold").append(incident.remediation)
             table.add_row(head, body)
         console.print(table)
     if fixes:
         # each command whole on a line of its own, to be copied from a log in one piece
         console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
-        for number, (what, command) in enumerate(fixes, 1):
+        for number, (what, commands) in enumerate(fixes, 1):
             console.print(f"# [{number}] {what}", markup=False, highlight=False)
-            console.print(command, markup=False, highlight=False)
+            for command in commands.splitlines():
+                console.print(command, markup=False, highlight=False, soft_wrap=True)
     stuck = result.lso_below_hw()  # the partition status of partition_stability, as summary.json counts it
     if stuck:
         table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
@@ -321,10 +329,12 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
                      f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
             table.add_row(*cells, *([p.chosen_replica] if copies else []))
         console.print(table)
-    hidden = len(result.findings) - len(shown)
+    hidden = len(result.incidents) - len(incidents)
     if hidden:
-        console.print(f"[dim]{hidden} finding(s) below {min_severity.value} not shown "
+        console.print(f"[dim]{hidden} incident(s) below {min_severity.value} not shown "
                       "(--min-severity info shows them)[/]")
+    elif shown and not incidents:  # a result read without incidents
+        console.print(f"[dim]{len(shown)} finding(s); see the JSON's findings[/]")
 
 
 @app.command("sample")

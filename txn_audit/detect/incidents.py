@@ -269,6 +269,14 @@ _NO_COMMAND = {
                         "expires; abort it only if the producer is known to be gone and the timeout has passed.",
     "corruption": "None on this copy: restore the segment from a healthy replica, or let the broker recover the log "
                   "(it truncates a torn tail on start-up).",
+    "coordinator_stuck": "Move or restart the leader of the transactional id's __transaction_state partition so "
+                         "that the new coordinator completes the transaction; if the markers still do not come, "
+                         "abort the open transactions it holds (kafka-transactions.sh abort).",
+    "sequence_gap": "None on the broker: records between the two sequences were lost or written out of order by "
+                    "the producer; check the producer's logs around that time.",
+    "replica_divergence": "Let the copy catch up or truncate from the leader (restart its broker); if copies hold "
+                          "different batches at one offset, the partition needs an unclean-leader review.",
+    "pending_offset_commit": "None of its own: the offsets become stable when the transaction that holds them ends.",
 }
 
 
