@@ -456,17 +456,22 @@ REPLICA_STABILITY = pa.schema(
     ]
 )
 
+#: what a finding or an incident is (its kind, a severity: info | warning | critical) and where
+_KIND_AND_PLACE = [
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("severity", pa.string(), nullable=False),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("broker_id", pa.int32()),
+    pa.field("producer_id", pa.int64()),
+    pa.field("producer_epoch", pa.int32()),
+    pa.field("transactional_id", pa.string()),
+    pa.field("first_offset", pa.int64()),
+]
+
 FINDINGS = pa.schema(
-    [
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("severity", pa.string(), nullable=False),  # info | warning | critical
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("broker_id", pa.int32()),
-        pa.field("producer_id", pa.int64()),
-        pa.field("producer_epoch", pa.int32()),
-        pa.field("transactional_id", pa.string()),
-        pa.field("first_offset", pa.int64()),
+    _KIND_AND_PLACE
+    + [
         pa.field("last_offset", pa.int64()),
         pa.field("first_timestamp_ms", pa.int64()),
         pa.field("last_timestamp_ms", pa.int64()),
@@ -486,15 +491,10 @@ FINDINGS = pa.schema(
 INCIDENTS = pa.schema(
     [
         pa.field("incident_id", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # the cause: detect.incidents.INCIDENT_KINDS
-        pa.field("severity", pa.string(), nullable=False),  # the worst of its findings
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("broker_id", pa.int32()),
-        pa.field("producer_id", pa.int64()),
-        pa.field("producer_epoch", pa.int32()),
-        pa.field("transactional_id", pa.string()),
-        pa.field("first_offset", pa.int64()),
+    ]
+    # kind: the cause (detect.incidents.INCIDENT_KINDS); severity: the worst of its findings
+    + _KIND_AND_PLACE
+    + [
         pa.field("partitions", pa.list_(pa.string()), nullable=False),  # "topic-partition", in order
         pa.field("consequences", pa.list_(pa.string()), nullable=False),  # its findings' kinds, in order
         pa.field("findings", pa.int32(), nullable=False),

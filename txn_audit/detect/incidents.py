@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from txn_audit.outputs import publish
 from txn_audit.results import Finding, Incident, PartitionStatus
 from txn_audit.schemas import FINDINGS, INCIDENTS
-from txn_audit.severity import Severity
+from txn_audit.severity import SEVERITIES, Severity
 
 __all__ = ["INCIDENT_KINDS", "TransactionContext", "build_incidents", "write_incidents"]
 
@@ -351,7 +351,7 @@ def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionS
     first: dict[str, int] = {}
     for index in sorted(ids):
         first.setdefault(ids[index], index)
-    incidents.sort(key=lambda incident: (-list(Severity).index(incident.severity), first[incident.incident_id]))
+    incidents.sort(key=lambda incident: (-SEVERITIES.index(incident.severity), first[incident.incident_id]))
     return incidents, [replace(f, incident_id=ids[index]) for index, f in enumerate(findings)]
 
 
