@@ -63,3 +63,26 @@ def scenarios() -> list[CorpusScenario]:
             if (folder / "expected.json").is_file():
                 out.append(CorpusScenario(version_dir.name.removeprefix("kafka-"), folder.name, folder))
     return out
+
+
+#: the cause of each anomaly a scenario plants; the others (a coordinator's timeout abort, a killed
+#: coordinator) are Kafka working as designed: no incident at warning or above
+INCIDENT_CAUSES = {
+    "absorbed_late_record": "late_arrival",
+    "late_arrival_hanging": "late_arrival",
+    "open_transaction": "open_transaction",
+    "open_transaction_long_running": "open_transaction",
+    "hanging_transaction": "stray_write",  # a partition never added to the transaction
+    "pending_offset_commit": "open_transaction",  # the EOS producer died inside its transaction
+}
+
+
+def incidents_explaining(result: Any, anomaly: dict[str, Any]) -> list[Any]:
+    """The incidents that explain ``anomaly``: at its partition (and first offset, where it has
+    one), or for a pending offset commit, the one holding it."""
+    if anomaly["type"] == "pending_offset_commit":
+        return [i for i in result.incidents if "pending_offset_commit" in i.consequences]
+    at = f"{anomaly['topic']}-{anomaly['partition']}"
+    return [i for i in result.incidents if at in i.partitions and i.severity >= "warning"
+            and ("first_offset" not in anomaly or any(f.first_offset == anomaly["first_offset"]
+                                                      for f in result.findings_of(i)))]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.kafkacorpus import CorpusScenario, scenarios
+from tests.kafkacorpus import INCIDENT_CAUSES, CorpusScenario, incidents_explaining, scenarios
 
 pytestmark = [pytest.mark.spark]
 
@@ -192,29 +192,6 @@ def test_a_late_batch_is_found_where_kafka_took_it(scans: dict[str, Any], scenar
 
 # -- one cause, one incident -----------------------------------------------------------------------
 
-#: the cause of each anomaly a scenario plants; the others (a coordinator's timeout abort, a killed
-#: coordinator) are Kafka working as designed: no incident at warning or above
-CAUSES = {
-    "absorbed_late_record": "late_arrival",
-    "late_arrival_hanging": "late_arrival",
-    "open_transaction": "open_transaction",
-    "open_transaction_long_running": "open_transaction",
-    "hanging_transaction": "stray_write",  # a partition never added to the transaction
-    "pending_offset_commit": "open_transaction",  # the EOS producer died inside its transaction
-}
-
-
-def _incident_of(result: Any, anomaly: dict[str, Any]) -> list[Any]:
-    """The incidents that explain ``anomaly``: at its partition (and first offset, where it has
-    one), or for a pending offset commit, the one holding it."""
-    if anomaly["type"] == "pending_offset_commit":
-        return [i for i in result.incidents if "pending_offset_commit" in i.consequences]
-    at = f"{anomaly['topic']}-{anomaly['partition']}"
-    return [i for i in result.incidents if at in i.partitions and i.severity >= "warning"
-            and ("first_offset" not in anomaly or any(f.first_offset == anomaly["first_offset"]
-                                                      for f in result.findings_of(i)))]
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: dict[str, Any],
                                                                       scenario: CorpusScenario) -> None:
@@ -222,10 +199,11 @@ def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: di
     killed = scenario.expected.get("killed_broker")
     explained = set()
     for anomaly in scenario.expected["anomalies"]:
-        if anomaly["type"] not in CAUSES:
+        if anomaly["type"] not in INCIDENT_CAUSES:
             continue
-        hits = _incident_of(result, anomaly)
-        assert [i.kind for i in hits] == [CAUSES[anomaly["type"]]], (anomaly, [(i.kind, i.summary) for i in hits])
+        hits = incidents_explaining(result, anomaly)
+        assert [i.kind for i in hits] == [INCIDENT_CAUSES[anomaly["type"]]], (anomaly, [(i.kind, i.summary)
+                                                                                         for i in hits])
         explained.add(hits[0].incident_id)
     loud = [(i.kind, i.summary) for i in result.incidents_at_or_above("warning")
             if i.incident_id not in explained

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.kafkacorpus import INCIDENT_CAUSES, incidents_explaining
 from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, offsets_json, scenario_dir
 
 pytestmark = [pytest.mark.spark, needs_corpus]
@@ -70,6 +71,18 @@ def test_quiet_scenarios_have_nothing_at_warning(scans: dict[str, Any], scenario
     for p in scans[scenario].partitions:
         assert p.high_watermark is None or p.last_stable_offset == p.high_watermark, p
         assert (p.held_records, p.held_bytes, p.held_since_timestamp) == (0, 0, None), p
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: dict[str, Any], scenario: str) -> None:
+    result = scans[scenario]
+    explained = set()
+    for anomaly in expected_json(scenario).get("anomalies", []):
+        if anomaly["type"] in INCIDENT_CAUSES:
+            hits = incidents_explaining(result, anomaly)
+            assert [i.kind for i in hits] == [INCIDENT_CAUSES[anomaly["type"]]], anomaly
+            explained.add(hits[0].incident_id)
+    assert [(i.kind, i.summary) for i in result.incidents_at_or_above("warning") if i.incident_id not in explained] == []
 
 
 def test_crashed_producer_is_open_and_stuck_not_hanging(scans: dict[str, Any]) -> None:
