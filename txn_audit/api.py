@@ -568,11 +568,14 @@ def run_nightly(
     warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. Spark's own log
     lines stay off the console unless ``verbose``."""
     from txn_audit.ingest.storage import DIR, resolve_dump
+    from txn_audit.usage import check_dump as check_dump_argument
     from txn_audit.warehouse import publish_run, resolve
 
     min_severity = Severity.parse(min_severity)
     check_durations(max_transaction_timeout_ms, late_tolerance_ms)
-    check_dump(dump, InputKind.LOGDIRS)  # a segment file or an empty folder says what to give instead
+    # a segment file or an empty folder says what to give instead; a dump that is missing, or a
+    # file, is refused below: the job takes a folder of log dirs only
+    check_dump_argument(dump, InputKind.LOGDIRS)
     location = resolve_dump(dump)
     resolve(warehouse)  # refuse an unsupported location before the scan, not after
     if location.info().kind != DIR:
