@@ -107,8 +107,8 @@ class _Groups:
             self.parent[max(a, b)] = min(a, b)  # the earlier finding (in the one order) leads
 
 
-def _group(findings: Sequence[Finding]) -> tuple[_Groups, set[int]]:
-    """The groups of findings with one cause, and the roots of the groups anchored on one batch."""
+def _group(findings: Sequence[Finding]) -> _Groups:
+    """The groups of findings with one cause."""
     groups = _Groups(len(findings))
     batch_of: dict[tuple[object, ...], int] = {}
     key: tuple[object, ...]
@@ -129,10 +129,13 @@ def _group(findings: Sequence[Finding]) -> tuple[_Groups, set[int]]:
     # a producer's open transaction on a partition: its findings are one, joined to the batch that
     # opened it when one did
     open_at: dict[tuple[object, ...], int] = {}
+    epoch_at: dict[tuple[object, ...], int | None] = {}  # the open transaction's epoch, as the pass saw it
     for index, f in enumerate(findings):
         if f.kind not in _OPEN:
             continue
         key = (f.topic, f.partition, f.producer_id)
+        if f.kind in ("hanging_transaction", "open_transaction"):
+            epoch_at.setdefault(key, f.producer_epoch)
         opened_by = batch_of.get((f.topic, f.partition, f.producer_id, f.first_offset))
         if opened_by is not None:
             groups.join(opened_by, index)
@@ -148,9 +151,7 @@ def _group(findings: Sequence[Finding]) -> tuple[_Groups, set[int]]:
         if root in anchored:
             continue
         f = findings[index]
-        epoch = next((g.producer_epoch for g in findings if g.kind in ("hanging_transaction", "open_transaction")
-                      and (g.topic, g.partition, g.producer_id) == open_key), f.producer_epoch)
-        transaction = (f.producer_id, epoch)
+        transaction = (f.producer_id, epoch_at.get(open_key, f.producer_epoch))
         if transaction in by_transaction:
             groups.join(by_transaction[transaction], index)
         else:
@@ -171,7 +172,7 @@ def _group(findings: Sequence[Finding]) -> tuple[_Groups, set[int]]:
     for index, f in enumerate(findings):
         if f.kind == "invariant_violation" and (f.topic, f.partition, f.first_offset) in places:
             groups.join(places[(f.topic, f.partition, f.first_offset)], index)
-    return groups, {groups.find(root) for root in anchored}
+    return groups
 
 
 def _cause(members: Sequence[Finding], context: TransactionContext, late_tolerance_ms: int) -> tuple[str, Finding]:
@@ -337,7 +338,7 @@ def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionS
     the order of their first finding, and the findings with their ``incident_id`` set."""
     context = context or TransactionContext()
     by_place = {f"{p.topic}-{p.partition}": p for p in partitions}
-    groups, _ = _group(findings)
+    groups = _group(findings)
     members: dict[int, list[int]] = {}
     for index in range(len(findings)):
         members.setdefault(groups.find(index), []).append(index)
