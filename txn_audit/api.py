@@ -33,7 +33,6 @@ from txn_audit.usage import AuditTimes, ExitCode, InputKind, audit_times, check_
 if TYPE_CHECKING:
     from datetime import date
 
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from txn_audit.detect.incidents import TransactionContext
@@ -340,17 +339,16 @@ def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
     return None if found is None else int(found)
 
 
-def transaction_context(txn_log: DataFrame, findings: pa.Table) -> TransactionContext:
+def transaction_context(txn_log: DataFrame, findings: list[Finding]) -> TransactionContext:
     """What the incidents need from ``txn_log`` (``detect.incidents.TransactionContext``): the
-    partitions each producer id of a ``hanging_transaction`` finding was ever listed with.
-    ``findings``: the findings table (Arrow). No Spark job when nothing hangs."""
+    partitions each producer id of a ``hanging_transaction`` finding was ever listed with. No
+    Spark job when nothing hangs."""
     from pyspark.sql import functions as F
 
     from txn_audit.detect.incidents import TransactionContext
 
-    rows = findings.to_pylist()
-    producers = sorted({r["producer_id"] for r in rows if r["kind"] == "hanging_transaction"
-                        and r["producer_id"] is not None})
+    producers = sorted({f.producer_id for f in findings if f.kind == "hanging_transaction"
+                        and f.producer_id is not None})
     if not producers:
         return TransactionContext()
     listed: dict[int, set[str]] = {pid: set() for pid in producers}
@@ -363,15 +361,23 @@ def transaction_context(txn_log: DataFrame, findings: pa.Table) -> TransactionCo
     return TransactionContext({pid: frozenset(places) for pid, places in listed.items()})
 
 
-def _write_incidents(tables_dir: Path, context: TransactionContext, late_tolerance_ms: int) -> None:
-    """Group the findings table's rows into the incidents table, and set their ``incident_id``."""
-    from txn_audit.detect.incidents import build_incidents, write_incidents
+def _read_findings(tables_dir: Path) -> list[Finding]:
+    """The findings table: one file in the one finding order (``detect.write_findings``), read as
+    it is, without a Spark job."""
     from txn_audit.tables import read_arrow_table
 
-    findings = [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
-    partitions = [PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability").to_pylist()]
+    return [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
+
+
+def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list[PartitionStatus],
+                     context: TransactionContext, late_tolerance_ms: int) -> tuple[list[Incident], list[Finding]]:
+    """Group ``findings`` (the findings table's rows) into the incidents table, and write them
+    back with their ``incident_id``; both as written."""
+    from txn_audit.detect.incidents import build_incidents, write_incidents
+
     incidents, grouped = build_incidents(findings, partitions, context, late_tolerance_ms=late_tolerance_ms)
     write_incidents(tables_dir, incidents, grouped)
+    return incidents, grouped
 
 
 def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
@@ -458,8 +464,7 @@ def _scan(
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables, read_arrow_table
 
-    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
-    tables_dir = work / "tables"
+    tables_dir = work / "tables"  # the times were checked by scan, before Spark started
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
                        input_kind=input_kind, inventory=inventory)
     raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
@@ -478,20 +483,19 @@ def _scan(
         if on_stage:
             on_stage("detecting")
         write_findings(detect(raw.frames, recon, opts), tables_dir / "findings")
-        context = transaction_context(raw.frames["txn_log"], read_arrow_table(tables_dir, "findings"))
+        # one row per partition: read without a Spark job
+        partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
+                             .to_pylist()), key=lambda p: (p.topic, p.partition))
+        findings = _read_findings(tables_dir)
+        context = transaction_context(raw.frames["txn_log"], findings)
         # the incidents table exists when the suites check every table; their findings join it after
-        _write_incidents(tables_dir, context, late_tolerance_ms)
+        incidents, findings = _write_incidents(tables_dir, findings, partitions, context, late_tolerance_ms)
         if quality:
             if on_stage:
                 on_stage("checking data quality")
             _check_quality(spark, tables_dir, work / "quality")
-            _write_incidents(tables_dir, context, late_tolerance_ms)
-    # the findings and incidents tables are one file each, in their order: read as they are,
-    # without a Spark job
-    findings = [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
-    incidents = [Incident.from_row(r) for r in read_arrow_table(tables_dir, "incidents").to_pylist()]
-    partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
-                         .to_pylist()), key=lambda p: (p.topic, p.partition))
+            incidents, findings = _write_incidents(tables_dir, _read_findings(tables_dir), partitions, context,
+                                                   late_tolerance_ms)
     # one row per copy of a partition: read without a Spark job
     copies = read_arrow_table(tables_dir, "replica_stability").to_pylist()
     replicas = sorted((ReplicaStatus.from_row(r) for r in copies),

@@ -209,11 +209,12 @@ def scan_command(
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
 
-    Prints a verdict line, the findings (with the evidence and the repair command) and the
+    Prints a verdict line that counts incidents, the incidents (one per root cause: what
+    happened, its findings beneath it and the repair commands, or why none is needed) and the
     partitions whose last stable offset is behind the high watermark. Exit code 0 when clean,
     1 when there are findings at or above --min-severity, 2 on usage errors, 3 on corrupt
     input under --strict. When stdout is not a terminal, nothing is cut or wrapped and every
-    repair command is printed whole on a line of its own, below the findings.
+    repair command is printed whole on a line of its own, below the incidents.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
         times = audit_times(as_of, max_transaction_timeout, late_tolerance)
@@ -288,14 +289,15 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
                 head.append(f"\nfrom offset {incident.first_offset}")
             head.append(f"\n{incident.incident_id}", style="dim")
             body = Text(incident.summary)
-            for f in result.findings_of(incident):
+            members = result.findings_of(incident)
+            for f in members:
                 place = (f"{f.topic}-{f.partition}" if f.topic is not None
                          else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
                 at = "" if f.first_offset is None else f" offset {f.first_offset}"
                 body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
             if terminal:
                 body.append("\nfix: ", style="bold").append(incident.remediation)
-            elif any(f.remediation for f in result.findings_of(incident)):
+            elif any(f.remediation for f in members):  # its remediation is their commands
                 fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
                               incident.remediation))
                 body.append("\nfix: ", style="bold").append(f"[{len(fixes)}] under the table")
