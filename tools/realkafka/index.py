@@ -20,9 +20,10 @@ against **real Apache Kafka brokers** of that release, fetched from Maven Centra
 (`org.apache.kafka:kafka_2.13` and `kafka-tools`), formatted fresh for the scenario and run on
 127.0.0.1 only: KRaft with combined broker+controller nodes from 3.6, ZooKeeper for 2.8. The clients
 are Kafka's own Java client of the same release (`tools/realkafka/driver/TxnDriver.java`) and, for
-batches no real client sends (a transactional batch to a partition never added, a batch created
-before its marker), a raw ProduceRequest v3 built with kafka-python's protocol classes
-(`tools/realkafka/stray.py`). Regenerate one folder with
+what no real client sends, raw requests built with kafka-python's protocol classes
+(`tools/realkafka/stray.py`): a ProduceRequest v3 (a transactional batch to a partition never
+added, a batch created before its marker) and a WriteTxnMarkers request (a marker written again,
+as a coordinator's retry writes it). Regenerate one folder with
 `make kafka-corpus KAFKA_VERSIONS=<version> SCENARIOS=<scenario>`.
 
 Layout of each folder (the layout of the 3.6.2 corpus in `../shared/realcorpus`):
@@ -60,6 +61,14 @@ def _verdict(expected: dict[str, Any]) -> str:
     return ("; ".join(held) if held else "LSO = HW everywhere") + "; " + hanging
 
 
+#: releases outside the harness's default ones, kept for the known bug their scenarios show
+KNOWN_BUG_RELEASES = {
+    "4.0.0": "Kept for one scenario: when InitProducerId fences an open transaction, this release's coordinator "
+             "bumps the epoch twice (KAFKA-19367, fixed in 4.0.1; compare `kafka-4.0.2/fenced-zombie`). Regenerate "
+             "with `make kafka-corpus KAFKA_VERSIONS=4.0.0 SCENARIOS=fenced-zombie`.",
+}
+
+
 def write_index(corpus: Path) -> Path:
     lines = [INTRO, "## Scenarios\n"]
     lines += ["| scenario | what it plants |", "| --- | --- |"]
@@ -68,10 +77,14 @@ def write_index(corpus: Path) -> Path:
                       key=lambda p: version_tuple(p.name.removeprefix("kafka-")))
     for vdir in versions:
         version = vdir.name.removeprefix("kafka-")
-        lines += ["", f"## Kafka {version}", "", "| scenario | TV | what happened | Kafka's own verdict |",
-                  "| --- | --- | --- | --- |"]
+        lines += ["", f"## Kafka {version}", ""]
+        if version in KNOWN_BUG_RELEASES:
+            lines += [KNOWN_BUG_RELEASES[version], ""]
+        lines += ["| scenario | TV | what happened | Kafka's own verdict |", "| --- | --- | --- | --- |"]
         for s in SCENARIOS.values():
             folder = vdir / s.name
+            if version in KNOWN_BUG_RELEASES and not folder.is_dir():
+                continue
             if (folder / "expected.json").is_file():
                 e = json.loads((folder / "expected.json").read_text())
                 lines.append(f"| `{s.name}` | {e.get('transaction_version')} | {e['description']} | {_verdict(e)} |")

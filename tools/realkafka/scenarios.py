@@ -20,7 +20,7 @@ from typing import Any
 from tools.realkafka.cluster import BASE_SETTINGS, Cluster
 from tools.realkafka.dist import Dist, HarnessError, version_tuple
 from tools.realkafka.record import now_ms
-from tools.realkafka.stray import StrayBatch, produce
+from tools.realkafka.stray import StrayBatch, StrayMarker, produce, write_marker
 
 __all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic"]
 
@@ -63,10 +63,10 @@ class Scenario:
 
     def unsupported(self, dist: Dist) -> str | None:
         """Why this release cannot run the scenario, or None."""
-        if version_tuple(dist.version) < version_tuple(self.min_version):
-            return self.why_not or f"needs Kafka {self.min_version} or newer"
         if self.tv2_only and version_tuple(dist.version) < (4, 0):
             return "transaction version 2 exists from Kafka 4.0"
+        if version_tuple(dist.version) < version_tuple(self.min_version):
+            return self.why_not or f"needs Kafka {self.min_version} or newer"
         return None
 
     def features(self, dist: Dist) -> dict[str, int]:
@@ -110,6 +110,30 @@ def live_producer(cluster: Cluster, topic: str, partition: int) -> dict[str, int
             return {"producer_id": int(m.group(4)), "producer_epoch": int(m.group(5)),
                     "last_sequence": int(m.group(3)), "last_offset": int(m.group(2))}
     raise HarnessError(f"no transactional batch on {topic}-{partition}")
+
+
+_MARKER = re.compile(r"endTxnMarker: (COMMIT|ABORT) coordinatorEpoch: (\d+)")
+_CONTROL = re.compile(r"baseOffset: (\d+) .*?producerId: (-?\d+) producerEpoch: (-?\d+) .*?isControl: true")
+
+
+def last_marker(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
+    """The last marker on a partition (its offset, producer id and epoch, type and coordinator
+    epoch) as ``kafka-dump-log.sh`` prints the live segment: its batches for the first three,
+    its records (``--print-data-log``) for the others."""
+    for broker in cluster.brokers:
+        folder = broker.log_dir / f"{topic}-{partition}"
+        if not folder.is_dir():
+            continue
+        segment = str(sorted(folder.glob("*.log"))[-1])
+        batches = subprocess.run(cluster.dist.java("dump-log", "--files", segment), capture_output=True, text=True)
+        records = subprocess.run(cluster.dist.java("dump-log", "--print-data-log", "--files", segment),
+                                 capture_output=True, text=True)
+        controls, markers = _CONTROL.findall(batches.stdout), _MARKER.findall(records.stdout)
+        if controls and markers:
+            (offset, producer_id, epoch), (marker_type, coordinator_epoch) = controls[-1], markers[-1]
+            return {"offset": int(offset), "producer_id": int(producer_id), "producer_epoch": int(epoch),
+                    "marker_type": marker_type, "coordinator_epoch": int(coordinator_epoch)}
+    raise HarnessError(f"no marker on {topic}-{partition}")
 
 
 #: KIP-890 part 1's check (3.6+) off: the broker takes a transactional batch for a partition the
@@ -156,15 +180,7 @@ def timeout_abort(cluster: Cluster) -> Outcome:
         client.wait_for("open")
         pid = live_producer(cluster, "tmo", 0)
         client.kill()
-    # the coordinator aborts the transaction once its timeout is past
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        rows = cluster.offsets("tmo")
-        if all(e["last_stable_offset"] == e["high_watermark"] for e in rows):
-            break
-        time.sleep(2)
-    else:
-        raise HarnessError("the coordinator did not abort tmo-txn within 90 s")
+    _wait_stable(cluster, "tmo", "tmo-txn")  # the coordinator aborts it once its timeout is past
     return Outcome("tmo-txn (transaction.timeout.ms 10000) writes 5 records to tmo-0 and tmo-1 and is SIGKILLed; "
                    "the coordinator aborts it after the timeout (ABORT markers with a bumped epoch)",
                    anomalies=[{"type": "coordinator_timeout_abort", "topic": "tmo", "partition": p, **pid}
@@ -334,7 +350,8 @@ def _coordinator_of(cluster: Cluster, transactional_id: str) -> int:
     for i in range(0, len(units), 2):
         h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
-    partition = (0 if signed == -(1 << 31) else abs(signed)) % int(BASE_SETTINGS["transaction.state.log.num.partitions"])
+    partitions = int(BASE_SETTINGS["transaction.state.log.num.partitions"])
+    partition = (0 if signed == -(1 << 31) else abs(signed)) % partitions
     leaders = {e["partition"]: e["leader"] for e in cluster.offsets("__transaction_state")}
     return int(leaders[partition])
 
@@ -352,12 +369,140 @@ def epoch_rotation(cluster: Cluster) -> Outcome:
     keep_from = max(0, int(high["high_watermark"]) - KEEP_ROTATION_OFFSETS)
     cluster.run_client("delete", topic="rotate", partition=0, before=keep_from)
     time.sleep(8)  # the retention check removes the segments below the new log start; the cleaner compacts
-    return Outcome(f"TV2: rotate-txn commits {ROTATION_TRANSACTIONS} one-record transactions on rotate-0; every commit bumps the "
+    return Outcome(f"TV2: rotate-txn commits {ROTATION_TRANSACTIONS} one-record transactions on rotate-0; every commit "
+                   "bumps the "
                    f"epoch, so past epoch 32767 the coordinator gives the id a new producer id; the records "
                    f"before offset {keep_from} are then deleted (DeleteRecords) to keep the folder small",
                    notes={"client_events": events[-3:], "deleted_before": keep_from})
 
 
+def duplicate_marker(cluster: Cluster) -> Outcome:
+    """A transaction's marker written again, as a coordinator's retry writes it (after a lost
+    answer, or a coordinator failover that reloads a Prepare* record): WriteTxnMarkers sent
+    again with the producer id, epoch, result and coordinator epoch of a marker already written.
+    On dup-0 after a commit and on dup-1 after the coordinator's timeout abort, with no
+    transaction open; on dup-2 while the producer's next transaction is open there; on dup-3
+    with the other result after a commit."""
+    cluster.run_client("txn", id="dup-txn", topic="dup", partitions="0,3", count=1, records=3)
+    with cluster.open_client("open", id="dup-tmo", topic="dup", partitions="1", records=3,
+                             timeout_ms=10000) as client:
+        client.wait_for("open")
+        client.kill()
+    _wait_stable(cluster, "dup", "dup-tmo")
+    answers = {}
+    for partition, after in ((0, "a commit"), (1, "the coordinator's timeout abort")):
+        answers[partition] = _repeat_marker(cluster, "dup", partition, after, open_transaction=False)
+    # the other result, as kafka-transactions.sh abort given the producer id and epoch leaves it
+    answers[3] = _repeat_marker(cluster, "dup", 3, "a commit", open_transaction=False, flip=True)
+    with cluster.open_client("open", id="dup-open", topic="dup", partitions="2", records=3, then_partitions="2",
+                             then_wait="true") as client:
+        client.wait_for("open")
+        client.order("commit", wait_for="committed")
+        client.wait_for("open_again")  # its next transaction, open on dup-2
+        answers[2] = _repeat_marker(cluster, "dup", 2, "a commit", open_transaction=True)
+        client.order("commit", wait_for="committed")
+    cluster.run_client("txn", id="dup-txn", topic="dup", partitions="0,1", count=2, records=2)
+    anomalies = [{"type": "duplicate_marker", "topic": "dup", "partition": p, **a["anomaly"]}
+                 for p, a in answers.items() if "anomaly" in a]
+    said = ", ".join(f"dup-{p}: " + ("written" if a["response"]["error_code"] == 0
+                                     else f"refused with error {a['response']['error_code']}")
+                     for p, a in answers.items())
+    return Outcome(
+        "dup-txn commits 3 records on dup-0 and dup-3; dup-tmo (transaction.timeout.ms 10000) writes 3 records "
+        "to dup-1 and is SIGKILLed, and the coordinator aborts it after the timeout; dup-open commits 3 records on "
+        "dup-2 and writes 3 more there in its next transaction, left open; a raw WriteTxnMarkers request then "
+        "repeats each partition's last marker (same producer id, epoch, result and coordinator epoch), as a "
+        "coordinator's retry does, and on dup-3 with the other result (ABORT), as kafka-transactions.sh abort given "
+        f"that producer id and epoch does ({said}); dup-open then commits, and a new instance of dup-txn commits 2 "
+        "transactions on dup-0 and dup-1",
+        anomalies=anomalies,
+        notes={"raw_write_txn_markers": {str(p): {k: v for k, v in a.items() if k != "anomaly"}
+                                         for p, a in answers.items()}},
+    )
+
+
+def _repeat_marker(cluster: Cluster, topic: str, partition: int, after: str, *,
+                   open_transaction: bool, flip: bool = False) -> dict[str, Any]:
+    """WriteTxnMarkers for the partition's last marker again (``open_transaction``: while the
+    producer's next transaction is open there; ``flip``: with the other result); the request,
+    the answer and, when the broker wrote it, the anomaly it planted."""
+    first = last_marker(cluster, topic, partition)
+    commit = (first["marker_type"] == "COMMIT") != flip
+    marker = StrayMarker(topic=topic, partition=partition, producer_id=first["producer_id"],
+                         producer_epoch=first["producer_epoch"], commit=commit,
+                         coordinator_epoch=first["coordinator_epoch"],
+                         transaction_version=int(cluster.features.get("transaction.version", 0)))
+    answer = write_marker("127.0.0.1", cluster.brokers[0].port, marker)
+    out: dict[str, Any] = {"after": after, "transaction_open": open_transaction, "request": marker.__dict__,
+                           "response": answer}
+    if answer["error_code"] == 0:
+        again = last_marker(cluster, topic, partition)
+        out["anomaly"] = {"producer_id": first["producer_id"], "producer_epoch": first["producer_epoch"],
+                          "marker_type": first["marker_type"], "sent": "COMMIT" if commit else "ABORT",
+                          "first_offset": again["offset"],
+                          "repeats_offset": first["offset"], "after": after,
+                          "ended_open_transaction": open_transaction}
+    return out
+
+
+def _wait_stable(cluster: Cluster, topic: str, transactional_id: str, timeout_s: float = 90.0) -> None:
+    """Until every partition of ``topic`` has LSO = HW (the coordinator ended the open transaction)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(e["last_stable_offset"] == e["high_watermark"] for e in cluster.offsets(topic)):
+            return
+        time.sleep(2)
+    raise HarnessError(f"the coordinator did not abort {transactional_id} within {timeout_s:.0f} s")
+
+
+def epoch_exhaustion_abort(cluster: Cluster) -> Outcome:
+    """TV2: a transaction open at epoch 32766 that the coordinator aborts after its timeout, so
+    that the abort's epoch bump reaches 32767, the last one. Before KAFKA-20090's fix the
+    coordinator gives no new producer id on such an abort; after it, it does."""
+    cluster.run_client("epochs", id="exhaust-txn", topic="exhaust", partitions="0", count=1)
+    cluster.run_client("alter", topic="__transaction_state", configs="segment.ms=1000")
+    cluster.run_client("epochs", id="exhaust-txn", topic="exhaust", partitions="0", count=EXHAUSTION_BULK,
+                       timeout_s=1800)
+    # a new instance bumps the epoch once (InitProducerId), each commit once more: the open
+    # transaction below is to start at the epoch before the last, so the last marker before it
+    # is to carry the one before that
+    reached = live_producer(cluster, "exhaust", 0)["producer_epoch"]
+    target = LAST_EPOCH - 2
+    if reached > target:
+        raise HarnessError(f"exhaust-txn already at epoch {reached}")
+    if reached < target:
+        cluster.run_client("epochs", id="exhaust-txn", topic="exhaust", partitions="0", count=target - reached - 1,
+                           timeout_s=600)
+    with cluster.open_client("open", id="exhaust-txn", topic="exhaust", partitions="0", records=2,
+                             timeout_ms=10000) as client:
+        client.wait_for("open")
+        opened = live_producer(cluster, "exhaust", 0)
+        client.kill()
+    _wait_stable(cluster, "exhaust", "exhaust-txn")
+    aborted = last_marker(cluster, "exhaust", 0)
+    # a new instance of the producer after the abort: does the id go on?
+    try:
+        cluster.run_client("txn", id="exhaust-txn", topic="exhaust", partitions="0", count=1, records=1,
+                           timeout_s=120)
+        after = "commits a transaction"
+    except HarnessError as e:
+        after = f"fails: {str(e)[-300:]}"
+    (high,) = cluster.offsets("exhaust")
+    keep_from = max(0, int(high["high_watermark"]) - KEEP_ROTATION_OFFSETS)
+    cluster.run_client("delete", topic="exhaust", partition=0, before=keep_from)
+    time.sleep(8)  # the retention check removes the segments below the new log start; the cleaner compacts
+    return Outcome(
+        f"TV2: exhaust-txn commits one-record transactions on exhaust-0 until its epoch is 32765; a new instance "
+        f"(epoch {opened['producer_epoch']}) writes 2 records and is SIGKILLed (transaction.timeout.ms 10000); the "
+        f"coordinator aborts the transaction after its timeout, with an ABORT marker of epoch "
+        f"{aborted['producer_epoch']} for producer {aborted['producer_id']}; a further instance then {after}; the "
+        f"records before offset {keep_from} are then deleted (DeleteRecords) to keep the folder small",
+        notes={"open_transaction": opened, "abort_marker": aborted, "afterwards": after, "deleted_before": keep_from},
+    )
+
+
+LAST_EPOCH = 32767  # Short.MAX_VALUE: a producer id's last epoch
+EXHAUSTION_BULK = 32600  # the first run's transactions; a second run brings the epoch to its place
 ROTATION_TRANSACTIONS = 32900  # the id's producer id rotates after ~32767 of them
 KEEP_ROTATION_OFFSETS = 1000
 ROTATION_SETTINGS = (("log.retention.check.interval.ms", "1000"), ("log.segment.delete.delay.ms", "1000"),
@@ -391,6 +536,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              (Topic("repl", 2),), follower_killed, brokers=3),
     Scenario("coordinator-killed", "3 brokers: the transaction coordinator's broker killed mid-transaction",
              (Topic("coord", 2),), coordinator_killed, brokers=3),
+    Scenario("duplicate-marker", "a transaction's marker written again, as a coordinator's retry writes it",
+             (Topic("dup", 4),), duplicate_marker),
+    Scenario("epoch-exhaustion-abort", "TV2: the coordinator's timeout abort bumps a producer to epoch 32767",
+             (Topic("exhaust", 1, configs=(("segment.ms", "1000"),)),), epoch_exhaustion_abort, tv2_only=True,
+             settings=ROTATION_SETTINGS, min_version="4.1",
+             why_not="the 4.0 releases' kafka-dump-log text does not print the transaction version that tells this "
+                     "signature from version 1's design"),
     Scenario("epoch-rotation", "TV2: a producer past epoch 32767 gets a new producer id",
              (Topic("rotate", 1, configs=(("segment.ms", "1000"),)),), epoch_rotation, tv2_only=True,
              settings=ROTATION_SETTINGS),

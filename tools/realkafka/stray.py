@@ -1,9 +1,14 @@
-"""A raw ProduceRequest, for what Kafka's Java client never sends: a transactional batch to a
-partition the coordinator was never told of, or a batch stamped with an old CreateTime.
+"""Raw requests, for what Kafka's Java client never sends.
 
-The batch is built by kafka-python's ``DefaultRecordBatchBuilder`` and sent as a ProduceRequest
-v3 (kafka-python's protocol classes) over a plain socket to the partition's leader; the
-broker's answer (error code, base offset) is returned as it came.
+* ``produce``: a transactional batch to a partition the coordinator was never told of, or a
+  batch stamped with an old CreateTime. The batch is built by kafka-python's
+  ``DefaultRecordBatchBuilder`` and sent as a ProduceRequest v3.
+* ``write_marker``: a WriteTxnMarkers request, the one a transaction coordinator sends to a
+  partition's leader to end a transaction there: sent again for a transaction that already
+  ended, it is the coordinator's retry after a lost answer or a coordinator failover.
+
+Both go over a plain socket to the partition's leader, with kafka-python's protocol classes;
+the broker's answer is returned as it came.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StrayBatch", "produce"]
+__all__ = ["StrayBatch", "StrayMarker", "produce", "write_marker"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,63 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return out
 
 
+@dataclass(frozen=True)
+class StrayMarker:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    transaction_version: int  # sent where the broker takes WriteTxnMarkers v2 (KIP-1228)
+
+
+def _exchange(host: str, port: int, request: Any, correlation_id: int) -> bytes:
+    """Send one framed request; its response as it came, correlation id first."""
+    request.with_header(correlation_id=correlation_id, client_id="txn-audit-harness")
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(request.encode(header=True, framed=True))
+        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+        body = _recv_exact(sock, size)
+    return body
+
+
+def _max_version(host: str, port: int, api_key: int) -> int:
+    """The highest version of ``api_key`` the broker takes (ApiVersions v0)."""
+    from kafka.protocol.old.api_versions import ApiVersionsRequest_v0, ApiVersionsResponse_v0
+
+    body = _exchange(host, port, ApiVersionsRequest_v0(), 1)
+    response = ApiVersionsResponse_v0.decode(body[4:])
+    for key, _min, high in response.api_keys:
+        if key == api_key:
+            return int(high)
+    raise ConnectionError(f"the broker does not take API key {api_key}")
+
+
+def write_marker(host: str, port: int, marker: StrayMarker, *, correlation_id: int = 2) -> dict[str, Any]:
+    """One WriteTxnMarkers request for one partition, at the highest version the broker takes
+    (1 or 2; ``transaction_version`` only goes with 2); the partition's error code."""
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+    version = min(2, _max_version(host, port, WriteTxnMarkersRequest.API_KEY))
+    entry = WriteTxnMarkersRequest.WritableTxnMarker
+    fields: dict[str, Any] = {
+        "producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
+        "transaction_result": marker.commit, "coordinator_epoch": marker.coordinator_epoch,
+        "topics": [entry.WritableTxnMarkerTopic(name=marker.topic, partition_indexes=[marker.partition])],
+    }
+    if version >= 2:
+        fields["transaction_version"] = marker.transaction_version
+    request = WriteTxnMarkersRequest[version](markers=[entry(**fields)])
+    body = _exchange(host, port, request, correlation_id)
+    response = WriteTxnMarkersResponse[version].decode(body, header=True)  # a flexible header from v1
+    (result,) = response.markers
+    (topic,) = result.topics
+    (partition,) = topic.partitions
+    return {"topic": topic.name, "index": partition.partition_index, "error_code": partition.error_code,
+            "write_txn_markers_api_version": version}
+
+
 def produce(host: str, port: int, batch: StrayBatch, *, correlation_id: int = 1) -> dict[str, Any]:
     from kafka.protocol.old.produce import ProduceRequest_v3, ProduceResponse_v3
     from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -52,11 +114,7 @@ def produce(host: str, port: int, batch: StrayBatch, *, correlation_id: int = 1)
     records = bytes(builder.build())
     request = ProduceRequest_v3(transactional_id=batch.transactional_id, acks=-1, timeout_ms=30000,
                                 topic_data=[(batch.topic, [(batch.partition, records)])])
-    request.with_header(correlation_id=correlation_id, client_id="txn-audit-harness")
-    with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        body = _recv_exact(sock, size)
+    body = _exchange(host, port, request, correlation_id)
     response = ProduceResponse_v3.decode(body[4:])  # after the correlation id
     (topic_name, parts), = response.responses
     (index, error_code, base_offset, log_append_time), = parts

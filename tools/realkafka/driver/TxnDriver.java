@@ -14,7 +14,9 @@
 //               partition (default: by key)
 //   plain       N records of a plain producer (acks=1, no idempotence): topic, count, compression
 //   open        begin a transaction, write to the partitions, flush, say "open", then wait on
-//               stdin: "commit", "abort" or end of input (the harness kills the process)
+//               stdin: "commit", "abort" or end of input (the harness kills the process); with
+//               then_partitions, a second transaction there, committed at once, or with
+//               then_wait=true flushed, "open_again", and ended as the next stdin line says
 //   zombie      two producers with one transactional.id: the first writes and flushes, the second
 //               initialises (fencing it) and commits; the first then tries to write again
 //   eos         consume-transform-produce: read `source`, write `sink` in transactions that commit
@@ -270,17 +272,7 @@ public final class TxnDriver {
         }
         producer.flush();
         emit("event", "open", "id", id);
-        String order = waitForHarness();
-        if ("commit".equals(order)) {
-            producer.commitTransaction();
-            emit("event", "committed", "id", id);
-        } else if ("abort".equals(order)) {
-            producer.abortTransaction();
-            emit("event", "aborted", "id", id);
-        } else {
-            // end of input without an order: leave the transaction open and stop at once
-            Runtime.getRuntime().halt(0);
-        }
+        endAsOrdered(producer, waitForHarness(), id);
         // a further transaction on other partitions, when asked for
         String after = opts.get("then_partitions");
         if (after != null) {
@@ -290,10 +282,30 @@ public final class TxnDriver {
             }
             producer.beginTransaction();
             write(producer, topic, next, records, id, 1);
-            producer.commitTransaction();
-            emit("event", "committed", "id", id);
+            String second = "commit";
+            if ("true".equals(opts.get("then_wait"))) {
+                // leave it open too, until the harness says how to end it
+                producer.flush();
+                emit("event", "open_again", "id", id);
+                second = waitForHarness();
+            }
+            endAsOrdered(producer, second, id);
         }
         producer.close(Duration.ofSeconds(10));
+    }
+
+    // Ends the open transaction as the harness ordered: "commit", "abort", or, at the end of its
+    // input without an order, not at all: the transaction stays open and the process stops at once.
+    private static void endAsOrdered(KafkaProducer<String, String> producer, String order, String id) {
+        if ("commit".equals(order)) {
+            producer.commitTransaction();
+            emit("event", "committed", "id", id);
+        } else if ("abort".equals(order)) {
+            producer.abortTransaction();
+            emit("event", "aborted", "id", id);
+        } else {
+            Runtime.getRuntime().halt(0);
+        }
     }
 
     private void zombie() throws Exception {
