@@ -8,6 +8,7 @@ here only read it; the values they compare with come from the brokers and their 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -74,15 +75,73 @@ INCIDENT_CAUSES = {
     "open_transaction_long_running": "open_transaction",
     "hanging_transaction": "stray_write",  # a partition never added to the transaction
     "pending_offset_commit": "open_transaction",  # the EOS producer died inside its transaction
+    "duplicate_marker": "duplicate_marker",  # a marker written again (a coordinator's resend)
 }
+
+#: anomalies that can be harmless: their incident may be at info (a repeated marker that ended nothing)
+QUIET_CAUSES = frozenset({"duplicate_marker"})
 
 
 def incidents_explaining(result: Any, anomaly: dict[str, Any]) -> list[Any]:
     """The incidents that explain ``anomaly``: at its partition (and first offset, where it has
-    one), or for a pending offset commit, the one holding it."""
+    one), at warning or above unless it can be harmless (``QUIET_CAUSES``), or for a pending
+    offset commit, the one holding it."""
     if anomaly["type"] == "pending_offset_commit":
         return [i for i in result.incidents if "pending_offset_commit" in i.consequences]
     at = f"{anomaly['topic']}-{anomaly['partition']}"
-    return [i for i in result.incidents if at in i.partitions and i.severity >= "warning"
+    floor = "info" if anomaly["type"] in QUIET_CAUSES else "warning"
+    return [i for i in result.incidents if at in i.partitions and i.severity >= floor
             and ("first_offset" not in anomaly or any(f.first_offset == anomaly["first_offset"]
                                                       for f in result.findings_of(i)))]
+
+
+#: ``transactionStatus`` as 4.1's kafka-dump-log prints it (a number) to the state's name
+_STATUS = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort", 4: "CompleteCommit", 5: "CompleteAbort",
+           6: "Dead", 7: "PrepareEpochFence"}
+_OFFSET = re.compile(r"^\| offset: (\d+) .*?key: (.*?) payload: (.*)$")
+_TEXT_KEY = re.compile(r"transactionalId=(.+)$")
+_TEXT_VALUE = re.compile(r"^producerId:(-?\d+),producerEpoch:(-?\d+),state=(\w+),")
+
+
+@dataclass(frozen=True)
+class CoordinatorRecord:
+    """One ``__transaction_state`` record as ``kafka-dump-log.sh --transaction-log-decoder``
+    printed it: the pre-4.1 text form or the JSON form (whose status 4.1 prints as a number).
+    ``transaction_version`` is None where the text does not print it."""
+
+    partition: int
+    offset: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    next_producer_id: int
+    transaction_version: int | None
+
+
+def coordinator_records(scenario: CorpusScenario) -> list[CoordinatorRecord]:
+    """Every record of the scenario's coordinator log, once (the copies of a cluster's brokers
+    hold the same records), in log order per partition."""
+    found: dict[tuple[int, int], CoordinatorRecord] = {}
+    for dump in sorted((scenario.folder / "tools" / "dump-log").rglob("__transaction_state-*.txt")):
+        partition = int(dump.stem.rsplit("-", 1)[1])
+        for line in dump.read_text().splitlines():
+            m = _OFFSET.match(line)
+            if m is None or m.group(3) == "<DELETE>":
+                continue
+            offset, key, payload = int(m.group(1)), m.group(2), m.group(3)
+            if payload.startswith("{"):
+                data = json.loads(payload)["data"]
+                status = data["transactionStatus"]
+                record = CoordinatorRecord(
+                    partition, offset, json.loads(key)["data"]["transactionalId"], int(data["producerId"]),
+                    int(data["producerEpoch"]), _STATUS[status] if isinstance(status, int) else str(status),
+                    int(data.get("nextProducerId", -1)), int(data.get("clientTransactionVersion", 0)))
+            else:
+                k, v = _TEXT_KEY.search(key), _TEXT_VALUE.match(payload)
+                if k is None or v is None:
+                    continue
+                record = CoordinatorRecord(partition, offset, k.group(1), int(v.group(1)), int(v.group(2)),
+                                           v.group(3), -1, None)
+            found[(partition, offset)] = record
+    return [found[k] for k in sorted(found)]

@@ -150,3 +150,17 @@ def test_a_coordinator_stuck_in_prepare_is_the_cause_of_what_it_holds() -> None:
     ]
     (incident,), _ = incidents(findings)
     assert (incident.kind, incident.first_offset, incident.findings) == ("coordinator_stuck", 12, 3)
+
+
+def test_every_kind_is_documented_and_every_cause_has_its_sentence() -> None:
+    """The README's tables list every finding kind and every incident kind (the JSON contract
+    names them), and each cause has the sentence its incidents' summaries start with."""
+    from pathlib import Path
+
+    from txn_audit.detect import FINDING_KINDS
+    from txn_audit.detect.incidents import _CAUSE_TEXT, INCIDENT_KINDS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert [k for k in FINDING_KINDS if f"| `{k}` |" not in readme] == []
+    assert [k for k in INCIDENT_KINDS if f"| `{k}` |" not in readme] == []
+    assert [k for k in INCIDENT_KINDS if k not in _CAUSE_TEXT] == []

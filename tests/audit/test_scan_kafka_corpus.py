@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.kafkacorpus import INCIDENT_CAUSES, CorpusScenario, incidents_explaining, scenarios
+from tests.kafkacorpus import (
+    INCIDENT_CAUSES,
+    CoordinatorRecord,
+    CorpusScenario,
+    coordinator_records,
+    incidents_explaining,
+    scenarios,
+)
 
 pytestmark = [pytest.mark.spark]
 
@@ -115,7 +122,7 @@ def test_text_dump_gives_the_same_findings_and_lso(
 
 #: scenarios in which nothing went wrong (or Kafka refused what would have): no finding at warning
 QUIET = {"healthy", "timeout-abort", "verification-rejects", "fenced-zombie", "eos", "follower-killed",
-         "coordinator-killed", "epoch-rotation"}
+         "coordinator-killed", "epoch-rotation", "epoch-exhaustion-abort"}
 
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.name in QUIET or not s.expected["anomalies"]],
@@ -210,6 +217,107 @@ def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: di
             and not (i.kind == "replica_divergence" and i.broker_id == killed and i.severity == "warning")]
     assert loud == []
     assert {f.incident_id for f in result.findings} == {i.incident_id for i in result.incidents}
+
+
+# -- a marker written again, and the epochs of known broker bugs -------------------------------------
+
+DUPLICATES = _planted("duplicate_marker")
+
+
+@pytest.mark.parametrize(("scenario", "anomaly"), DUPLICATES, ids=_ids(DUPLICATES))
+def test_a_repeated_marker_is_one_incident_saying_what_it_ended(scans: dict[str, Any], text_scans: dict[str, Any],
+                                                               scenario: CorpusScenario,
+                                                               anomaly: dict[str, Any]) -> None:
+    """The marker the broker wrote again at ``first_offset`` (it answered the raw WriteTxnMarkers
+    without error) is one ``duplicate_marker`` incident there, naming the marker it repeats: info
+    when nothing was open, a warning when it ended the producer's next transaction before that
+    transaction's own decision, or when its result is the other one."""
+    at = (anomaly["topic"], anomaly["partition"], anomaly["first_offset"])
+    for result in (scans[scenario.id], text_scans[scenario.id]):
+        (repeat,) = [f for f in result.findings
+                     if f.kind == "duplicate_marker" and (f.topic, f.partition, f.first_offset) == at]
+        assert (repeat.producer_id, repeat.producer_epoch) == (anomaly["producer_id"], anomaly["producer_epoch"])
+        assert f"{anomaly['sent']} marker at offset {anomaly['first_offset']} of " in repeat.evidence
+        assert f"repeats the {anomaly['marker_type']} marker at offset {anomaly['repeats_offset']} " in repeat.evidence
+        flipped = anomaly["sent"] != anomaly["marker_type"]
+        assert repeat.severity == ("warning" if anomaly["ended_open_transaction"] or flipped else "info")
+        if flipped:  # an ABORT after the COMMIT: the records stay committed, whatever its sender believes
+            assert "stay committed" in repeat.evidence
+        (incident,) = [i for i in result.incidents if i.incident_id == repeat.incident_id]
+        assert (incident.kind, incident.findings) == ("duplicate_marker", 1)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_only_a_marker_written_again_is_called_a_repeat(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+    """No other marker of real traffic is a repeat: commits and aborts, coordinator timeouts and
+    fences, empty transactions, a coordinator's failover, TV2's epoch bumps and rotations."""
+    planted = {(a["topic"], a["partition"], a["first_offset"]) for a in scenario.expected["anomalies"]
+               if a["type"] == "duplicate_marker"}
+    found = {(f.topic, f.partition, f.first_offset) for f in scans[scenario.id].findings
+             if f.kind == "duplicate_marker"}
+    assert found == planted
+
+
+def _bumped_twice(records: list[CoordinatorRecord]) -> set[tuple[str | None, int | None, int | None]]:
+    """Kafka 4.0.0's fence abort (KAFKA-19367), read off kafka-dump-log's text: a transactional id's
+    Ongoing record at epoch e followed by its PrepareAbort at e+2, same producer id."""
+    out: set[tuple[str | None, int | None, int | None]] = set()
+    before: dict[str, CoordinatorRecord] = {}
+    for r in records:
+        p = before.get(r.transactional_id)
+        if (p is not None and (p.state, r.state) == ("Ongoing", "PrepareAbort") and p.producer_id == r.producer_id
+                and r.producer_epoch == p.producer_epoch + 2 and r.transaction_version in (None, 2)):
+            out.add((r.transactional_id, r.partition, r.offset))
+        before[r.transactional_id] = r
+    return out
+
+
+def _kept_at_last_epoch(records: list[CoordinatorRecord]) -> dict[tuple[str | None, int | None, int | None], str]:
+    """Records of epoch 32767 that keep their producer id (Ongoing, Complete*) under transaction
+    version 2, the first per producer id, read off kafka-dump-log's text; each with the
+    severity due: info when the id has gone on under another producer id since."""
+    now = {r.transactional_id: r.producer_id for r in records}  # each id's newest record
+    out: dict[tuple[str | None, int | None, int | None], str] = {}
+    seen: set[tuple[str, int]] = set()
+    for r in records:
+        if (r.producer_epoch == 32767 and r.transaction_version == 2
+                and r.state in ("Ongoing", "CompleteCommit", "CompleteAbort")
+                and (r.transactional_id, r.producer_id) not in seen):
+            seen.add((r.transactional_id, r.producer_id))
+            out[(r.transactional_id, r.partition, r.offset)] = (
+                "info" if now[r.transactional_id] != r.producer_id else "warning")
+    return out
+
+
+def test_the_corpus_holds_both_sides_of_each_epoch_bug() -> None:
+    """Real brokers of the affected releases left each signature, those of the fixed ones did not."""
+    by_id = {s.id: coordinator_records(s) for s in SCENARIOS
+             if s.name in ("fenced-zombie", "epoch-exhaustion-abort", "epoch-rotation")}
+    assert _bumped_twice(by_id["4.0.0/fenced-zombie"])
+    assert not _bumped_twice(by_id["4.0.2/fenced-zombie"])
+    assert _kept_at_last_epoch(by_id["4.1.2/epoch-exhaustion-abort"])
+    assert not _kept_at_last_epoch(by_id["4.4.0/epoch-exhaustion-abort"])
+    assert not any(_kept_at_last_epoch(by_id[f"{v}/epoch-rotation"]) for v in ("4.0.2", "4.1.2", "4.4.0"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_epoch_bugs_are_found_where_the_coordinator_log_shows_them(scans: dict[str, Any], text_scans: dict[str, Any],
+                                                                   scenario: CorpusScenario) -> None:
+    """``epoch_bumped_twice`` and ``epoch_exhausted`` name exactly the coordinator records that
+    kafka-dump-log prints with those signatures, each its own incident of its kind."""
+    records = coordinator_records(scenario)
+    twice, kept = _bumped_twice(records), _kept_at_last_epoch(records)
+    for result in (scans[scenario.id], text_scans[scenario.id]):
+        def place(f: Any) -> tuple[str | None, int | None, int | None]:
+            return f.transactional_id, f.partition, f.first_offset
+
+        assert {place(f) for f in result.findings if f.kind == "epoch_bumped_twice"} == twice
+        exhausted = {place(f): f.severity for f in result.findings if f.kind == "epoch_exhausted"}
+        assert exhausted == kept
+        for f in result.findings:
+            if f.kind in ("epoch_bumped_twice", "epoch_exhausted"):
+                (incident,) = [i for i in result.incidents if i.incident_id == f.incident_id]
+                assert (incident.kind, incident.findings) == (f.kind, 1)
 
 
 # -- clusters of three brokers: every copy audited, the leader's speaking -------------------------

@@ -14,14 +14,17 @@ from pyspark.sql import functions as F
 from txn_audit.detect.rules import (
     DetectOptions,
     absorbed_findings,
+    coordinator_epoch_findings,
     coordinator_findings,
     decode_issue_findings,
+    duplicate_marker_findings,
     epoch_findings,
     find_hanging_disagreement_findings,
     hw_beyond_log_end_findings,
     late_arrival_findings,
     open_transaction_findings,
     pending_offset_commit_findings,
+    prepare_marker_matches,
     replica_divergence_findings,
     retention_findings,
     sequence_findings,
@@ -43,6 +46,9 @@ FINDING_KINDS = (
     "coordinator_stuck",
     "missing_marker",
     "outcome_mismatch",
+    "duplicate_marker",  # one decision's marker written twice on a partition
+    "epoch_bumped_twice",  # a fence abort bumped the epoch twice (KAFKA-19367)
+    "epoch_exhausted",  # epoch 32767 kept its producer id (KAFKA-20090)
     "sequence_gap",
     "epoch_regression",
     "zombie_write",
@@ -67,6 +73,7 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         F.max("timestamp").alias("last_marker_timestamp"),
     )
     present = recon.extent.select("topic", "partition", "covers_from")
+    matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
     open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_markers, opts)
     hanging = open_findings.where(F.col("kind") == "hanging_transaction")
     parts = [
@@ -74,8 +81,9 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         stuck_lso_findings(recon.partition_stability, recon.partition_transactions),
         late_arrival_findings(recon.events, opts),
         absorbed_findings(recon.partition_transactions),
-        coordinator_findings(txn_log, markers, last_markers, present, recon.partition_transactions, opts,
-                             recon.prepare_follows),
+        coordinator_findings(matches, last_markers, recon.partition_transactions, opts),
+        duplicate_marker_findings(recon.partition_transactions, matches, recon.producer_ids),
+        coordinator_epoch_findings(txn_log),
         sequence_findings(recon.producer_events, batches),
         epoch_findings(recon.producer_events),
         pending_offset_commit_findings(commits, recon.partition_transactions),

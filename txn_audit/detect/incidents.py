@@ -30,6 +30,8 @@ How findings are grouped (all of them few: this runs on the driver, in plain Pyt
   ``invariant_violation`` whose example batch is the place of another finding joins that finding.
 * Damage to the dump (``corrupt_batch``, ``truncated_segment``, ``unreadable_input``) is a
   ``corruption`` incident per finding.
+* A marker written again (``duplicate_marker``) and the epochs of known broker bugs
+  (``epoch_bumped_twice``, ``epoch_exhausted``) are causes of their own: an incident each.
 
 An incident's severity is the worst of its findings; its id is a digest of its kind and place, so
 the same cause in the same dump keeps its id from one run to the next.
@@ -64,6 +66,9 @@ INCIDENT_KINDS = (
     "retention_lost_open_txn",  # an open transaction whose data retention deleted
     "open_transaction",  # a producer that stopped inside its transaction (crashed, or still at work)
     "hanging_transaction",  # a transaction no marker will close, for no cause the dump shows
+    "duplicate_marker",  # one decision's marker written again (a coordinator's resend, an abort by hand)
+    "epoch_bumped_twice",  # a fence abort bumped the producer epoch twice (KAFKA-19367)
+    "epoch_exhausted",  # epoch 32767 reached without a new producer id (KAFKA-20090)
     "corruption",  # a damaged or unreadable part of the dump
 )
 
@@ -258,6 +263,11 @@ _CAUSE_TEXT = {
     "retention_lost_open_txn": "retention deleted the data of a transaction that is still open",
     "open_transaction": "a producer stopped inside its transaction (crashed, or still working) and has not ended it",
     "hanging_transaction": "a transaction was left open that no marker will close",
+    "duplicate_marker": "a transaction's marker was written again on a partition, without a decision of its own",
+    "epoch_bumped_twice": "the transaction coordinator bumped a producer's epoch twice when it fenced an open "
+                          "transaction (Kafka 4.0.0, KAFKA-19367)",
+    "epoch_exhausted": "a transactional id reached the last epoch of its producer id and the coordinator did not give "
+                       "it a new producer id (KAFKA-20090)",
     "corruption": "part of the dump is damaged or unreadable",
 }
 
@@ -278,6 +288,14 @@ _NO_COMMAND = {
     "replica_divergence": "Let the copy catch up or truncate from the leader (restart its broker); if copies hold "
                           "different batches at one offset, the partition needs an unclean-leader review.",
     "pending_offset_commit": "None of its own: the offsets become stable when the transaction that holds them ends.",
+    "duplicate_marker": "None undoes it. A repeat that ended no transaction needs nothing; one that ended a "
+                        "transaction before its decision, or whose result differs, needs the consumers of those "
+                        "records checked. If an operator sent it with kafka-transactions.sh abort, check a "
+                        "transaction is open (describe-producers) before aborting.",
+    "epoch_bumped_twice": "None needed now. Upgrade the brokers to Kafka 4.0.1 or later before a transactional id "
+                          "nears epoch 32766, where the second bump overflows (KAFKA-19367).",
+    "epoch_exhausted": "If the transactional id still has that producer id, restart its producer: InitProducerId "
+                       "gives it a new one. Upgrade the brokers to Kafka 4.3.0 or later (KAFKA-20090).",
 }
 
 

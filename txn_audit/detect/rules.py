@@ -469,19 +469,21 @@ def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
     )
 
 
-def coordinator_findings(
-    txn_log: DataFrame, markers: DataFrame, last_markers: DataFrame, present: DataFrame, ptx: DataFrame,
-    opts: DetectOptions, follows: DataFrame | None = None,
-) -> DataFrame:
-    """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records.
-    ``last_markers`` gives each producer's ``last_marker_timestamp`` on a partition.
+def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions,
+                           follows: DataFrame | None = None) -> DataFrame:
+    """``_prepare_marker_matches`` kept: several rules read it, so the markers are ordered once
+    (one row per Prepare* record and partition, few)."""
+    return _prepare_marker_matches(txn_log, markers, present, opts, follows).localCheckpoint()
+
+
+def coordinator_findings(matches: DataFrame, last_markers: DataFrame, ptx: DataFrame, opts: DetectOptions) -> DataFrame:
+    """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records
+    and what followed them (``prepare_marker_matches``). ``last_markers`` gives each producer's
+    ``last_marker_timestamp`` on a partition.
 
     A missing marker is reported only where it matters and is certain: the partition is in
     the dump and still holds that producer's transaction open from before the decision.
     """
-    # the three findings below read the matches: order the markers once, not once per finding
-    # (one row per Prepare* and partition, few)
-    matches = _prepare_marker_matches(txn_log, markers, present, opts, follows).localCheckpoint()
     completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
     here = pname()
     still_open = ptx.where(F.col("state") == "open").select(
@@ -565,6 +567,250 @@ def coordinator_findings(
         first_timestamp_ms=F.col("ts"),
     )
     return missing_rows.unionByName(mismatch_rows).unionByName(stuck_rows)
+
+
+def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: DataFrame) -> DataFrame:
+    """``duplicate_marker``: a marker that repeats the previous marker of its producer on the
+    partition (same epoch) without a decision of its own: one decision written twice. A
+    coordinator writes a marker again when it resends after a lost answer or after a failover
+    reloads a Prepare* record; ``kafka-transactions.sh abort`` for a transaction that had already
+    ended leaves one too.
+
+    * With no record of the producer since the first, the repeat ends nothing (Kafka 4.2+
+      accepts it for this reason, KAFKA-19999): info, or a warning when its result differs from
+      the first's (whoever sent it may take a committed transaction for aborted).
+    * When the producer's next transaction was open there, the repeat ended it before its own
+      decision, whose marker then found nothing open (Kafka 4.2+ refuses such a repeat): a
+      warning, critical when that decision's result differs from the repeat's (exactly-once
+      violated). Seen from that later marker, so a next transaction never ended is not judged.
+
+    A repeat is told from a transaction that added the partition and wrote nothing to it (its
+    marker carries the same epoch under transaction version 1) by what is certain: the first
+    marker's epoch is above the data it ended (a bumped epoch: every marker of transaction
+    version 2, a coordinator's fence or timeout abort under version 1), or, under version 2, the
+    repeat's epoch equals the data it ended; or the coordinator log holds the Prepare* record the
+    first answered (``prepare_marker_matches``) and none is answered by the repeat (a later
+    transaction would have left one, which compaction cannot have removed while an earlier
+    record of its transactional id is still there).
+
+    Only markers that end no data and the two before each are read: few rows, joined by broadcast.
+    """
+    key = ["topic", "partition", "producer_id"]
+    bare = ptx.where(F.col("first_offset").isNull() & F.col("marker_offset").isNotNull()
+                     & F.col("prev_marker_offset").isNotNull()).select(*key, "txn_seq")
+    wanted = bare.unionByName(bare.withColumn("txn_seq", F.col("txn_seq") - 1)).unionByName(
+        bare.withColumn("txn_seq", F.col("txn_seq") - 2)).distinct()
+    rows = ptx.join(F.broadcast(wanted), [*key, "txn_seq"]).where(F.col("marker_offset").isNotNull())
+    answers = matches.where(F.col("has_marker")).select(
+        *key, F.col("next_marker_offset").alias("marker_offset"), F.col("txn_log_partition").alias("log_partition"),
+        F.col("txn_log_offset").alias("log_offset"), F.col("state").alias("decided"),
+        ((F.col("state") == "PrepareAbort") & (F.col("ts") - F.col("started") >= F.col("timeout_ms")))
+        .alias("timed_out"), F.col("timeout_ms"),
+    )
+    answered = answers.join(F.broadcast(rows.select(*key, "marker_offset")), [*key, "marker_offset"])
+    tv2 = producer_ids.where(F.col("transaction_version") == 2).select("producer_id", F.lit(True).alias("tv2"))
+    marker = (
+        rows.join(answered, [*key, "marker_offset"], "left")
+        .join(F.broadcast(tv2), "producer_id", "left")
+        .select(
+            *key, "txn_seq", "broker_id", "transactional_id", "marker_offset", "marker_type", "marker_epoch",
+            "marker_timestamp", "first_offset", "last_data_offset", "max_epoch", "log_partition", "log_offset",
+            "decided", "timed_out", "timeout_ms",
+            F.coalesce("tv2", F.lit(False)).alias("tv2"),
+            F.coalesce(F.col("max_epoch") < F.col("marker_epoch"), F.lit(False)).alias("bumped"),
+        )
+    )
+
+    def step(back: int) -> DataFrame:
+        """``marker``'s columns, prefixed ``m<back>_``, keyed to the marker ``back`` after it."""
+        return marker.select(*key, (F.col("txn_seq") + back).alias("txn_seq"),
+                             *[F.col(c).alias(f"m{back}_{c}") for c in marker.columns if c not in key + ["txn_seq"]])
+
+    # the bare marker (m0), the one before it (m1) and the one before that (m2)
+    chain = step(0).join(bare, [*key, "txn_seq"]).join(step(1), [*key, "txn_seq"]).join(step(2), [*key, "txn_seq"],
+                                                                                         "left")
+
+    def repeats(later: int) -> Column:
+        """The marker ``later`` repeats the one before it: same epoch, no decision of its own, and
+        the one before it certainly ended its transaction with that epoch."""
+        first = later + 1
+        return (
+            (F.col(f"m{later}_marker_epoch") == F.col(f"m{first}_marker_epoch"))
+            & F.col(f"m{later}_log_offset").isNull()
+            & (F.col(f"m{first}_bumped") | F.col(f"m{first}_log_offset").isNotNull()
+               | (F.col(f"m{later}_tv2") & F.col(f"m{later}_first_offset").isNotNull()
+                  & (F.col(f"m{later}_max_epoch") == F.col(f"m{later}_marker_epoch"))))
+        )
+
+    noop = chain.where(repeats(0))
+    ended = chain.where(F.col("m1_first_offset").isNotNull() & F.col("m2_marker_offset").isNotNull()
+                        & F.coalesce(repeats(1), F.lit(False)))
+    known = (F.col("m0_marker_type").isin(*KNOWN_MARKERS) & F.col("m1_marker_type").isin(*KNOWN_MARKERS))
+
+    def word(column: str) -> Column:
+        """What a marker's type did to its transaction."""
+        return F.when(F.col(column) == "COMMIT", F.lit("committed")).when(
+            F.col(column) == "ABORT", F.lit("aborted")).otherwise(F.lit("decided"))
+
+    def first_was(first: int) -> Column:
+        at = F.format_string("__transaction_state-%d offset %d", F.col(f"m{first}_log_partition"),
+                             F.col(f"m{first}_log_offset"))
+        return (
+            F.when(F.col(f"m{first}_timed_out"), F.format_string(
+                "; the first was the coordinator's abort of a transaction open longer than its timeout of %d ms "
+                "(PrepareAbort at %s)", F.col(f"m{first}_timeout_ms"), at))
+            .when(F.col(f"m{first}_log_offset").isNotNull(),
+                  F.format_string("; the first answered the coordinator's %s at %s", F.col(f"m{first}_decided"), at))
+            .otherwise(F.lit(""))
+        )
+
+    resend = (". A coordinator's resend (after a lost answer or a coordinator failover), or kafka-transactions.sh "
+              "abort for a transaction that had ended, writes such a repeat")
+    # the repeat's result against the first's (no-op), the decision's against the repeat's (ended)
+    differs = known & (F.col("m0_marker_type") != F.col("m1_marker_type"))
+
+    def placed(repeat: int) -> dict[str, Column]:
+        """The finding's place, the marker ``repeat``, and its span: from the marker it repeats
+        to the bare marker (m0)."""
+        return {
+            "broker_id": F.col(f"m{repeat}_broker_id"), "transactional_id": F.col(f"m{repeat}_transactional_id"),
+            "producer_epoch": F.col(f"m{repeat}_marker_epoch"), "first_offset": F.col(f"m{repeat}_marker_offset"),
+            "last_offset": F.col("m0_marker_offset"), "first_timestamp_ms": F.col(f"m{repeat + 1}_marker_timestamp"),
+            "last_timestamp_ms": F.col("m0_marker_timestamp"),
+        }
+
+    noop_rows = finding(
+        noop,
+        "duplicate_marker",
+        F.when(differs, WARNING).otherwise(INFO),
+        F.concat(
+            F.format_string(
+                "%s marker at offset %d of %s repeats the %s marker at offset %d (producer %d, epoch %d) with no "
+                "record of the producer between them",
+                F.col("m0_marker_type"), F.col("m0_marker_offset"), pname(), F.col("m1_marker_type"),
+                F.col("m1_marker_offset"), F.col("producer_id"), F.col("m0_marker_epoch")),
+            first_was(1),
+            F.when(differs, F.concat(
+                F.lit(": it ended no transaction, but whoever sent it may take the transaction for "),
+                word("m0_marker_type"),
+                F.when(F.col("m1_first_offset").isNotNull(), F.format_string(
+                    "; its records at offsets %d-%d stay %s", F.col("m1_first_offset"), F.col("m1_last_data_offset"),
+                    word("m1_marker_type"))).otherwise(F.lit("")),
+            )).otherwise(F.lit(": it ended no transaction and changed nothing")),
+            F.lit(resend),
+            F.when(F.col("m0_tv2"), F.lit("; under transaction version 2, brokers from Kafka 4.2 write it only when "
+                                          "no transaction is open (KAFKA-19999)")).otherwise(F.lit("")),
+        ),
+        **placed(0),
+    )
+    ended_rows = finding(
+        ended,
+        "duplicate_marker",
+        F.when(differs, CRITICAL).otherwise(WARNING),
+        F.concat(
+            F.format_string(
+                "%s marker at offset %d of %s repeats the %s marker at offset %d (producer %d, epoch %d), but the "
+                "producer's next transaction was open here: the repeat ended its records at offsets %d-%d as %s "
+                "before their own decision, whose %s marker at offset %d then found nothing open",
+                F.col("m1_marker_type"), F.col("m1_marker_offset"), pname(), F.col("m2_marker_type"),
+                F.col("m2_marker_offset"), F.col("producer_id"), F.col("m1_marker_epoch"), F.col("m1_first_offset"),
+                F.col("m1_last_data_offset"), word("m1_marker_type"), F.col("m0_marker_type"),
+                F.col("m0_marker_offset")),
+            F.when(differs, F.lit(" (an exactly-once violation: the outcome differs)")).otherwise(F.lit("")),
+            first_was(2),
+            F.lit(resend),
+            F.lit("; brokers from Kafka 4.2 refuse a repeat while a transaction is open (KAFKA-19999)"),
+        ),
+        **placed(1),
+    )
+    return noop_rows.unionByName(ended_rows)
+
+
+#: a producer id's last epoch (Short.MAX_VALUE): past it the coordinator gives the id a new producer id
+LAST_EPOCH = 32767
+
+
+def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
+    """Epoch bumps the coordinator log shows that known broker bugs leave, under transaction
+    version 2 (the record's ``client_transaction_version``). Each finding is placed on the
+    coordinator record that shows it (``__transaction_state``, partition and offset):
+
+    * ``epoch_bumped_twice``: the abort of an open transaction (Ongoing at epoch e) recorded at
+      epoch e+2 (PrepareAbort): InitProducerId's fence bumped the epoch and the abort bumped it
+      again (Kafka 4.0.0, KAFKA-19367, fixed in 4.0.1). Harmless by itself, but from epoch 32766
+      the second bump overflows and the id can no longer be fenced.
+    * ``epoch_exhausted``: an Ongoing or Complete* record of epoch 32767, which keeps its
+      producer id. A commit at the last epoch completes under a new producer id at epoch 0 (its
+      Prepare* at 32767 names no next producer id on the releases up to 4.4); a fence or timeout
+      abort did not before Kafka 4.3.0 (KAFKA-20090): the abort completes at 32767 under the old
+      producer id, and a client still running can leave the id's next transaction stuck in
+      Ongoing. A new InitProducerId gets a new producer id.
+    """
+    order = Window.partitionBy("transactional_id").orderBy("partition", "offset")
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    rows = (
+        txn_log.where(~F.col("tombstone"))
+        .withColumn("_now_pid", F.last("producer_id").over(whole))  # the id's producer id now
+        .withColumn("_prev_state", F.lag("state").over(order))
+        .withColumn("_prev_pid", F.lag("producer_id").over(order))
+        .withColumn("_prev_epoch", F.lag("producer_epoch").over(order))
+        .withColumn("_prev_offset", F.lag("offset").over(order))
+    )
+    tv2 = F.col("client_transaction_version") >= 2
+    here = F.format_string("__transaction_state-%d offset %d", F.col("partition"), F.col("offset"))
+    # a text dump before Kafka 4.1 does not print the version: version 1 never bumps twice in the
+    # releases audited (since 2.5, KAFKA-9666), so an unknown version is taken as 2 here
+    twice = rows.where(F.coalesce(tv2, F.lit(True)) & (F.col("_prev_state") == "Ongoing")
+                       & (F.col("state") == "PrepareAbort")
+                       & (F.col("_prev_pid") == F.col("producer_id"))
+                       & (F.col("producer_epoch") == F.col("_prev_epoch") + 2))
+    twice_rows = finding(
+        twice,
+        "epoch_bumped_twice",
+        F.when(F.col("producer_epoch") >= LAST_EPOCH - 1, WARNING).otherwise(INFO),
+        F.format_string(
+            "transactional id %s (producer %d): the abort of its open transaction of epoch %d (Ongoing at "
+            "__transaction_state-%d offset %d) is recorded with epoch %d (PrepareAbort at %s), two bumps instead of "
+            "one: InitProducerId's fence bumped the epoch and the abort bumped it again, as Kafka 4.0.0 does under "
+            "transaction version 2 (KAFKA-19367, fixed in 4.0.1); harmless here, but from epoch 32766 the second "
+            "bump overflows and the id can no longer be fenced",
+            F.col("transactional_id"), F.col("producer_id"), F.col("_prev_epoch"), F.col("partition"),
+            F.col("_prev_offset"), F.col("producer_epoch"), here,
+        ),
+        producer_epoch=F.col("producer_epoch"),
+        first_offset=F.col("offset"),
+        last_offset=F.col("offset"),
+        first_timestamp_ms=F.col("txn_last_update_timestamp"),
+    )
+    # a commit at the last epoch completes under the new producer id, at epoch 0 (its Prepare* at
+    # 32767 does not say so: no release up to 4.4 writes the next producer id there)
+    keeps_id = F.col("state").isin("Ongoing", "CompleteCommit", "CompleteAbort")
+    # under version 1 an abort at the last epoch keeps the producer id by design (the retried
+    # InitProducerId gets a new one): only a known version 2 says so
+    exhausted = rows.where(F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_EPOCH) & keeps_id)
+    # one finding per producer id: its first such record
+    first = Window.partitionBy("transactional_id", "producer_id").orderBy("partition", "offset")
+    exhausted = exhausted.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
+    moved_on = F.coalesce(F.col("_now_pid") != F.col("producer_id"), F.lit(False))
+    exhausted_rows = finding(
+        exhausted,
+        "epoch_exhausted",
+        F.when(moved_on, INFO).otherwise(WARNING),
+        F.format_string(
+            "transactional id %s reached epoch 32767, the last of producer %d, and the coordinator kept that "
+            "producer id (%s at %s): a commit at the last epoch completes under a new producer id, an abort did not "
+            "before Kafka 4.3.0 (KAFKA-20090), which can leave the id's next transaction stuck in Ongoing; %s",
+            F.col("transactional_id"), F.col("producer_id"), F.col("state"), here,
+            F.when(moved_on, F.format_string("the id has since gone on under producer %d (a new InitProducerId)",
+                                             F.col("_now_pid")))
+            .otherwise(F.lit("it is still the id's producer id: its client cannot bump the epoch again")),
+        ),
+        producer_epoch=F.col("producer_epoch"),
+        first_offset=F.col("offset"),
+        last_offset=F.col("offset"),
+        first_timestamp_ms=F.col("txn_last_update_timestamp"),
+    )
+    return twice_rows.unionByName(exhausted_rows)
 
 
 # -- idempotence and fencing -----------------------------------------------------------------

@@ -310,7 +310,8 @@ FOLLOW_KEY = ("topic", "partition", "txn_log_partition", "txn_log_offset")
 
 def prepare_records(txn_log: DataFrame) -> DataFrame:
     """Every Prepare* record of the coordinator log, once per partition it lists, with the id's
-    next record's state (``next_state``: null when the Prepare* is the latest) and the decision."""
+    next record's state (``next_state``: null when the Prepare* is the latest), the decision,
+    and when the transaction started and its timeout (``started``, ``timeout_ms``)."""
     next_record = Window.partitionBy("transactional_id").orderBy("partition", "offset")
     return (
         txn_log.withColumn("next_state", F.lead("state").over(next_record))
@@ -322,6 +323,8 @@ def prepare_records(txn_log: DataFrame) -> DataFrame:
             "next_state",
             F.col("producer_epoch").alias("epoch"),
             F.col("txn_last_update_timestamp").alias("ts"),
+            F.col("txn_start_timestamp").alias("started"),
+            F.col("txn_timeout_ms").alias("timeout_ms"),
             F.col("offset").alias("txn_log_offset"),
             F.col("partition").alias("txn_log_partition"),
             F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT").alias("decision"),
