@@ -291,3 +291,30 @@ def test_decode_issues_without_a_position_name_their_file_or_folder(spark: Any, 
         "the dump's top folder: unrecognised_file: log dir without meta.properties: broker id unknown",
         "notes.txt: unrecognised_file: unknown file in a log dir: not audited",
     }
+
+
+def test_a_text_dumps_issue_names_its_line_and_no_batch(spark: Any) -> None:
+    """In a text file (a kafka-dump-log dump) an issue's position is a line number: the finding
+    names the line, never a byte, and takes no batch's offsets, even where a batch the dump
+    printed happens to sit at that byte."""
+    b = RawBuilder()
+    b.batch("orders", 0, count=1, ts=T0)  # at byte 0 of its segment file
+    dump = "dumps/orders.txt"
+    b.rows["batches"][0]["file"] = dump
+    b.rows["batches"][0]["position"] = 8
+    b.rows["segments"].append({
+        "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "path": dump, "file_name": "orders.txt",
+        "kind": "dump_log", "base_offset": None, "size_bytes": 100, "status": "live", "replica_status": None,
+        "decoded": True, "skip_reason": None,
+    })
+    for kind, detail in (("unparsed_line", "line 7: not a batch, record or header line"),
+                         ("crc_mismatch", "line 8: kafka-dump-log found the CRC no longer valid")):
+        b.rows["decode_issues"].append({
+            "broker_id": None, "log_dir": ".", "topic": None, "partition": None, "file": dump,
+            "position": int(detail.split()[1].rstrip(":")), "kind": kind, "severity": "warning", "detail": detail,
+        })
+    found = {f["kind"]: f for f in run_rules(spark, b, as_of_ms=T0 + MIN)}
+    assert found["unreadable_input"]["evidence"] == f"{dump}: unparsed_line: line 7: not a batch, record or header line"
+    corrupt = found["corrupt_batch"]
+    assert corrupt["evidence"] == f"{dump}: crc_mismatch: line 8: kafka-dump-log found the CRC no longer valid"
+    assert corrupt["first_offset"] is None

@@ -265,6 +265,25 @@ def test_long_excerpt_is_cut() -> None:
     assert len(issue.excerpt) <= 160 and issue.excerpt.endswith("...")
 
 
+def test_a_zero_filled_stretch_is_lines_reported_not_a_file_skipped() -> None:
+    """A damaged copy of a dump with NUL bytes: each line they spoil is an issue that shows them
+    (``\\0``), the lines around it still count."""
+    lines = [
+        "Dumping /data/kafka/t-0/00000000000000000000.log",  # 1
+        "Log starting offset: 0",  # 2
+        _V2.format(b=0, l=1, c=2, bs=0, ls=1, p=5, ctl="false", pos=0, size=100),  # 3
+        "| offset: 0 CreateTime: 100 keySize: 1 valueSize: 1 sequence: 0 headerKeys: [] key: a payload: b",  # 4
+        "\x00" * 30,  # 5
+        "| offset: 1 CreateTime: 100 keySize: 1 valueSize: 1 sequence: 1 headerKeys: [] key: a payload: b",  # 6
+    ]
+    parsed = parse_dump_log(lines, file="dump.txt")
+    (issue,) = parsed.issues
+    assert (issue.line, issue.kind) == (5, IssueKind.UNPARSED_LINE)
+    assert "\x00" not in issue.excerpt and issue.excerpt.startswith("\\0\\0")
+    (batch,) = parsed.batches
+    assert [r.offset for r in batch.records] == [0, 1]
+
+
 def test_dump_without_deep_iteration_leaves_markers_unknown() -> None:
     lines = [
         "Dumping logdirs/t-0/00000000000000000000.log",

@@ -161,6 +161,9 @@ def test_sniff_bytes() -> None:
     assert sniff_bytes(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00H\x00\x00\x00\x00\x02", "00000000000000000000.log") \
         == "binary_log"
     assert sniff_bytes(b"\xff\xfe\x00", "notes") == BINARY
+    # a dump-log dump with a zero-filled stretch (a damaged copy) is still read as one
+    assert sniff_bytes(b"\x00\x00\n# c\nDumping x/t-0/00000000000000000000.log\nbase\x00\x00\n") == DUMP_LOG
+    assert sniff_bytes(b"\x00\x00\x00\x00hello\n") == BINARY
     assert sniff_bytes(b"hello\n") == TEXT
     assert sniff_bytes(b"# $ kafka-get-offsets.sh --time -1\norders:0:1368\norders:1:1378\n") == GET_OFFSETS
     assert sniff_bytes(b"orders:0:1368\nnot an offset line\n") == TEXT

@@ -29,6 +29,7 @@ from txn_audit.detect.rules import (
     retention_findings,
     sequence_findings,
     stuck_lso_findings,
+    text_files,
 )
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.schemas import FINDINGS, spark_schema
@@ -90,7 +91,7 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
         retention_findings(recon.partition_transactions, recon.partition_stability),
         replica_divergence_findings(recon.replica_stability, recon.partition_stability),
         hw_beyond_log_end_findings(recon.partition_stability),
-        decode_issue_findings(raw["decode_issues"], raw["batches"]),
+        decode_issue_findings(raw["decode_issues"], raw["batches"], text_files(raw["segments"])),
         find_hanging_disagreement_findings(raw["reported_transactions"], hanging, recon.partition_transactions,
                                            opts),
     ]

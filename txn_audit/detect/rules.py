@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from txn_audit.formats import input_kind
 from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, FOLLOW_KEY, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
 from txn_audit.severity import Severity
@@ -976,22 +977,41 @@ def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
     )
 
 
-def decode_issue_findings(issues: DataFrame, batches: DataFrame) -> DataFrame:
+def text_files(segments: DataFrame) -> DataFrame:
+    """The files of the ``segments`` inventory that are a Kafka tool's text output (a
+    ``kafka-dump-log`` dump, a ``kafka-transactions.sh`` table, partition offsets): their
+    ``decode_issues`` positions are line numbers, not byte offsets."""
+    kind = F.col("kind")
+    text = kind.isin(input_kind.DUMP_LOG, input_kind.OFFSETS_JSON, input_kind.GET_OFFSETS) | kind.startswith(
+        input_kind.TRANSACTIONS_PREFIX)
+    return segments.where(text).select(F.col("path").alias("file")).distinct()
+
+
+def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFrame) -> DataFrame:
+    """``corrupt_batch``, ``truncated_segment`` and ``unreadable_input`` from ``decode_issues``.
+    An issue of a binary file is placed on the batch at its byte position; one of a text file
+    (``texts``, from ``text_files``) names its line in its detail, and is placed on no batch."""
+    issues = issues.join(F.broadcast(texts.withColumn("_line", F.lit(True))), "file", "left").withColumn(
+        "_line", F.coalesce("_line", F.lit(False)))
+    placed = issues.where(~F.col("_line"))
     # only the batches of files with an issue: the issues are few, so they are broadcast and
     # the batches are neither shuffled nor grouped as a whole
     files = batches.join(F.broadcast(issues.select("file").distinct()), "file", "left_semi")
     at = files.select(
         "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
         F.col("max_timestamp").alias("_t"),
-    ).join(F.broadcast(issues.select("file", "position").distinct()), ["file", "position"], "left_semi")
+    ).join(F.broadcast(placed.select("file", "position").distinct()), ["file", "position"], "left_semi")
     before = files.groupBy("file").agg(F.max("last_offset").alias("_end"))
-    enriched = issues.join(at, ["file", "position"], "left").join(before, "file", "left")
+    enriched = (
+        issues.join(at.withColumn("_line", F.lit(False)), ["file", "position", "_line"], "left")
+        .join(before, "file", "left")
+    )
     corrupt = enriched.where(F.col("kind").isin(*CORRUPTION_ISSUES))
     torn = enriched.where(F.col("kind").isin(*TRUNCATION_ISSUES))
     other = enriched.where(~F.col("kind").isin(*CORRUPTION_ISSUES, *TRUNCATION_ISSUES))
     # a layout issue (a folder, a missing file) has no position; "." is the dump's top folder
     named = F.when(F.col("file") == ".", F.lit("the dump's top folder")).otherwise(F.col("file"))
-    where = F.when(F.col("position").isNull(), named).otherwise(
+    where = F.when(F.col("position").isNull() | F.col("_line"), named).otherwise(
         F.format_string("%s at byte %d", named, F.col("position")))
     return (
         finding(

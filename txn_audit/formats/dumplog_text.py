@@ -481,6 +481,9 @@ def kafka_versions(features: Iterable[str]) -> tuple[str, str] | None:
 
 
 def excerpt(line: str) -> str:
+    """The start of a line for a message; NUL bytes (a zero-filled stretch of a damaged copy)
+    shown as ``\\0``, so that the message prints."""
+    line = line.replace("\x00", "\\0")
     return line if len(line) <= EXCERPT_CHARS else line[: EXCERPT_CHARS - 3] + "..."
 
 

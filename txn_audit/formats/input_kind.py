@@ -7,7 +7,9 @@ an offsets file; text whose every line is ``topic:partition:offset`` is get-offs
 Otherwise comment lines (``#``) and blank lines are skipped; the first other line decides:
 ``Dumping <path>`` is a dump-log dump, a ``TransactionsCommand`` header names its table. Bytes that
 are not UTF-8 text (or hold NUL bytes) are binary; a binary file named like a segment-family file
-says which one it is.
+says which one it is. A dump-log dump with NUL bytes in its head (zero-filled by a damaged copy)
+stays a dump-log dump: its decoder reports the lines it cannot read, rather than the whole file
+going unread as binary.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def sniff_bytes(head: bytes, name: str = "") -> str:
         # a multi-byte character cut at the end of the head is still text
         cut = len(head) >= SNIFF_BYTES and err.reason == "unexpected end of data"
         text = head[: err.start].decode("utf-8") if cut else None
+    if text is not None and "\x00" in text and _first_line(text.replace("\x00", "").split("\n")).startswith(
+            "Dumping "):
+        return DUMP_LOG
     if text is None or "\x00" in text:
         parsed = parse_log_file_name(name) if name else None
         return f"{BINARY}_{parsed.kind}" if parsed is not None else BINARY
@@ -51,17 +56,22 @@ def sniff_bytes(head: bytes, name: str = "") -> str:
         lines = lines[:-1]  # the last line may be cut
     if looks_like_get_offsets(lines):
         return GET_OFFSETS
+    line = _first_line(lines)
+    if line.startswith("Dumping "):
+        return DUMP_LOG
+    table = kind_of_header(line) if line else None
+    if table is not None:
+        return TRANSACTIONS_PREFIX + table.replace("-", "_")
+    return TEXT
+
+
+def _first_line(lines: list[str]) -> str:
+    """The first line that is neither blank nor a comment (``#``); empty when there is none."""
     for line in lines:
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if line.startswith("Dumping "):
-            return DUMP_LOG
-        table = kind_of_header(line)
-        if table is not None:
-            return TRANSACTIONS_PREFIX + table.replace("-", "_")
-        return TEXT
-    return TEXT
+        if stripped and not stripped.startswith("#"):
+            return line
+    return ""
 
 
 def sniff_file(path: str | os.PathLike[str]) -> str:
