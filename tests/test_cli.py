@@ -274,6 +274,7 @@ def test_scan_into_a_pipe_cuts_no_name_and_prints_each_fix_whole(tmp_path: Path)
     commands = [f["remediation"] for f in doc["findings"] if f["remediation"] and f["severity"] != "info"]
     aborts = [c for c in commands if " abort " in c]
     assert len(aborts) >= 3  # the sample's hanging transactions
+    assert set(commands) <= {c for i in doc["incidents"] for c in i["commands"]}
     for command in commands:
         assert command in lines, command  # a line of its own, unwrapped
     stuck = [f for f in doc["findings"] if f["kind"] == "stuck_lso"]

@@ -265,7 +265,8 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
     )
     shown = result.at_or_above(min_severity)
     incidents = result.incidents_at_or_above(min_severity)
-    fixes: list[tuple[str, str]] = []  # off a terminal: (what it fixes, the commands), printed under the table
+    # off a terminal: (what it fixes, its commands), printed under the table
+    fixes: list[tuple[str, tuple[str, ...]]] = []
     if incidents:
         # one row per incident: what and where stacked in the first column; its paragraph, its
         # findings beneath it and its fix in the second, so the table reads at 80 columns and in a log
@@ -297,9 +298,9 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
                 body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
             if terminal:
                 body.append("\nfix: ", style="bold").append(incident.remediation)
-            elif any(f.remediation for f in members):  # its remediation is their commands
+            elif incident.commands:
                 fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
-                              incident.remediation))
+                              incident.commands))
                 body.append("\nfix: ", style="bold").append(f"[{len(fixes)}] under the table")
             else:
                 body.append("\nfix: ", style="bold").append(incident.remediation)
@@ -310,7 +311,7 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
         console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
         for number, (what, commands) in enumerate(fixes, 1):
             console.print(f"# [{number}] {what}", markup=False, highlight=False)
-            for command in commands.splitlines():
+            for command in commands:
                 console.print(command, markup=False, highlight=False, soft_wrap=True)
     stuck = result.lso_below_hw()  # the partition status of partition_stability, as summary.json counts it
     if stuck:

@@ -155,13 +155,17 @@ class Incident(_Row):
     held_since_ms: int | None
     summary: str
     remediation: str
+    #: the remediation's commands, one each, to be run as they are (copied whole from a log);
+    #: empty when the remediation says why no command is needed
+    commands: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
         object.__setattr__(self, "partitions", tuple(self.partitions))
         object.__setattr__(self, "consequences", tuple(self.consequences))
+        object.__setattr__(self, "commands", tuple(self.commands))
 
     def to_row(self) -> dict[str, Any]:
         row = super().to_row()
         return row | {"severity": self.severity.value, "partitions": list(self.partitions),
-                      "consequences": list(self.consequences)}
+                      "consequences": list(self.consequences), "commands": list(self.commands)}

@@ -502,6 +502,8 @@ INCIDENTS = pa.schema(
         pa.field("held_since_ms", pa.int64()),
         pa.field("summary", pa.string(), nullable=False),  # cause, consequence, impact: one paragraph
         pa.field("remediation", pa.string(), nullable=False),  # the commands, one a line, or why none
+        # the commands of the remediation, one each, to be run as they are; empty when it says why none
+        pa.field("commands", pa.list_(pa.string()), nullable=False),
     ]
 )
 

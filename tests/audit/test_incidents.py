@@ -55,6 +55,7 @@ def test_a_batch_on_a_partition_never_added_is_one_stray_write() -> None:
         "stray_write", Severity.CRITICAL, "hang", 1, 0)
     assert incident.consequences == ("hanging_transaction", "stuck_lso") and incident.findings == 2
     assert incident.remediation == ABORT.format("hang", 1, 0)
+    assert incident.commands == (ABORT.format("hang", 1, 0),)  # to be run as it is
     assert incident.held_records == 11 and "11 records held" in incident.summary
     assert {f.incident_id for f in grouped} == {incident.incident_id}
     # once the coordinator listed the partition for that producer, the cause is not a stray write
@@ -79,8 +80,8 @@ def test_each_late_batch_is_one_incident_with_what_it_caused() -> None:
         ("late_arrival", "late", 1, 4, ("hanging_transaction", "late_arrival", "stuck_lso")),
     ]
     assert found[0].severity == Severity.CRITICAL and found[0].partition == 1  # the hanging one first
-    assert found[0].remediation == ABORT.format("late", 1, 4)
-    assert "No command undoes it" in found[1].remediation
+    assert found[0].remediation == ABORT.format("late", 1, 4) and found[0].commands == (ABORT.format("late", 1, 4),)
+    assert "No command undoes it" in found[1].remediation and found[1].commands == ()  # why none, no command
     assert len({f.incident_id for f in grouped}) == 2
 
 

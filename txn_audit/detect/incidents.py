@@ -337,7 +337,7 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         sentences.append("Impact: " + "; ".join(impact) + ".")
     if kind in _CAUSE_TEXT:
         sentences.append(f"Evidence: {anchor.evidence}")
-    commands = list(dict.fromkeys(f.remediation for f in members if f.remediation))
+    commands = list(dict.fromkeys(line for f in members if f.remediation for line in f.remediation.splitlines()))
     remediation = "\n".join(commands) if commands else _NO_COMMAND.get(
         kind, "No command: see the evidence of its findings.")
     return Incident(
@@ -345,7 +345,7 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         broker_id=anchor.broker_id, producer_id=anchor.producer_id, producer_epoch=anchor.producer_epoch,
         transactional_id=transactional_id, first_offset=first_offset, partitions=tuple(places),
         consequences=tuple(consequences), findings=len(members), held_records=records, held_since_ms=since,
-        summary=" ".join(sentences), remediation=remediation,
+        summary=" ".join(sentences), remediation=remediation, commands=tuple(commands),
     )
 
 
