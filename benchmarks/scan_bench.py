@@ -15,6 +15,12 @@ In the same run it times kafka-python iterating 1 GiB of the same batches on one
 (``MemoryRecords.next_batch`` reading the header fields and checking each CRC), then prints
 one table with the ratios that issue D sets as targets.
 
+With ``--real-broker-mb`` (default 256) it also scans a dump written by a real Kafka broker
+under its own Java client's transactional load (``tools/realkafka/bench.py``: Kafka 4.4.0,
+TV2, 2 topics × 4 partitions, a transactional producer per codec with every fifth transaction
+aborted, idempotent and plain producers), written once into ``--data-dir`` (Java and Maven
+Central needed; without them the table says why it is missing).
+
 Single scans of the same dump move by several seconds on a small machine, so each size is
 scanned ``--repeat`` times, the sizes taking turns, and kafka-python timed as often; the table
 shows each size's median scan and kafka-python's median time, and lists every scan's time.
@@ -36,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from txn_audit.severity import Severity
 from txn_audit.spark import local_driver_memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,6 +63,7 @@ class ScanRun:
     rows: dict[str, int] = field(default_factory=dict)
     failed: str | None = None
     finding_kinds: dict[str, int] = field(default_factory=dict)
+    loud: int = 0  # findings at warning or above
 
 
 def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int, workload: str = "uniform") -> Path:
@@ -252,7 +260,8 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
                    findings=len(summary.get("findings", [])), rows=rows,
-                   finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))))
+                   finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))),
+                   loud=sum(Severity(f["severity"]) >= Severity.WARNING for f in summary.get("findings", [])))
 
 
 def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]:
@@ -328,6 +337,9 @@ class Measurements:
     coordinator_rate: float | None  # records/s on one core
     small_failed: dict[str, str] = field(default_factory=dict)
     expected_findings: dict[str, dict[str, int]] = field(default_factory=dict)  # per workload, by kind
+    #: the real-broker dump's median scan, or why there is none
+    real_broker: ScanRun | None = None
+    real_broker_missing: str | None = None
 
 
 def expected_findings(dump: Path) -> dict[str, int]:
@@ -404,11 +416,48 @@ def target_table(m: Measurements) -> list[str]:
                               f"the {sum(expected.values())} planted", None, missed == extra == 0))
         if not ok:
             lines.append(_row("worker peak RSS", workload, "not measured", f"<= {WORKER_MIB} MiB", None, None))
+    lines += _real_broker_rows(m)
     rate = m.coordinator_rate
     lines.append(_row("coordinator records decoded per core", "realistic log" if m.scans.get("realistic") else "-",
                       f"{rate / 1e6:.2f} M/s" if rate else "not measured", ">= 1 M/s",
                       rate / COORDINATOR_RATE if rate else None, rate >= COORDINATOR_RATE if rate else None))
     return lines
+
+
+def _real_broker_rows(m: Measurements) -> list[str]:
+    """The real-broker dump: no anomaly was planted in it, so no finding at warning or above; a
+    worker's peak RSS; and its pace (no target of its own: the 30 s target is for 1 GiB)."""
+    workload = "real broker 4.4.0 dump"
+    r = m.real_broker
+    if r is None:
+        return [_row("scan of a real broker's dump", workload, m.real_broker_missing or "not measured", "-", None,
+                     None)]
+    if r.failed:
+        return [_row("scan of a real broker's dump", workload, f"FAILED: {r.failed[:80]}", "-", None, False)]
+    worker = r.peak_kib.get("worker", 0) / 1024
+    loud = r.loud
+    return [
+        _row(f"scan of a real broker's dump ({r.size_gib:.2f} GiB of data)", workload,
+             f"{r.wall_s:.1f} s = {r.wall_s / r.size_gib:.1f} s/GiB", "-", None, "measured"),
+        _row("findings at warning or above (no anomaly planted)", workload, f"{loud}", "0", None, loud == 0),
+        _row("worker peak RSS, real broker's dump", workload, f"{worker:.0f} MiB", f"<= {WORKER_MIB} MiB",
+             worker / WORKER_MIB, worker <= WORKER_MIB),
+    ]
+
+
+def real_broker_dump(data_dir: Path, megabytes: int) -> tuple[Path | None, str | None]:
+    """The real-broker dump's ``logdirs`` (written once, then reused) and its data size, or why
+    it cannot be written here."""
+    folder = data_dir / f"real-4.4.0-{megabytes}mb"
+    if not (folder / "load.json").exists():
+        repo = Path(__file__).resolve().parents[1]
+        started = time.perf_counter()
+        run = subprocess.run([sys.executable, "-m", "tools.realkafka.bench", "--out", str(folder), "--mb",
+                              str(megabytes)], cwd=repo, capture_output=True, text=True)
+        if run.returncode != 0:
+            return None, f"not written: {(run.stderr.strip().splitlines() or ['no message'])[-1][:100]}"
+        print(f"# wrote {folder} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return folder / "logdirs", None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -422,6 +471,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="real-broker scenario folders (or their logdirs) to scan as small dumps (default: "
                              "every one of tests/corpus/kafka-*/ and ../shared/realcorpus/)")
     parser.add_argument("--no-small", action="store_true", help="skip the small dumps and the SparkSession baseline")
+    parser.add_argument("--real-broker-mb", type=int, default=256,
+                        help="size of the real-broker dump's data segments in MB (written once; 0: no such scan)")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the uniform workload")
     parser.add_argument("--segment-mb", type=int, default=128)
     parser.add_argument("--kafka-python-gib", type=float, default=1.0)
@@ -447,6 +498,13 @@ def main(argv: list[str] | None = None) -> None:
     scans: dict[tuple[str, float], list[ScanRun]] = {key: [] for key in workloads}
     small_runs: dict[str, list[ScanRun]] = {scenario_name(p): [] for p in scenarios}
     baselines: list[float] = []
+    real_logdirs, real_missing = real_broker_dump(args.data_dir, args.real_broker_mb) if args.real_broker_mb else (
+        None, "not asked for (--real-broker-mb 0)")
+    real_gib = 0.0
+    if real_logdirs is not None:
+        load = json.loads((real_logdirs.parent / "load.json").read_text())
+        real_gib = load["data_bytes"] / GIB
+    real_runs: list[ScanRun] = []
     for turn in range(args.repeat):
         if scenarios:
             baselines.append(spark_baseline_seconds())
@@ -458,6 +516,13 @@ def main(argv: list[str] | None = None) -> None:
             small_runs[name].append(run)
             print(f"# scan {turn + 1}/{args.repeat} of {name}: {run.wall_s:.1f} s, exit {run.exit_code}, "
                   f"{run.findings} findings", file=sys.stderr)
+        if real_logdirs is not None:
+            warm(real_logdirs)
+            real_runs.append(run_scan(real_logdirs, args.data_dir / "out-real-broker", real_gib, flags,
+                                      args.driver_memory))
+            print(f"# scan {turn + 1}/{args.repeat} of the real-broker dump ({real_gib:.2f} GiB): "
+                  f"{real_runs[-1].wall_s:.1f} s, exit {real_runs[-1].exit_code}, {real_runs[-1].findings} findings",
+                  file=sys.stderr)
         for w, size in workloads:
             dump = dumps[(w, size)]
             warmed = warm(dump)
@@ -526,6 +591,8 @@ def main(argv: list[str] | None = None) -> None:
         coordinator_rate=rate,
         expected_findings={w: expected_findings(dumps[(w, min(args.sizes))]) for w in args.workload
                            if args.sizes and w == "realistic"},
+        real_broker=median_run(real_runs) if real_runs else None,
+        real_broker_missing=real_missing,
     )
     print()
     print("\n".join(target_table(measured)))

@@ -139,3 +139,22 @@ def test_target_table_on_canned_measurements() -> None:
     missing = scan_bench.target_table(scan_bench.Measurements(scans={}, kafka_python_s_per_gib={}, small={},
                                                               baseline_s=None, coordinator_rate=None))
     assert sum("not measured" in line for line in missing) >= 5
+
+
+def test_the_real_brokers_dump_has_its_rows() -> None:
+    """The real broker's dump: its pace, no finding at warning or above (nothing was planted) and
+    a worker's peak RSS; when it could not be written, why."""
+    def base(**extra: Any) -> Any:
+        return scan_bench.Measurements(scans={}, kafka_python_s_per_gib={}, small={}, baseline_s=None,
+                                       coordinator_rate=None, **extra)
+
+    run = scan_bench.ScanRun(0.25, 20.0, 0, [], {"worker": 700 << 10}, 0, loud=0)
+    lines = scan_bench.target_table(base(real_broker=run))
+    real = [line for line in lines if "| real broker 4.4.0 dump |" in line]
+    assert len(real) == 3 and "20.0 s = 80.0 s/GiB" in real[0]
+    assert real[1].startswith("| findings at warning or above") and real[1].endswith("| met |")
+    assert real[2].endswith("| met |")
+    loud = scan_bench.target_table(base(real_broker=scan_bench.ScanRun(0.25, 20.0, 1, [], {}, 0, loud=2)))
+    assert any(line.startswith("| findings at warning or above") and line.endswith("| not met |") for line in loud)
+    missing = scan_bench.target_table(base(real_broker_missing="not written: no java"))
+    assert any("| real broker 4.4.0 dump | not written: no java |" in line for line in missing)
