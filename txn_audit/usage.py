@@ -63,8 +63,9 @@ def check_durations(max_transaction_timeout_ms: int, late_tolerance_ms: int) -> 
         raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
 
 
-def _local_path(dump: str | os.PathLike[str]) -> Path | None:
-    """The local path a dump argument names, or None for remote storage."""
+def local_path(dump: str | os.PathLike[str]) -> Path | None:
+    """The local path a dump argument names (a path, even one with a colon in a name, or a
+    ``file://`` URI of this host), or None for any other URI."""
     if isinstance(dump, os.PathLike) or "://" not in dump:
         return Path(dump)
     parts = urlsplit(dump)
@@ -98,7 +99,7 @@ def check_dump(dump: str | os.PathLike[str], input_kind: str = InputKind.AUTO) -
     hint = segment_file_hint(dump)
     if hint is not None:
         raise UsageError(hint)
-    path = _local_path(dump)
+    path = local_path(dump)
     if path is None:
         return
     if not os.path.lexists(path) or not (path.is_dir() or path.is_file()):

@@ -37,6 +37,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import pyarrow.fs as pafs
 
 from txn_audit.errors import UsageError
+from txn_audit.usage import local_path
 
 #: Schemes a dump may be read from, besides a plain local path.
 REMOTE_SCHEMES = ("s3", "hdfs")
@@ -283,16 +284,14 @@ def resolve_dump(dump: str | os.PathLike[str] | DumpLocation) -> DumpLocation:
     (``info().kind == "other"``)."""
     if isinstance(dump, DumpLocation):
         return dump
-    if isinstance(dump, os.PathLike):
-        return _local(Path(dump))
-    if "://" not in dump:  # a path, even one with a colon in a name
-        return _local(Path(dump))
+    path = local_path(dump)
+    if path is not None:
+        return _local(path)
+    assert isinstance(dump, str)  # local_path takes every os.PathLike
     parts = urlsplit(dump)
     scheme = parts.scheme.lower()
-    if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise UsageError(f"{dump}: a file:// URI must name a local path (file:///path)")
-        return _local(Path(unquote(parts.path)))
+    if scheme == "file":  # of another host
+        raise UsageError(f"{dump}: a file:// URI must name a local path (file:///path)")
     if scheme not in REMOTE_SCHEMES:
         raise UsageError(f"{dump}: dumps are read from local paths, file://, s3:// or hdfs:// URIs, not {scheme}://")
     netloc = parts.netloc.rsplit("@", 1)[-1]  # user:secret@ stays out of what is printed
