@@ -26,7 +26,7 @@ from typing import Any
 from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import HarnessError, fetch, version_tuple
 from tools.realkafka.record import Recorder
-from tools.realkafka.scenarios import _parallel
+from tools.realkafka.scenarios import run_parallel
 
 __all__ = ["write_bench_dump"]
 
@@ -81,7 +81,7 @@ def write_bench_dump(out: Path, *, version: str = "4.4.0", megabytes: int = 256,
         for topic in TOPICS:
             cluster.create_topics(f"{topic}:{PARTITIONS}:1")
         while _data_bytes(cluster) < megabytes * 1_000_000:
-            _parallel(cluster, _round())
+            run_parallel(cluster, _round())
             rounds += 1
             print(f"[bench] round {rounds}: {_data_bytes(cluster) / 1e6:.0f} MB of data segments", file=sys.stderr)
         cluster.stop_all()

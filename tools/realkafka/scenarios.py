@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +78,7 @@ class Scenario:
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def _parallel(cluster: Cluster, runs: list[tuple[str, dict[str, Any]]]) -> list[list[str]]:
+def run_parallel(cluster: Cluster, runs: list[tuple[str, dict[str, Any]]]) -> list[list[str]]:
     """Run several clients at once; their stdout lines."""
     procs = [subprocess.Popen(cluster.client(mode, **opts), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for mode, opts in runs]
@@ -95,16 +95,24 @@ _BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) .*?lastSequence: (-?\d
                     r"producerEpoch: (-?\d+) .*?isTransactional: (\w+)")
 
 
+def _live_segments(cluster: Cluster, topic: str, partition: int) -> Iterator[str]:
+    """The live (newest) segment of the partition on each broker that holds a copy of it."""
+    for broker in cluster.brokers:
+        folder = broker.log_dir / f"{topic}-{partition}"
+        if folder.is_dir():
+            yield str(sorted(folder.glob("*.log"))[-1])
+
+
+def _dump_log(cluster: Cluster, *args: str) -> str:
+    """What ``kafka-dump-log.sh`` prints for ``args``."""
+    return subprocess.run(cluster.dist.java("dump-log", *args), capture_output=True, text=True).stdout
+
+
 def live_producer(cluster: Cluster, topic: str, partition: int) -> dict[str, int]:
     """Producer id, epoch and last sequence of the last transactional batch on a partition, as
     ``kafka-dump-log.sh`` prints the live segment (any release, whatever the client exposes)."""
-    for broker in cluster.brokers:
-        folder = broker.log_dir / f"{topic}-{partition}"
-        if not folder.is_dir():
-            continue
-        segment = sorted(folder.glob("*.log"))[-1]
-        run = subprocess.run(cluster.dist.java("dump-log", "--files", str(segment)), capture_output=True, text=True)
-        found = [m for m in _BATCH.finditer(run.stdout) if m.group(6) == "true"]
+    for segment in _live_segments(cluster, topic, partition):
+        found = [m for m in _BATCH.finditer(_dump_log(cluster, "--files", segment)) if m.group(6) == "true"]
         if found:
             m = found[-1]
             return {"producer_id": int(m.group(4)), "producer_epoch": int(m.group(5)),
@@ -120,15 +128,9 @@ def last_marker(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
     """The last marker on a partition (its offset, producer id and epoch, type and coordinator
     epoch) as ``kafka-dump-log.sh`` prints the live segment: its batches for the first three,
     its records (``--print-data-log``) for the others."""
-    for broker in cluster.brokers:
-        folder = broker.log_dir / f"{topic}-{partition}"
-        if not folder.is_dir():
-            continue
-        segment = str(sorted(folder.glob("*.log"))[-1])
-        batches = subprocess.run(cluster.dist.java("dump-log", "--files", segment), capture_output=True, text=True)
-        records = subprocess.run(cluster.dist.java("dump-log", "--print-data-log", "--files", segment),
-                                 capture_output=True, text=True)
-        controls, markers = _CONTROL.findall(batches.stdout), _MARKER.findall(records.stdout)
+    for segment in _live_segments(cluster, topic, partition):
+        controls = _CONTROL.findall(_dump_log(cluster, "--files", segment))
+        markers = _MARKER.findall(_dump_log(cluster, "--print-data-log", "--files", segment))
         if controls and markers:
             (offset, producer_id, epoch), (marker_type, coordinator_epoch) = controls[-1], markers[-1]
             return {"offset": int(offset), "producer_id": int(producer_id), "producer_epoch": int(epoch),
@@ -155,7 +157,7 @@ def healthy(cluster: Cluster) -> Outcome:
         ("idempotent", {"topic": "orders", "count": 200, "compression": "lz4"}),
         ("plain", {"topic": "payments", "count": 200, "compression": "snappy"}),
     ]
-    _parallel(cluster, runs)
+    run_parallel(cluster, runs)
     return Outcome("three transactional producers (gzip, zstd, none) running at once, every 4th-6th transaction "
                    "aborted after a flush, beside an idempotent (lz4) and a plain acks=1 (snappy) producer")
 
