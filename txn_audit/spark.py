@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from txn_audit.errors import TxnAuditError
 
@@ -151,17 +151,22 @@ def _forward_lines(source_fd: int, sink_fd: int) -> None:
         os.close(sink_fd)
 
 
+def _flush(*streams: TextIO) -> None:
+    """Flush each stream that can be flushed (one replaced, closed or missing is left alone)."""
+    for stream in streams:
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
 @contextmanager
 def jvm_notices_filtered() -> Iterator[None]:
     """Processes started inside the block (the session's JVM, and the Python workers it starts)
     get a stderr that passes everything to this process's stderr except the JVM's own notices
     (``JVM_NOTICE``), for as long as they run. No JVM option turns those off. This process's
     own stderr is unchanged once the block ends."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
+    _flush(sys.stdout, sys.stderr)
     try:
         saved = os.dup(2)
     except OSError:  # no stderr to keep clean
@@ -175,10 +180,7 @@ def jvm_notices_filtered() -> Iterator[None]:
     try:
         yield
     finally:
-        try:
-            sys.stderr.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
+        _flush(sys.stderr)
         os.dup2(saved, 2)  # only the children hold the pipe now: it ends when they do
         os.close(saved)
 
