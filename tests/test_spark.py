@@ -147,3 +147,138 @@ def test_processes_started_in_the_block_lose_the_jvms_notices_only(capfd: pytest
         err += capfd.readouterr().err
     assert "Exception in thread main\n" in err and "tail" in err and "after the block\n" in err
     assert "WARNING:" not in err
+
+
+# -- settings by input size ----------------------------------------------------------------
+
+
+def test_the_jvm_options_follow_the_input_size() -> None:
+    small, limit = 2 << 20, spark_module.QUICK_JIT_MAX_BYTES
+    assert spark_module.local_jvm_options(small) == spark_module.QUICK_JIT_OPTIONS
+    assert spark_module.local_jvm_options(limit) == spark_module.QUICK_JIT_OPTIONS
+    assert spark_module.local_jvm_options(limit + 1) == spark_module.LOCAL_JVM_OPTIONS
+    assert spark_module.local_jvm_options(None) == spark_module.LOCAL_JVM_OPTIONS
+
+
+def test_hotspot_takes_the_quick_compilers_options_as_given() -> None:
+    """Every option of ``QUICK_JIT_OPTIONS`` is one the java Spark starts knows, with the value
+    given: ``-XX:+IgnoreUnrecognizedVMOptions`` would hide a misspelt one. C1 alone needs room
+    for its code (the default reserve with C1 alone fills on a GiB and stops the compiler)."""
+    import shutil
+    import subprocess
+
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    assert java, "java is needed"
+    options = [o for o in spark_module.QUICK_JIT_OPTIONS.split() if o != "-XX:+IgnoreUnrecognizedVMOptions"]
+    out = subprocess.run([java, *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    flags = {parts[1]: parts[3] for line in out.stdout.splitlines() if len(parts := line.split()) >= 4}
+    assert flags["TieredStopAtLevel"] == "1"
+    assert int(flags["ReservedCodeCacheSize"]) == 240 << 20
+    assert flags["UseParallelGC"] == "true"
+
+
+def test_a_small_input_runs_interpreted_and_the_session_is_left_as_it_was(spark: Any) -> None:
+    keys = list(spark_module.INTERPRETED_SQL)
+    before = {key: spark.conf.get(key, None) for key in keys}
+
+    def plan() -> str:
+        frame = spark.range(100).selectExpr("id * 3 AS x").where("x % 2 = 0")
+        text: str = frame._jdf.queryExecution().executedPlan().toString()
+        assert frame.count() == 50
+        return text
+
+    with spark_module.sized_for(spark, spark_module.INTERPRETED_MAX_BYTES) as changed:
+        assert changed == spark_module.INTERPRETED_SQL
+        assert {key: spark.conf.get(key) for key in keys} == spark_module.INTERPRETED_SQL
+        assert "*(" not in plan()  # no stage of generated code ("*(1) Project ...")
+    assert {key: spark.conf.get(key, None) for key in keys} == before
+    assert "*(" in plan()
+    with spark_module.sized_for(spark, spark_module.INTERPRETED_MAX_BYTES + 1) as changed:
+        assert changed == {}
+        assert {key: spark.conf.get(key, None) for key in keys} == before
+
+
+def test_side_by_side_keeps_the_order_the_job_group_and_the_first_error(spark: Any) -> None:
+    import threading
+
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("txn-audit-test-group", "side by side")
+    try:
+        threads: set[str] = set()
+
+        def count(n: int) -> int:
+            threads.add(threading.current_thread().name)
+            return int(spark.range(n).count())
+
+        assert spark_module.side_by_side(spark, [lambda n=n: count(n) for n in (5, 1, 7, 3)]) == [5, 1, 7, 3]
+        assert len(threads) >= 2  # on threads of their own
+        assert len(tracker.getJobIdsForGroup("txn-audit-test-group")) >= 4  # each job in the caller's group
+
+        def broken() -> int:
+            raise ValueError("rule broke")
+
+        with pytest.raises(ValueError, match="rule broke"):
+            spark_module.side_by_side(spark, [lambda: count(2), broken, lambda: count(3)])
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+# -- the JVM's class archive ------------------------------------------------------------------
+
+
+def test_the_class_archive_is_named_by_the_java_and_the_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    name = spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
+    assert name.startswith("spark-") and name.endswith(".jsa")
+    assert name == spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
+    assert name != spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.16\"")
+    monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, "off")
+    assert spark_module.class_archive_dir() is None
+    assert spark_module.class_archive_options() == ("", None)
+    monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, str(tmp_path / "jvm"))
+    options, writing = spark_module.class_archive_options()
+    assert writing is not None and writing.parent == tmp_path / "jvm" and not writing.exists()
+    assert f"-XX:ArchiveClassesAtExit={writing}" in options and "-Xlog:cds=off" in options
+    final = writing.with_name(writing.name.split(".jsa.")[0] + ".jsa")
+    final.write_bytes(b"archive")
+    options, writing = spark_module.class_archive_options()
+    assert writing is None and f"-XX:SharedArchiveFile={final}" in options
+
+
+def test_java_version_text_leaves_out_the_options_notice(monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = spark_module.java_version_text()
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dtxn.audit.test=1")
+    assert plain is not None and spark_module.java_version_text() == plain
+
+
+_ARCHIVE_RUN = """
+import json, sys
+from txn_audit.spark import build_session
+spark = build_session("txn-audit-archive-test", master="local[1]", input_bytes=1)
+args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+print(json.dumps({"count": spark.range(7).count(), "args": args}))
+"""
+
+
+def test_a_first_session_writes_the_class_archive_and_the_next_one_starts_with_it(tmp_path: Any) -> None:
+    """The archive is written once, at the first session's exit, and moved into place whole; the
+    next session maps it; neither prints anything about it on stdout, where JSON goes."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, spark_module.CLASS_ARCHIVE_ENV: str(tmp_path / "jvm")}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _ARCHIVE_RUN], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout))  # nothing else on stdout
+    archives = sorted(p.name for p in (tmp_path / "jvm").iterdir())
+    assert len(archives) == 1 and archives[0].endswith(".jsa") and (tmp_path / "jvm" / archives[0]).stat().st_size > 1 << 20
+    first, second = runs
+    assert first["count"] == second["count"] == 7
+    assert any(a.startswith("-XX:ArchiveClassesAtExit=") for a in first["args"])
+    assert f"-XX:SharedArchiveFile={tmp_path / 'jvm' / archives[0]}" in second["args"]
+    assert "-XX:TieredStopAtLevel=1" in second["args"]  # the small input's compiler

@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,15 +28,20 @@ from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
-from txn_audit.spark import build_session
+from txn_audit.spark import build_session, sized_for
 from txn_audit.usage import AuditTimes, ExitCode, InputKind, audit_times, check_durations, check_out
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
     from datetime import date
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from txn_audit.detect import DetectOptions
     from txn_audit.detect.incidents import TransactionContext
+    from txn_audit.manifest import Manifest
+    from txn_audit.quality import SuiteRun
+    from txn_audit.tables import RawTables
     from txn_audit.warehouse import PublishedRun
 
 __all__ = [
@@ -140,7 +146,7 @@ def ingest(
     check_dump(dump, input_kind)
     check_out(target)
     inventory = discover(dump, input_kind)
-    spark = spark or build_session(verbose=verbose)
+    spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
     with staged_output(target) as stage:
         result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage,
                          input_kind=input_kind, inventory=inventory)
@@ -380,17 +386,25 @@ def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list
     return incidents, grouped
 
 
-def _check_quality(spark: SparkSession, tables_dir: Path, quality_dir: Path) -> None:
-    """Run the suites over every table; broken invariants join the findings table."""
-    from txn_audit.detect import add_findings
-    from txn_audit.manifest import Manifest
-    from txn_audit.quality import validate_tables
-    from txn_audit.schemas import ALL_TABLES
+def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, manifest: Manifest | None) -> SuiteRun:
+    """Start the suites' run with the raw tables' suites (``manifest``: that of their files)."""
+    from txn_audit.quality import SuiteRun
     from txn_audit.tables import load_tables
 
-    outcome = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), quality_dir,
-                              manifest=Manifest.load(tables_dir))
-    add_findings(spark, tables_dir / "findings", outcome.findings())
+    run = SuiteRun(quality_dir)
+    run.validate(load_tables(spark, tables_dir, RAW_TABLES), manifest=manifest)
+    return run
+
+
+def _check_quality(spark: SparkSession, tables_dir: Path, run: SuiteRun) -> None:
+    """End the suites' run with the derived tables' suites; broken invariants join the findings
+    table."""
+    from txn_audit.detect import add_findings
+    from txn_audit.schemas import DERIVED_TABLES
+    from txn_audit.tables import load_tables
+
+    run.validate(load_tables(spark, tables_dir, DERIVED_TABLES))
+    add_findings(spark, tables_dir / "findings", run.finish().findings())
 
 
 def scan(
@@ -419,14 +433,18 @@ def scan(
     check_dump(dump, input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
     check_out(out)
     inventory = discover(dump, input_kind)
-    spark = spark or build_session(verbose=verbose)
+    if quality and spark is None:
+        from txn_audit.quality import import_early
+
+        import_early()  # while the JVM starts
+    spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
     if out is None:
-        with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
             return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
                          progress, on_stage, quality=quality, report=False, input_kind=input_kind,
                          inventory=inventory)
     target = Path(out)
-    with staged_output(target) as stage:
+    with staged_output(target) as stage, sized_for(spark, inventory.input_bytes):
         previous = target / "tables"
         if (target / MARKER).exists() and (previous / INGEST_STAMP).is_file():
             # the raw tables of the last run come along by hard link; _ingest keeps them only
@@ -460,9 +478,8 @@ def _scan(
     input_kind: str = "auto",
     inventory: Inventory | None = None,
 ) -> ScanResult:
-    from txn_audit.detect import DetectOptions, detect, write_findings
-    from txn_audit.reconstruct import DerivedOutput, reconstruct
-    from txn_audit.tables import load_raw_tables, read_arrow_table
+    from txn_audit.detect import DetectOptions
+    from txn_audit.tables import load_raw_tables
 
     tables_dir = work / "tables"  # the times were checked by scan, before Spark started
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
@@ -475,14 +492,48 @@ def _scan(
     opts = DetectOptions(
         as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
     )
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-audit-quality") as pool:
+        # the raw tables are final: their suites run beside the rebuilding, on the driver's other core
+        raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
+            if quality else None
+        try:
+            return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, late_tolerance_ms,
+                                       progress, on_stage, raw_suites, report=report)
+        finally:
+            if raw_suites is not None and not raw_suites.done():
+                wait([raw_suites])  # before the staging folder may go
 
+
+def _rebuild_and_detect(
+    spark: SparkSession,
+    ingested: IngestResult,
+    tables_dir: Path,
+    work: Path,
+    out_dir: Path | None,
+    raw: RawTables,
+    opts: DetectOptions,
+    late_tolerance_ms: int,
+    progress: bool,
+    on_stage: Callable[[str], None] | None,
+    raw_suites: Future[SuiteRun] | None,
+    *,
+    report: bool,
+) -> ScanResult:
+    """``_scan`` from the raw tables on; ``raw_suites``: the raw tables' suites, running, when the
+    data-quality suites are to run."""
+    from txn_audit.detect import write_detected
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import read_arrow_table
+
+    as_of_ms, late_tolerance_ms = opts.as_of_ms, opts.late_tolerance_ms
+    max_transaction_timeout_ms = opts.max_transaction_timeout_ms
     with spark_progress(spark, "rebuilding transactions", enabled=progress):
         # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
         recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
                             output=DerivedOutput(str(tables_dir)))
         if on_stage:
             on_stage("detecting")
-        write_findings(detect(raw.frames, recon, opts), tables_dir / "findings")
+        write_detected(raw.frames, recon, opts, tables_dir / "findings")
         # one row per partition: read without a Spark job
         partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
                              .to_pylist()), key=lambda p: (p.topic, p.partition))
@@ -490,10 +541,10 @@ def _scan(
         context = transaction_context(raw.frames["txn_log"], findings)
         # the incidents table exists when the suites check every table; their findings join it after
         incidents, findings = _write_incidents(tables_dir, findings, partitions, context, late_tolerance_ms)
-        if quality:
+        if raw_suites is not None:
             if on_stage:
                 on_stage("checking data quality")
-            _check_quality(spark, tables_dir, work / "quality")
+            _check_quality(spark, tables_dir, raw_suites.result())
             incidents, findings = _write_incidents(tables_dir, _read_findings(tables_dir), partitions, context,
                                                    late_tolerance_ms)
     # one row per copy of a partition: read without a Spark job
@@ -517,7 +568,7 @@ def _scan(
 
         if on_stage:
             on_stage("writing the report")
-        write_report(work, quality_results=work / "quality" / "results.json" if quality else None)
+        write_report(work, quality_results=work / "quality" / "results.json" if raw_suites is not None else None)
     return result
 
 
@@ -585,6 +636,10 @@ def run_nightly(
     if location.info().kind != DIR:
         raise UsageError(f"dump not found or not a folder: {location.display}")
     source: str | Path = Path(location.root) if location.is_local else str(dump)
+    if spark is None:
+        from txn_audit.quality import import_early
+
+        import_early()  # while the JVM starts
     spark = spark or build_session("txn-audit-nightly", verbose=verbose)
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from txn_audit.errors import TxnAuditError
 
@@ -39,6 +43,38 @@ LOCAL_JVM_OPTIONS = (
     "-XX:+IgnoreUnrecognizedVMOptions -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000 -XX:+UseParallelGC"
 )
+#: For an input of at most ``QUICK_JIT_MAX_BYTES`` the JVM compiles with C1 alone
+#: (``QUICK_JIT_OPTIONS``). A Java Flight Recording of a scan of the 2.2 MB ``healthy`` dump
+#: showed C2 compiling for more than 8 s of a core, even at the thresholds above, while the scan
+#: ran 25 s on two cores; C1's code is slower in a hot loop but is ready at once. C1 alone gets
+#: the tiered compilers' code cache (240 MB): its own default (48 MB) fills on a GiB, and HotSpot
+#: then stops compiling. Paired scans (docs/performance.md): ``healthy`` about 5 s faster, the
+#: realistic 1 GiB dump and the uniform 1 GiB dump several seconds faster too. Larger inputs
+#: keep C2, whose code pays for its compilation over several GiB (not measured between 1.1 and
+#: 4 GiB).
+QUICK_JIT_MAX_BYTES = 2 << 30
+QUICK_JIT_OPTIONS = ("-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m "
+                     "-XX:+UseParallelGC")
+
+
+def local_jvm_options(input_bytes: int | None) -> str:
+    """The JVM options of a local session for an input of ``input_bytes`` (None: not known, as
+    for a session built before its dump is listed)."""
+    if input_bytes is not None and input_bytes <= QUICK_JIT_MAX_BYTES:
+        return QUICK_JIT_OPTIONS
+    return LOCAL_JVM_OPTIONS
+
+
+#: A scan of an input of at most this many bytes runs Spark SQL's expressions interpreted
+#: (``INTERPRETED_SQL``). A small dump's scan runs about 180 queries over a few thousand rows each;
+#: generating and compiling Java code for every one of them (Janino, then the JIT) costs more than
+#: the rows' evaluation, while over a GiB the generated code pays for itself many times. Paired
+#: scans (docs/performance.md): the 2.2 MB ``healthy`` dump about 3 s faster interpreted, the
+#: realistic 1 GiB dump 12 s slower.
+INTERPRETED_MAX_BYTES = 64 << 20
+#: the session settings of an interpreted scan (``sized_for``): no whole-stage code generation, and
+#: expressions, projections and predicates evaluated by Spark's interpreted implementations
+INTERPRETED_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 #: the Python daemon of the local sessions build_session starts (txn_audit/spark_daemon.py)
@@ -54,12 +90,16 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 JVM_NOTICE = b"WARNING: "
 
 
+T = TypeVar("T")
+
+
 class EnvironmentProblem(TxnAuditError):
     """The machine lacks something txn-audit needs (Java, most often)."""
 
 
-def java_major_version() -> int | None:
-    """Major version of the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or PATH), or None."""
+def java_version_text() -> str | None:
+    """What ``java -version`` prints for the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or
+    PATH), with that java's real path first, or None when there is none."""
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):
@@ -68,7 +108,15 @@ def java_major_version() -> int | None:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    # without the JVM's notices of options taken from the environment ("Picked up JAVA_TOOL_OPTIONS")
+    said = [line for line in (out.stderr + out.stdout).splitlines() if not line.startswith("Picked up ")]
+    return "\n".join([os.path.realpath(java), *said])
+
+
+def java_major_version() -> int | None:
+    """Major version of the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or PATH), or None."""
+    text = java_version_text()
+    match = None if text is None else re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if not match:
         return None
     major = int(match.group(1))
@@ -76,6 +124,7 @@ def java_major_version() -> int | None:
 
 
 def check_java() -> None:
+    """Refuse to go on without Java ``MIN_JAVA`` or newer (``EnvironmentProblem``)."""
     major = java_major_version()
     if major is None:
         where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "PATH"
@@ -88,6 +137,103 @@ def check_java() -> None:
             f"Java {MIN_JAVA} or newer is required, found Java {major}. "
             "Install openjdk-17-jre-headless (or newer) and put it first on PATH or in JAVA_HOME."
         )
+
+
+#: Class data sharing: a local JVM maps the classes a scan loads (about 30 000: Spark, Scala,
+#: Parquet, Arrow) from an archive of this JVM and this Spark instead of reading, parsing and
+#: verifying them from the jars again. The first local session on a machine has its JVM write the
+#: archive when it exits (``-XX:ArchiveClassesAtExit``, about 180 MB and 8 s of a core, while the
+#: Python process waits at its exit); every later one starts with it (``-XX:SharedArchiveFile``).
+#: Paired scans of the 2.2 MB ``healthy`` dump: 23.4-24.1 s with it, 26.5-27.7 s without. The
+#: archive sits in ``$XDG_CACHE_HOME/txn-audit/jvm`` (``~/.cache``); ``TXN_AUDIT_CLASS_ARCHIVE``
+#: names another folder, or ``off``. Its name holds a digest of the java (its path and version)
+#: and the jars on Spark's class path, so a change of either makes a new one; a JVM that cannot
+#: use an archive ignores it, and its messages about archives are switched off.
+CLASS_ARCHIVE_ENV = "TXN_AUDIT_CLASS_ARCHIVE"
+CLASS_ARCHIVE_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+#: how long the Python process waits at its exit for its JVM to write the archive
+CLASS_ARCHIVE_WAIT_S = 180
+#: archives being written by a process that died are removed after this long
+CLASS_ARCHIVE_STALE_S = 3600
+
+
+def class_archive_dir() -> Path | None:
+    """The folder of the JVM's class archives, or None when they are off."""
+    given = os.environ.get(CLASS_ARCHIVE_ENV)
+    if given is not None and given.strip().lower() in ("off", "0", "no", "false", ""):
+        return None
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "txn-audit" / "jvm"
+
+
+def class_archive_name(java_version: str) -> str:
+    """The archive's file name for this java (``java_version_text``) and the jars of the
+    installed PySpark. Options such as the JIT's do not change which classes an archive may hold."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).with_name("jars")
+    digest = hashlib.sha256()
+    for part in (java_version, pyspark.__version__):
+        digest.update(part.encode() + b"\0")
+    for jar in sorted(jars.glob("*.jar")) if jars.is_dir() else []:
+        digest.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
+    return f"spark-{digest.hexdigest()[:20]}.jsa"
+
+
+def class_archive_options() -> tuple[str, Path | None]:
+    """JVM options that use this JVM's class archive, or that have the JVM write it at its exit;
+    and, in that case, the path it writes (to be moved into place by ``_keep_class_archive``).
+    No options when archives are off, Java is not found or the folder cannot be written."""
+    folder = class_archive_dir()
+    java_version = java_version_text()
+    if folder is None or java_version is None:
+        return "", None
+    final = folder / class_archive_name(java_version)
+    if final.is_file():
+        return f"{CLASS_ARCHIVE_QUIET} -XX:SharedArchiveFile={final}", None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        now = time.time()
+        for stale in folder.glob("*.jsa.*.tmp"):
+            if now - stale.stat().st_mtime > CLASS_ARCHIVE_STALE_S:
+                stale.unlink(missing_ok=True)
+    except OSError:
+        return "", None
+    if not os.access(folder, os.W_OK) or " " in str(folder):
+        return "", None  # Spark splits the options at spaces
+    writing = final.with_name(f"{final.name}.{os.getpid()}.tmp")
+    return f"{CLASS_ARCHIVE_QUIET} -XX:ArchiveClassesAtExit={writing}", writing
+
+
+def _keep_class_archive(writing: Path) -> None:
+    """At the Python process's exit: stop Spark, let the JVM exit (it ends when its stdin does)
+    and write ``writing``, then move it into place and remove the folder's other archives. An
+    archive not written whole is removed."""
+    from pyspark import SparkContext
+
+    final = writing.with_name(writing.name.split(".jsa.")[0] + ".jsa")
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        active = SparkContext._active_spark_context
+        if active is not None:
+            active.stop()
+        if proc is None or proc.stdin is None:
+            return
+        if sys.stderr.isatty():
+            print("txn-audit: saving the JVM's class archive for later scans (once)", file=sys.stderr, flush=True)
+        proc.stdin.close()
+        code = proc.wait(timeout=CLASS_ARCHIVE_WAIT_S)
+        if code == 0 and writing.is_file() and writing.stat().st_size > 0:
+            os.replace(writing, final)
+            for other in final.parent.glob("spark-*.jsa"):
+                if other != final:
+                    other.unlink(missing_ok=True)
+    except Exception:  # noqa: BLE001 - the archive only saves time; the scan's outcome stands
+        pass
+    finally:
+        writing.unlink(missing_ok=True)
 
 
 def local_driver_memory() -> str:
@@ -212,12 +358,14 @@ def build_session(
     shuffle_partitions: int = 8,
     extra_conf: dict[str, str] | None = None,
     verbose: bool = False,
+    input_bytes: int | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession txn-audit runs on.
 
     Without ``master`` an existing session is reused (notebooks); under ``spark-submit`` the
     master and every ``--conf`` it was given are kept, txn-audit's settings only fill the gaps;
-    otherwise a new session is ``local[*]`` with ``local_driver_memory()`` and ``LOCAL_JVM_OPTIONS``.
+    otherwise a new session is ``local[*]`` with ``local_driver_memory()`` and the JVM options
+    ``local_jvm_options`` gives for ``input_bytes``, the size of the input the session is for.
     Workers run this very interpreter unless PYSPARK_PYTHON says otherwise, so the package and
     its decoders are importable in them.
 
@@ -250,6 +398,7 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
+    archive_writing: Path | None = None
     launched = not (master is None and "PYSPARK_GATEWAY_PORT" in os.environ)
     if not launched:
         # spark-submit started the JVM: its master, driver address and --conf settings stand
@@ -268,7 +417,9 @@ def build_session(
         if "--driver-memory" not in submit_args:
             settings["spark.driver.memory"] = local_driver_memory()
         if "--driver-java-options" not in submit_args:
-            settings["spark.driver.extraJavaOptions"] = LOCAL_JVM_OPTIONS
+            jvm_options = local_jvm_options(input_bytes)
+            archive_options, archive_writing = class_archive_options()
+            settings["spark.driver.extraJavaOptions"] = f"{jvm_options} {archive_options}".strip()
         if not verbose and "spark.driver.defaultJavaOptions" not in submit_args:
             # prepended to the options above, so --driver-java-options does not drop it
             settings["spark.driver.defaultJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
@@ -278,10 +429,62 @@ def build_session(
         builder = builder.config(key, value)
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
+    from pyspark import SparkContext
+
+    starts_jvm = launched and SparkContext._gateway is None
     if verbose:
-        return builder.getOrCreate()
-    # a JVM is started here unless spark-submit started it (or an earlier session of this process)
-    with jvm_notices_filtered() if launched else nullcontext():
         session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("OFF")  # whatever logging the JVM was started with
+    else:
+        # a JVM is started here unless spark-submit started it (or an earlier session of this process)
+        with jvm_notices_filtered() if launched else nullcontext():
+            session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("OFF")  # whatever logging the JVM was started with
+    if starts_jvm and archive_writing is not None:
+        atexit.register(_keep_class_archive, archive_writing)
     return session
+
+
+@contextmanager
+def sized_for(spark: SparkSession, input_bytes: int) -> Iterator[dict[str, str]]:
+    """Within the block, ``spark`` runs its queries interpreted (``INTERPRETED_SQL``) when the
+    input holds at most ``INTERPRETED_MAX_BYTES``; afterwards each setting is what it was (a
+    notebook's session is left as it came). Yields the settings changed, none for a larger input.
+    Results are the same either way: both are Spark's own implementations of every expression."""
+    if input_bytes > INTERPRETED_MAX_BYTES:
+        yield {}
+        return
+    conf = spark.conf
+    before: dict[str, str | None] = {key: conf.get(key, None) for key in INTERPRETED_SQL}
+    for key, value in INTERPRETED_SQL.items():
+        conf.set(key, value)
+    try:
+        yield dict(INTERPRETED_SQL)
+    finally:
+        for key, previous in before.items():
+            if previous is None:
+                conf.unset(key)
+            else:
+                conf.set(key, previous)
+
+
+def side_by_side(spark: SparkSession, tasks: Sequence[Callable[[], T]], threads: int | None = None) -> list[T]:
+    """Run ``tasks``, each of which submits work to ``spark``, ``threads`` at a time (default: the
+    session's parallelism, at least 2); their results in the order given. A task's exception is
+    raised here, once every task has ended.
+
+    Spark analyses, optimises and plans a query on the driver thread that submits it, and
+    PySpark's DataFrame calls each wait for the JVM: a scan of a small dump spends most of its
+    time there, one query after another on one core. Independent queries submitted from threads
+    of their own are prepared side by side and their jobs share the executors. Each thread runs
+    with the calling thread's Spark job group, local properties and tags
+    (``inheritable_thread_target``), so progress reporting sees its jobs as the caller's."""
+    from pyspark.util import inheritable_thread_target
+
+    if len(tasks) <= 1:
+        return [task() for task in tasks]
+    workers = threads or max(2, spark.sparkContext.defaultParallelism)
+    inherit = inheritable_thread_target(spark)
+    wrapped = [inherit(task) for task in tasks]
+    with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="txn-audit-spark") as pool:
+        futures = [pool.submit(task) for task in wrapped]
+    return [future.result() for future in futures]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,10 @@ from txn_audit.detect.rules import (
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.schemas import FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
+from txn_audit.spark import side_by_side
 
-__all__ = ["DetectOptions", "FINDING_KINDS", "add_findings", "detect", "finding_order", "write_findings"]
+__all__ = ["DetectOptions", "FINDING_KINDS", "add_findings", "detect", "finding_order", "rule_builders",
+           "rule_findings", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -66,6 +69,38 @@ FINDING_KINDS = (
 
 def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
     """All findings in one partition, in the one order (``finding_order``)."""
+    return _ordered(_union(rule_findings(raw, recon, opts)))
+
+
+def write_detected(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions, path: str | Path) -> None:
+    """Write the ``findings`` table of ``detect`` to ``path``. Each rule's findings are built and
+    computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
+    union of what they computed is ordered and written as one file. Findings are few rows."""
+    computed = side_by_side(recon.batches.sparkSession,
+                            [partial(_computed, build) for build in rule_builders(raw, recon, opts)])
+    write_findings(_ordered(_union(computed)), path)
+
+
+def _computed(build: Callable[[], DataFrame]) -> DataFrame:
+    return build().localCheckpoint(eager=True)
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union
+
+
+def rule_findings(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> list[DataFrame]:
+    """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
+    return [build() for build in rule_builders(raw, recon, opts)]
+
+
+def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
+                  opts: DetectOptions) -> list[Callable[[], DataFrame]]:
+    """Builders of the findings of every rule (or group of rules), in ``FINDINGS``' columns. What
+    several rules read is computed once, here; each builder builds its rules' frame."""
     batches, markers, txn_log, commits = recon.batches, recon.markers, recon.txn_log, recon.offset_commits
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
     # time, from one aggregation that two rules read
@@ -75,30 +110,32 @@ def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions
     )
     present = recon.extent.select("topic", "partition", "covers_from")
     matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
-    open_findings = open_transaction_findings(recon.partition_transactions, recon.coordinator, last_markers, opts)
-    hanging = open_findings.where(F.col("kind") == "hanging_transaction")
-    parts = [
+    ptx, stability = recon.partition_transactions, recon.partition_stability
+
+    def open_findings() -> DataFrame:
+        return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
+
+    def disagreement() -> DataFrame:
+        hanging = open_findings().where(F.col("kind") == "hanging_transaction")
+        return find_hanging_disagreement_findings(raw["reported_transactions"], hanging, ptx, opts)
+
+    return [
         open_findings,
-        stuck_lso_findings(recon.partition_stability, recon.partition_transactions),
-        late_arrival_findings(recon.events, opts),
-        absorbed_findings(recon.partition_transactions),
-        coordinator_findings(matches, last_markers, recon.partition_transactions, opts),
-        duplicate_marker_findings(recon.partition_transactions, matches, recon.producer_ids),
-        coordinator_epoch_findings(txn_log),
-        sequence_findings(recon.producer_events, batches),
-        epoch_findings(recon.producer_events),
-        pending_offset_commit_findings(commits, recon.partition_transactions),
-        retention_findings(recon.partition_transactions, recon.partition_stability),
-        replica_divergence_findings(recon.replica_stability, recon.partition_stability),
-        hw_beyond_log_end_findings(recon.partition_stability),
-        decode_issue_findings(raw["decode_issues"], raw["batches"], text_files(raw["segments"])),
-        find_hanging_disagreement_findings(raw["reported_transactions"], hanging, recon.partition_transactions,
-                                           opts),
+        lambda: stuck_lso_findings(stability, ptx),
+        lambda: late_arrival_findings(recon.events, opts),
+        lambda: absorbed_findings(ptx),
+        lambda: coordinator_findings(matches, last_markers, ptx, opts),
+        lambda: duplicate_marker_findings(ptx, matches, recon.producer_ids),
+        lambda: coordinator_epoch_findings(txn_log),
+        lambda: sequence_findings(recon.producer_events, batches),
+        lambda: epoch_findings(recon.producer_events),
+        lambda: pending_offset_commit_findings(commits, ptx),
+        lambda: retention_findings(ptx, stability),
+        lambda: replica_divergence_findings(recon.replica_stability, stability),
+        lambda: hw_beyond_log_end_findings(stability),
+        lambda: decode_issue_findings(raw["decode_issues"], raw["batches"], text_files(raw["segments"])),
+        disagreement,
     ]
-    findings = parts[0]
-    for part in parts[1:]:
-        findings = findings.unionByName(part)
-    return _ordered(findings)
 
 
 def severity_rank() -> Column:

@@ -62,6 +62,11 @@ class Inventory:
         return self.location
 
     @property
+    def input_bytes(self) -> int:
+        """Bytes of every file the scan decodes (its tasks): what sizes the Spark session's work."""
+        return sum(task.size_bytes for task in self.tasks)
+
+    @property
     def brokers(self) -> list[int | None]:
         return sorted({d.broker_id for d in self.log_dirs}, key=lambda b: (b is None, b or 0))
 

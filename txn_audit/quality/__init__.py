@@ -12,6 +12,7 @@ import os
 from html import escape as html_escape
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,9 +29,34 @@ from txn_audit.quality.replica_order import neighbours_frame
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHECKS", "QualityResult", "validate_tables"]
+__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "import_early", "validate_tables"]
 
 SAMPLE_ROWS = 5
+
+
+def import_early() -> threading.Thread:
+    """Start importing Great Expectations on a daemon thread, and return it.
+
+    The import takes about 2 s of one core, and the suites run last; a scan starts it before the
+    JVM, whose start leaves the Python process waiting, so it is done by the time the suites need
+    it (``validate_tables`` then finds the module loaded, or waits for the import to end). The
+    libraries both threads import (pyspark's SQL package, pandas, pyarrow) are imported first, on
+    the calling thread, so that neither thread waits for a module the other is half-way through.
+    A failed import here is left for ``validate_tables`` to meet and report."""
+    import pandas  # noqa: F401 - imported for the reason above
+    import pyarrow  # noqa: F401
+    import pyspark.sql  # noqa: F401
+
+    def load() -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        try:
+            import great_expectations  # noqa: F401
+        except Exception:  # noqa: BLE001 - validate_tables imports it again and says what failed
+            pass
+
+    thread = threading.Thread(target=load, name="txn-audit-import-gx", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass
@@ -264,76 +290,110 @@ def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_di
     """Run the suite of every table given; write ``out_dir/results.json`` and ``out_dir/docs/``.
     ``manifest``: that of the raw tables' files (``txn_audit.manifest``), when ``tables`` read
     them as they are; the checks that read a table's replicas in order then read its files."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    run = SuiteRun(out_dir)
+    run.validate(tables, manifest=manifest)
+    return run.finish()
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    docs_dir = out_dir / "docs"
-    shutil.rmtree(docs_dir, ignore_errors=True)
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    # GX types site_config as a TypedDict; its documented configs are plain dicts like this one
-    context.add_data_docs_site(site_name="txn_audit", site_config=_site_config(docs_dir))  # type: ignore[arg-type]
-    source = context.data_sources.add_spark(name="txn_audit", persist=False)
-    by_table: dict[str, list[Check]] = {}
-    for check in CHECKS:
-        if check.table in tables:
-            by_table.setdefault(check.table, []).append(check)
-    results: list[CheckResult] = []
-    for table, checks in by_table.items():
-        batch = source.add_dataframe_asset(name=table).add_batch_definition_whole_dataframe("whole")
-        suite = context.suites.add(gx.ExpectationSuite(name=table))
-        for check in checks:
-            suite.add_expectation(check.build({"check": check.name, "rule": check.rule}))
-        definition = context.validation_definitions.add(gx.ValidationDefinition(name=table, data=batch, suite=suite))
-        checkpoint = context.checkpoints.add(gx.Checkpoint(
-            name=f"{table}_checkpoint", validation_definitions=[definition],
-            actions=[],
-            result_format={"result_format": "SUMMARY"},
-        ))
-        by_name = {c.name: c for c in checks}
-        views: dict[str, DataFrame] = {}
-        cached: list[DataFrame] = []
-        try:
-            views, cached = _computed_once(tables[table], checks, _files(manifest, table))
-            run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
-            suite_results = [r for v in run.run_results.values() for r in v.results]
-        except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
-            results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
-                                       error=f"{type(err).__name__}: {err}") for c in checks)
-            continue
-        finally:
-            for frame in cached:
-                frame.unpersist()
-            _drop_views(views)
-        for r in suite_results:
-            config = r.expectation_config
-            found = None if config is None else by_name.get((config.meta or {}).get("check", ""))
-            if config is None or found is None:
+
+#: the order of the tables in the results: that of their first check in ``CHECKS``
+TABLE_ORDER = tuple(dict.fromkeys(check.table for check in CHECKS))
+
+
+class SuiteRun:
+    """The suites of one run, in one Great Expectations context, over tables given in one or more
+    parts (``validate``), then saved (``finish``): a scan checks the raw tables while it builds
+    the derived ones, and those after. One part at a time: ``validate`` is not re-entrant."""
+
+    def __init__(self, out_dir: Path) -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self.out_dir = out_dir
+        self.results: list[CheckResult] = []
+        self.tables: set[str] = set()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.docs_dir = out_dir / "docs"
+        shutil.rmtree(self.docs_dir, ignore_errors=True)
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        # GX types site_config as a TypedDict; its documented configs are plain dicts like this one
+        self.context.add_data_docs_site(site_name="txn_audit", site_config=_site_config(self.docs_dir))  # type: ignore[arg-type]
+        self.source = self.context.data_sources.add_spark(name="txn_audit", persist=False)
+
+    def validate(self, tables: Mapping[str, DataFrame], *, manifest: Manifest | None = None) -> None:
+        """Run the suite of every table given (each table once in a run). ``manifest``: that of
+        the raw tables' files (``txn_audit.manifest``), when ``tables`` read them as they are; the
+        checks that read a table's replicas in order then read its files."""
+        import great_expectations as gx
+
+        context = self.context
+        by_table: dict[str, list[Check]] = {}
+        for check in CHECKS:
+            if check.table in tables:
+                by_table.setdefault(check.table, []).append(check)
+        self.tables.update(by_table)
+        results = self.results
+        for table, checks in by_table.items():
+            batch = self.source.add_dataframe_asset(name=table).add_batch_definition_whole_dataframe("whole")
+            suite = context.suites.add(gx.ExpectationSuite(name=table))
+            for check in checks:
+                suite.add_expectation(check.build({"check": check.name, "rule": check.rule}))
+            definition = context.validation_definitions.add(gx.ValidationDefinition(name=table, data=batch,
+                                                                                    suite=suite))
+            checkpoint = context.checkpoints.add(gx.Checkpoint(
+                name=f"{table}_checkpoint", validation_definitions=[definition],
+                actions=[],
+                result_format={"result_format": "SUMMARY"},
+            ))
+            by_name = {c.name: c for c in checks}
+            views: dict[str, DataFrame] = {}
+            cached: list[DataFrame] = []
+            try:
+                views, cached = _computed_once(tables[table], checks, _files(manifest, table))
+                run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
+                suite_results = [r for v in run.run_results.values() for r in v.results]
+            except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
+                results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
+                                           error=f"{type(err).__name__}: {err}") for c in checks)
                 continue
-            check = found
-            error = None
-            info = r.exception_info or {}
-            if info.get("raised_exception"):
-                error = str(info.get("exception_message") or "expectation raised")
-            count, examples = _examples(dict(r.result or {}))
-            query = (config.kwargs or {}).get("unexpected_rows_query")
-            if not r.success and not examples and query and error is None:
-                examples = _offending_rows(tables[table], query, checks, _files(manifest, table))
-            results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
-                                       examples, check.data_health, check.severity, error))
-    context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite
-    docs_index = docs_dir / "index.html"
-    if docs_index.is_file():
-        _make_offline(docs_dir)
-        index = docs_index.read_text(encoding="utf-8")
-        docs_index.write_text(index.replace("</body>", _static_index(docs_dir, results) + "</body>", 1),
-                              encoding="utf-8")
-    outcome = QualityResult(results=results, docs_index=docs_index if docs_index.is_file() else None,
-                            tables=sorted(by_table))
-    write_json_atomic(out_dir / "results.json", outcome.to_json())
-    return outcome
+            finally:
+                for frame in cached:
+                    frame.unpersist()
+                _drop_views(views)
+            for r in suite_results:
+                config = r.expectation_config
+                found = None if config is None else by_name.get((config.meta or {}).get("check", ""))
+                if config is None or found is None:
+                    continue
+                check = found
+                error = None
+                info = r.exception_info or {}
+                if info.get("raised_exception"):
+                    error = str(info.get("exception_message") or "expectation raised")
+                count, examples = _examples(dict(r.result or {}))
+                query = (config.kwargs or {}).get("unexpected_rows_query")
+                if not r.success and not examples and query and error is None:
+                    examples = _offending_rows(tables[table], query, checks, _files(manifest, table))
+                results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
+                                           examples, check.data_health, check.severity, error))
+
+    def finish(self) -> QualityResult:
+        """Render the Data Docs once for every suite run, save ``results.json`` (results in
+        ``TABLE_ORDER``, whichever part checked them) and return the outcome."""
+        docs_dir = self.docs_dir
+        results = sorted(self.results, key=lambda r: TABLE_ORDER.index(r.table))
+        self.context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite
+        docs_index = docs_dir / "index.html"
+        if docs_index.is_file():
+            _make_offline(docs_dir)
+            index = docs_index.read_text(encoding="utf-8")
+            docs_index.write_text(index.replace("</body>", _static_index(docs_dir, results) + "</body>", 1),
+                                  encoding="utf-8")
+        outcome = QualityResult(results=results, docs_index=docs_index if docs_index.is_file() else None,
+                                tables=sorted(self.tables))
+        write_json_atomic(self.out_dir / "results.json", outcome.to_json())
+        return outcome
 
 
 def _files(manifest: Manifest | None, table: str) -> TableManifest | None:

@@ -64,6 +64,7 @@ from txn_audit.schemas import (
     spark_schema,
 )
 from txn_audit.tables import RawTables
+from txn_audit.spark import side_by_side
 
 PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -599,19 +600,30 @@ def reconstruct(
                                                      batch_files=batch_files, marker_files=marker_files))
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
-    # the few rows the rules read, kept apart: rules read them several times, and each read of
-    # the pass would go through every transaction row too
-    ordered = keep("producer_events", producer_events(passed))
-    logged = coordinator_current(txn_log)
-    current = keep("coordinator", logged.unionByName(reported_coordinator(tables["reported_transactions"], logged)))
-    extent = keep("partition_extent", partition_extent(batches, batch_files))
-    chosen_stability = keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms))
+    def current_coordinator() -> DataFrame:
+        logged = coordinator_current(txn_log)
+        return keep("coordinator", logged.unionByName(reported_coordinator(tables["reported_transactions"], logged)))
+
+    # independent of one another, so computed side by side (spark.side_by_side); the few rows the
+    # rules read (producer_events) kept apart: rules read them several times, and each read of the
+    # pass would go through every transaction row too
+    ordered, current, extent, chosen_stability = side_by_side(batches.sparkSession, [
+        lambda: keep("producer_events", producer_events(passed)),
+        current_coordinator,
+        lambda: keep("partition_extent", partition_extent(batches, batch_files)),
+        lambda: keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms)),
+    ])
+    derived_transactions, stability, copies = side_by_side(batches.sparkSession, [
+        lambda: keep("transactions", transactions(ptx, current, ids)),
+        lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
+        lambda: keep("replica_stability", replica_stability(
+            tables, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
+    ])
     return Reconstruction(
         partition_transactions=ptx,
-        transactions=keep("transactions", transactions(ptx, current, ids)),
-        partition_stability=keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
-        replica_stability=keep("replica_stability", replica_stability(
-            tables, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
+        transactions=derived_transactions,
+        partition_stability=stability,
+        replica_stability=copies,
         events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,

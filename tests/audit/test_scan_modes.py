@@ -1,0 +1,91 @@
+"""The ways a scan may compute the same tables give the same tables: Spark SQL's generated code
+and its interpreted expressions (``spark.sized_for``), the rules' findings computed side by side
+and as one query (``detect.write_detected``, ``detect.detect``), and the data-quality suites run
+in two parts (raw tables while the derived ones are built) and in one (``quality.SuiteRun``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from tests.realcorpus import needs_corpus, scenario_dir
+
+pytestmark = [pytest.mark.spark, needs_corpus]
+
+#: real-broker scenarios with findings of several kinds
+SCENARIOS = ("hanging-unadded-partition", "crashed-producer")
+
+
+def _rows(tables_dir: Path, name: str) -> list[tuple[Any, ...]]:
+    """Every row of a table, as sortable tuples (maps and lists as their text)."""
+    table = ds.dataset(str(tables_dir / name), format="parquet").to_table()
+    rows = [tuple(repr(v) for v in row.values()) for row in table.to_pylist()]
+    return sorted(rows)
+
+
+def _derived_tables(tables_dir: Path) -> list[str]:
+    from txn_audit.schemas import DERIVED_TABLES
+
+    return [name for name in DERIVED_TABLES if (tables_dir / name).is_dir()]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_generated_code_and_interpreted_expressions_give_the_same_tables(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str) -> None:
+    from txn_audit import api
+    from txn_audit import spark as spark_module
+
+    dump = scenario_dir(scenario) / "logdirs"
+    interpreted = api.scan(dump, tmp_path / "interpreted", spark=spark, progress=False, report=False)
+    assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"  # the session is left as it was
+    monkeypatch.setattr(spark_module, "INTERPRETED_MAX_BYTES", -1)
+    generated = api.scan(dump, tmp_path / "generated", spark=spark, progress=False, report=False,
+                         as_of_ms=interpreted.as_of_ms)
+    assert [f.__dict__ for f in interpreted.findings] == [f.__dict__ for f in generated.findings]
+    assert interpreted.findings, "the scenario has findings to compare"
+    a, b = tmp_path / "interpreted" / "tables", tmp_path / "generated" / "tables"
+    names = _derived_tables(a)
+    assert "partition_transactions" in names and names == _derived_tables(b)
+    for name in names:
+        assert _rows(a, name) == _rows(b, name), name
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_rules_side_by_side_find_what_one_query_finds(spark: Any, tmp_path: Path, scenario: str) -> None:
+    from txn_audit import api
+    from txn_audit.detect import DetectOptions, detect, write_detected
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path / "scan", spark=spark, progress=False,
+                      quality=False, report=False)
+    raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
+    opts = DetectOptions(as_of_ms=result.as_of_ms, max_transaction_timeout_ms=15 * 60_000, late_tolerance_ms=1_000)
+    recon = reconstruct(raw, as_of_ms=result.as_of_ms, late_tolerance_ms=1_000,
+                        output=DerivedOutput(str(tmp_path / "derived")))
+    write_detected(raw.frames, recon, opts, tmp_path / "findings")
+    written = ds.dataset(str(tmp_path / "findings"), format="parquet").to_table().to_pylist()
+    one_query = [row.asDict(recursive=True) for row in detect(raw.frames, recon, opts).collect()]
+    assert written == one_query  # the same rows in the same order
+    assert len(written) == len(result.findings) > 0
+
+
+def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
+    from txn_audit.manifest import Manifest
+    from txn_audit.quality import SuiteRun, validate_tables
+    from txn_audit.schemas import ALL_TABLES, DERIVED_TABLES, RAW_TABLES
+    from txn_audit.tables import load_tables
+
+    tables_dir = sample_scan.out / "tables"
+    manifest = Manifest.load(tables_dir)
+    whole = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), tmp_path / "one", manifest=manifest)
+    run = SuiteRun(tmp_path / "two")
+    run.validate(load_tables(spark, tables_dir, DERIVED_TABLES))  # in either order
+    run.validate(load_tables(spark, tables_dir, RAW_TABLES), manifest=manifest)
+    parts = run.finish()
+    assert parts.to_json() == whole.to_json()
+    assert len(whole.results) > 30 and len(whole.tables) > 10
+    assert (tmp_path / "two" / "results.json").read_text() == (tmp_path / "one" / "results.json").read_text()
