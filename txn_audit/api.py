@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -386,6 +388,36 @@ def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list
     return incidents, grouped
 
 
+def _import_early(modules: list[str]) -> threading.Thread | None:
+    """Import ``modules`` one after another on a daemon thread, and return it (None: nothing to
+    import).
+
+    Great Expectations takes about 2 s of a core to import and the report's plotly about 0.5 s,
+    and they are needed last; a scan starts this before the JVM, whose start leaves the Python
+    process waiting, so they are loaded by the time they are needed (an ``import`` of a module
+    still loading waits for it to end). The libraries both threads import (pyspark's SQL
+    package, pandas, pyarrow) are imported first, on the calling thread, so that neither thread
+    waits for a module the other is half-way through. A failed import here is left for the
+    code that needs the module to meet and report."""
+    if not modules:
+        return None
+    import pandas  # noqa: F401 - imported for the reason above
+    import pyarrow  # noqa: F401
+    import pyspark.sql  # noqa: F401
+
+    def load() -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - imported again where needed, which says what failed
+                pass
+
+    thread = threading.Thread(target=load, name="txn-audit-import-early", daemon=True)
+    thread.start()
+    return thread
+
+
 def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, manifest: Manifest | None) -> SuiteRun:
     """Start the suites' run with the raw tables' suites (``manifest``: that of their files)."""
     from txn_audit.quality import SuiteRun
@@ -433,10 +465,9 @@ def scan(
     check_dump(dump, input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
     check_out(out)
     inventory = discover(dump, input_kind)
-    if quality and spark is None:
-        from txn_audit.quality import import_early
-
-        import_early()  # while the JVM starts
+    if spark is None:  # while the JVM starts
+        _import_early([*(["great_expectations"] if quality else []),
+                       *(["txn_audit.report"] if report and out is not None else [])])
     spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
@@ -636,10 +667,8 @@ def run_nightly(
     if location.info().kind != DIR:
         raise UsageError(f"dump not found or not a folder: {location.display}")
     source: str | Path = Path(location.root) if location.is_local else str(dump)
-    if spark is None:
-        from txn_audit.quality import import_early
-
-        import_early()  # while the JVM starts
+    if spark is None:  # while the JVM starts
+        _import_early(["great_expectations", "txn_audit.report"])
     spark = spark or build_session("txn-audit-nightly", verbose=verbose)
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:

@@ -97,6 +97,11 @@ class EnvironmentProblem(TxnAuditError):
     """The machine lacks something txn-audit needs (Java, most often)."""
 
 
+#: the lines of ``java -version`` that say which java it is: 'openjdk version "17.0.15" 2025-04-15',
+#: 'OpenJDK Runtime Environment (build 17.0.15+6-...)', 'OpenJDK 64-Bit Server VM (build ...)'
+JAVA_VERSION_LINE = re.compile(r'version "|\(build ')
+
+
 def java_version_text() -> str | None:
     """What ``java -version`` prints for the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or
     PATH), with that java's real path first, or None when there is none."""
@@ -108,8 +113,9 @@ def java_version_text() -> str | None:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    # without the JVM's notices of options taken from the environment ("Picked up JAVA_TOOL_OPTIONS")
-    said = [line for line in (out.stderr + out.stdout).splitlines() if not line.startswith("Picked up ")]
+    # the version lines only, without what options from the environment add ("Picked up
+    # JAVA_TOOL_OPTIONS: ...", a flight recording's notice)
+    said = [line for line in (out.stderr + out.stdout).splitlines() if JAVA_VERSION_LINE.search(line)]
     return "\n".join([os.path.realpath(java), *said])
 
 
@@ -155,6 +161,8 @@ CLASS_ARCHIVE_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 CLASS_ARCHIVE_WAIT_S = 180
 #: archives being written by a process that died are removed after this long
 CLASS_ARCHIVE_STALE_S = 3600
+#: archives kept in the folder (the most recently written): one per java and Spark in use
+CLASS_ARCHIVES_KEPT = 3
 
 
 def class_archive_dir() -> Path | None:
@@ -208,8 +216,8 @@ def class_archive_options() -> tuple[str, Path | None]:
 
 def _keep_class_archive(writing: Path) -> None:
     """At the Python process's exit: stop Spark, let the JVM exit (it ends when its stdin does)
-    and write ``writing``, then move it into place and remove the folder's other archives. An
-    archive not written whole is removed."""
+    and write ``writing``, then move it into place; only the ``CLASS_ARCHIVES_KEPT`` newest
+    archives stay. An archive not written whole is removed."""
     from pyspark import SparkContext
 
     final = writing.with_name(writing.name.split(".jsa.")[0] + ".jsa")
@@ -227,9 +235,9 @@ def _keep_class_archive(writing: Path) -> None:
         code = proc.wait(timeout=CLASS_ARCHIVE_WAIT_S)
         if code == 0 and writing.is_file() and writing.stat().st_size > 0:
             os.replace(writing, final)
-            for other in final.parent.glob("spark-*.jsa"):
-                if other != final:
-                    other.unlink(missing_ok=True)
+            kept = sorted(final.parent.glob("spark-*.jsa"), key=lambda path: path.stat().st_mtime, reverse=True)
+            for older in kept[CLASS_ARCHIVES_KEPT:]:
+                older.unlink(missing_ok=True)
     except Exception:  # noqa: BLE001 - the archive only saves time; the scan's outcome stands
         pass
     finally:

@@ -12,7 +12,6 @@ import os
 from html import escape as html_escape
 import re
 import shutil
-import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,34 +28,9 @@ from txn_audit.quality.replica_order import neighbours_frame
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "import_early", "validate_tables"]
+__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "validate_tables"]
 
 SAMPLE_ROWS = 5
-
-
-def import_early() -> threading.Thread:
-    """Start importing Great Expectations on a daemon thread, and return it.
-
-    The import takes about 2 s of one core, and the suites run last; a scan starts it before the
-    JVM, whose start leaves the Python process waiting, so it is done by the time the suites need
-    it (``validate_tables`` then finds the module loaded, or waits for the import to end). The
-    libraries both threads import (pyspark's SQL package, pandas, pyarrow) are imported first, on
-    the calling thread, so that neither thread waits for a module the other is half-way through.
-    A failed import here is left for ``validate_tables`` to meet and report."""
-    import pandas  # noqa: F401 - imported for the reason above
-    import pyarrow  # noqa: F401
-    import pyspark.sql  # noqa: F401
-
-    def load() -> None:
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-        try:
-            import great_expectations  # noqa: F401
-        except Exception:  # noqa: BLE001 - validate_tables imports it again and says what failed
-            pass
-
-    thread = threading.Thread(target=load, name="txn-audit-import-gx", daemon=True)
-    thread.start()
-    return thread
 
 
 @dataclass
