@@ -528,8 +528,8 @@ def _scan(
         raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
             if quality else None
         try:
-            return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, late_tolerance_ms,
-                                       progress, on_stage, raw_suites, report=report)
+            return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
+                                       raw_suites, report=report)
         finally:
             if raw_suites is not None and not raw_suites.done():
                 wait([raw_suites])  # before the staging folder may go
@@ -543,7 +543,6 @@ def _rebuild_and_detect(
     out_dir: Path | None,
     raw: RawTables,
     opts: DetectOptions,
-    late_tolerance_ms: int,
     progress: bool,
     on_stage: Callable[[str], None] | None,
     raw_suites: Future[SuiteRun] | None,

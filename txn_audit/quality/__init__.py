@@ -1,7 +1,8 @@
 """Great Expectations suites over the raw and derived tables.
 
 ``validate_tables`` runs one suite per table (the checks of ``checks.py``), saves the results
-as ``results.json`` and renders Data Docs that read offline. A failing expectation is a
+as ``results.json`` and renders Data Docs that read offline; ``SuiteRun`` does the same for
+tables given in parts (a scan checks the raw tables while it builds the derived ones). A failing expectation is a
 result, and where it means a broken invariant in the data a finding, never an exception.
 """
 
