@@ -235,14 +235,16 @@ def test_the_class_archive_is_named_by_the_java_and_the_jars(monkeypatch: pytest
     assert name != spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.16\"")
     monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, "off")
     assert spark_module.class_archive_dir() is None
-    assert spark_module.class_archive_options() == ("", None)
+    java = spark_module.java_version_text()
+    assert spark_module.class_archive_options(java) == ("", None)
     monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, str(tmp_path / "jvm"))
-    options, writing = spark_module.class_archive_options()
+    assert spark_module.class_archive_options(None) == ("", None)  # no java found
+    options, writing = spark_module.class_archive_options(java)
     assert writing is not None and writing.parent == tmp_path / "jvm" and not writing.exists()
     assert f"-XX:ArchiveClassesAtExit={writing}" in options and "-Xlog:cds=off" in options
     final = writing.with_name(writing.name.split(".jsa.")[0] + ".jsa")
     final.write_bytes(b"archive")
-    options, writing = spark_module.class_archive_options()
+    options, writing = spark_module.class_archive_options(java)
     assert writing is None and f"-XX:SharedArchiveFile={final}" in options
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -388,9 +387,8 @@ def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list
     return incidents, grouped
 
 
-def _import_early(modules: list[str]) -> threading.Thread | None:
-    """Import ``modules`` one after another on a daemon thread, and return it (None: nothing to
-    import).
+def _import_early(*, quality: bool, report: bool) -> None:
+    """Import Great Expectations (``quality``) and the report (``report``) on a daemon thread.
 
     Great Expectations takes about 2 s of a core to import and the report's plotly about 0.5 s,
     and they are needed last; a scan starts this before the JVM, whose start leaves the Python
@@ -399,23 +397,24 @@ def _import_early(modules: list[str]) -> threading.Thread | None:
     package, pandas, pyarrow) are imported first, on the calling thread, so that neither thread
     waits for a module the other is half-way through. A failed import here is left for the
     code that needs the module to meet and report."""
-    if not modules:
-        return None
+    if not (quality or report):
+        return
     import pandas  # noqa: F401 - imported for the reason above
     import pyarrow  # noqa: F401
     import pyspark.sql  # noqa: F401
 
     def load() -> None:
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - imported again where needed, which says what failed
-                pass
+        try:
+            if quality:
+                from txn_audit.quality import import_great_expectations
 
-    thread = threading.Thread(target=load, name="txn-audit-import-early", daemon=True)
-    thread.start()
-    return thread
+                import_great_expectations()
+            if report:
+                import txn_audit.report  # noqa: F401
+        except Exception:  # noqa: BLE001 - imported again where needed, which says what failed
+            pass
+
+    threading.Thread(target=load, name="txn-audit-import-early", daemon=True).start()
 
 
 def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, manifest: Manifest | None) -> SuiteRun:
@@ -466,8 +465,7 @@ def scan(
     check_out(out)
     inventory = discover(dump, input_kind)
     if spark is None:  # while the JVM starts
-        _import_early([*(["great_expectations"] if quality else []),
-                       *(["txn_audit.report"] if report and out is not None else [])])
+        _import_early(quality=quality, report=report and out is not None)
     spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
@@ -523,16 +521,13 @@ def _scan(
     opts = DetectOptions(
         as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
     )
+    # leaving the pool waits for its thread, whatever happened, before the staging folder may go
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-audit-quality") as pool:
         # the raw tables are final: their suites run beside the rebuilding, on the driver's other core
         raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
             if quality else None
-        try:
-            return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
-                                       raw_suites, report=report)
-        finally:
-            if raw_suites is not None and not raw_suites.done():
-                wait([raw_suites])  # before the staging folder may go
+        return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
+                                   raw_suites, report=report)
 
 
 def _rebuild_and_detect(
@@ -667,7 +662,7 @@ def run_nightly(
         raise UsageError(f"dump not found or not a folder: {location.display}")
     source: str | Path = Path(location.root) if location.is_local else str(dump)
     if spark is None:  # while the JVM starts
-        _import_early(["great_expectations", "txn_audit.report"])
+        _import_early(quality=True, report=True)
     spark = spark or build_session("txn-audit-nightly", verbose=verbose)
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:

@@ -120,9 +120,10 @@ def java_version_text() -> str | None:
     return "\n".join([os.path.realpath(java), *said])
 
 
-def java_major_version() -> int | None:
-    """Major version of the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or PATH), or None."""
-    text = java_version_text()
+def java_major_version(version_text: str | None = None) -> int | None:
+    """Major version of the ``java`` Spark will start (``$JAVA_HOME/bin/java`` or PATH), or None;
+    from ``version_text`` (``java_version_text``'s) when the caller has it."""
+    text = version_text or java_version_text()
     match = None if text is None else re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if not match:
         return None
@@ -130,9 +131,10 @@ def java_major_version() -> int | None:
     return int(match.group(2) or 0) if major == 1 else major  # "1.8" means Java 8
 
 
-def check_java() -> None:
-    """Refuse to go on without Java ``MIN_JAVA`` or newer (``EnvironmentProblem``)."""
-    major = java_major_version()
+def check_java(version_text: str | None = None) -> None:
+    """Refuse to go on without Java ``MIN_JAVA`` or newer (``EnvironmentProblem``);
+    ``version_text``: ``java_version_text``'s, when the caller has it."""
+    major = java_major_version(version_text)
     if major is None:
         where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "PATH"
         raise EnvironmentProblem(
@@ -190,12 +192,12 @@ def class_archive_name(java_version: str) -> str:
     return f"spark-{digest.hexdigest()[:20]}.jsa"
 
 
-def class_archive_options() -> tuple[str, Path | None]:
-    """JVM options that use this JVM's class archive, or that have the JVM write it at its exit;
-    and, in that case, the path it writes (to be moved into place by ``_keep_class_archive``).
-    No options when archives are off, Java is not found or the folder cannot be written."""
+def class_archive_options(java_version: str | None) -> tuple[str, Path | None]:
+    """JVM options that use the class archive of this java (``java_version_text``'s), or that have
+    the JVM write it at its exit; and, in that case, the path it writes (to be moved into place by
+    ``_keep_class_archive``). No options when archives are off, Java is not found or the folder
+    cannot be written."""
     folder = class_archive_dir()
-    java_version = java_version_text()
     if folder is None or java_version is None:
         return "", None
     final = folder / class_archive_name(java_version)
@@ -418,7 +420,8 @@ def build_session(
         if not verbose:
             _quiet_submitted_jvm()
     else:
-        check_java()
+        java_version = java_version_text()  # one `java -version` for the check and the archive
+        check_java(java_version)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(master or os.environ.get("TXN_AUDIT_SPARK_MASTER", "local[*]"))
         settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
@@ -427,7 +430,7 @@ def build_session(
             settings["spark.driver.memory"] = local_driver_memory()
         if "--driver-java-options" not in submit_args:
             jvm_options = local_jvm_options(input_bytes)
-            archive_options, archive_writing = class_archive_options()
+            archive_options, archive_writing = class_archive_options(java_version)
             settings["spark.driver.extraJavaOptions"] = f"{jvm_options} {archive_options}".strip()
         if not verbose and "spark.driver.defaultJavaOptions" not in submit_args:
             # prepended to the options above, so --driver-java-options does not drop it

@@ -2,8 +2,9 @@
 
 ``validate_tables`` runs one suite per table (the checks of ``checks.py``), saves the results
 as ``results.json`` and renders Data Docs that read offline; ``SuiteRun`` does the same for
-tables given in parts (a scan checks the raw tables while it builds the derived ones). A failing expectation is a
-result, and where it means a broken invariant in the data a finding, never an exception.
+tables given in parts (a scan checks the raw tables while it builds the derived ones). A
+failing expectation is a result, and where it means a broken invariant in the data a finding,
+never an exception.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from txn_audit.quality.replica_order import neighbours_frame
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "validate_tables"]
+__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "import_great_expectations", "validate_tables"]
 
 SAMPLE_ROWS = 5
 
@@ -260,6 +261,13 @@ def _make_offline(docs_dir: Path) -> None:
         page.write_text(html, encoding="utf-8")
 
 
+def import_great_expectations() -> None:
+    """Import Great Expectations with its usage analytics off (no call out of the machine): the
+    one place that imports it first, for the suites and for a scan's early import."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations  # noqa: F401
+
+
 def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path, *,
                     manifest: Manifest | None = None) -> QualityResult:
     """Run the suite of every table given; write ``out_dir/results.json`` and ``out_dir/docs/``.
@@ -280,7 +288,7 @@ class SuiteRun:
     the derived ones, and those after. One part at a time: ``validate`` is not re-entrant."""
 
     def __init__(self, out_dir: Path) -> None:
-        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        import_great_expectations()
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
