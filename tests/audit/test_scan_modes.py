@@ -89,3 +89,26 @@ def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan
     assert parts.to_json() == whole.to_json()
     assert len(whole.results) > 30 and len(whole.tables) > 10
     assert (tmp_path / "two" / "results.json").read_text() == (tmp_path / "one" / "results.json").read_text()
+
+
+def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
+        spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rules.batches_of_files`` names few files in a filter Parquet answers from its statistics,
+    and joins many: the findings of the sample's damaged files are the same either way."""
+    from txn_audit.detect import rules
+    from txn_audit.tables import load_raw_tables
+
+    raw = load_raw_tables(spark, sample_scan.out / "tables").frames
+
+    def findings() -> list[dict[str, Any]]:
+        found = rules.decode_issue_findings(raw["decode_issues"], raw["batches"], rules.text_files(raw["segments"]))
+        return sorted((row.asDict() for row in found.collect()), key=repr)
+
+    named = findings()
+    monkeypatch.setattr(rules, "ISSUE_FILES_NAMED_MAX", 0)
+    joined = findings()
+    assert named == joined
+    kinds = {f["kind"] for f in named}
+    assert {"corrupt_batch", "truncated_segment"} <= kinds
+    # the corrupt batch is placed on its batch: its offsets come from the batches read
+    assert all(f["first_offset"] is not None for f in named if f["kind"] == "corrupt_batch")

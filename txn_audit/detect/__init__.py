@@ -21,6 +21,7 @@ from txn_audit.detect.rules import (
     duplicate_marker_findings,
     epoch_findings,
     find_hanging_disagreement_findings,
+    find_hanging_outputs,
     hw_beyond_log_end_findings,
     late_arrival_findings,
     open_transaction_findings,
@@ -116,8 +117,12 @@ def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
         return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
 
     def disagreement() -> DataFrame:
+        reported = raw["reported_transactions"]
+        if find_hanging_outputs(reported).isEmpty():
+            # nothing to compare with (the usual dump): the open transactions are not classified again
+            return reported.sparkSession.createDataFrame([], spark_schema(FINDINGS))
         hanging = open_findings().where(F.col("kind") == "hanging_transaction")
-        return find_hanging_disagreement_findings(raw["reported_transactions"], hanging, ptx, opts)
+        return find_hanging_disagreement_findings(reported, hanging, ptx, opts)
 
     return [
         open_findings,

@@ -80,10 +80,12 @@ def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: 
     )
 
 
-def finding(df: DataFrame, kind: str, severity: Column | str, evidence: Column, **columns: Column) -> DataFrame:
-    """Shape ``df`` into findings rows; columns not given are taken from ``df`` by name, or null."""
+def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence: Column,
+            **columns: Column) -> DataFrame:
+    """Shape ``df`` into findings rows; columns not given are taken from ``df`` by name, or null.
+    ``kind``: one of ``FINDING_KINDS``, or a column whose values are."""
     sev = F.lit(Severity(severity).value) if isinstance(severity, str) else severity
-    given = {"kind": F.lit(kind), "severity": sev, "evidence": evidence, **columns}
+    given = {"kind": F.lit(kind) if isinstance(kind, str) else kind, "severity": sev, "evidence": evidence, **columns}
     computed = df.select("*", *[column.alias(f"_finding_{name}") for name, column in given.items()])
     present = {name: f"`{name}`" for name in df.columns}
     sources = present | {name: f"`_finding_{name}`" for name in given}
@@ -746,72 +748,68 @@ def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
       abort did not before Kafka 4.3.0 (KAFKA-20090): the abort completes at 32767 under the old
       producer id, and a client still running can leave the id's next transaction stuck in
       Ongoing. A new InitProducerId gets a new producer id.
+
+    Both kinds come from one window over the id's records, computed once: the records of the
+    two kinds are apart (PrepareAbort; Ongoing or Complete*), so each flagged record is one
+    finding of one kind.
     """
     order = Window.partitionBy("transactional_id").orderBy("partition", "offset")
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    rows = (
-        txn_log.where(~F.col("tombstone"))
-        .withColumn("_now_pid", F.last("producer_id").over(whole))  # the id's producer id now
-        .withColumn("_prev_state", F.lag("state").over(order))
-        .withColumn("_prev_pid", F.lag("producer_id").over(order))
-        .withColumn("_prev_epoch", F.lag("producer_epoch").over(order))
-        .withColumn("_prev_offset", F.lag("offset").over(order))
+    rows = txn_log.where(~F.col("tombstone")).select(
+        "broker_id", "topic", "partition", "offset", "file", "transactional_id", "producer_id", "producer_epoch",
+        "state", "txn_last_update_timestamp", "client_transaction_version",
+        F.last("producer_id").over(whole).alias("_now_pid"),  # the id's producer id now
+        F.lag("state").over(order).alias("_prev_state"),
+        F.lag("producer_id").over(order).alias("_prev_pid"),
+        F.lag("producer_epoch").over(order).alias("_prev_epoch"),
+        F.lag("offset").over(order).alias("_prev_offset"),
     )
     tv2 = F.col("client_transaction_version") >= 2
     here = F.format_string("__transaction_state-%d offset %d", F.col("partition"), F.col("offset"))
     # a text dump before Kafka 4.1 does not print the version: version 1 never bumps twice in the
     # releases audited (since 2.5, KAFKA-9666), so an unknown version is taken as 2 here
-    twice = rows.where(F.coalesce(tv2, F.lit(True)) & (F.col("_prev_state") == "Ongoing")
-                       & (F.col("state") == "PrepareAbort")
-                       & (F.col("_prev_pid") == F.col("producer_id"))
-                       & (F.col("producer_epoch") == F.col("_prev_epoch") + 2))
-    twice_rows = finding(
-        twice,
-        "epoch_bumped_twice",
-        F.when(F.col("producer_epoch") >= LAST_EPOCH - 1, WARNING).otherwise(INFO),
-        F.format_string(
-            "transactional id %s (producer %d): the abort of its open transaction of epoch %d (Ongoing at "
-            "__transaction_state-%d offset %d) is recorded with epoch %d (PrepareAbort at %s), two bumps instead of "
-            "one: InitProducerId's fence bumped the epoch and the abort bumped it again, as Kafka 4.0.0 does under "
-            "transaction version 2 (KAFKA-19367, fixed in 4.0.1); harmless here, but from epoch 32766 the second "
-            "bump overflows and the id can no longer be fenced",
-            F.col("transactional_id"), F.col("producer_id"), F.col("_prev_epoch"), F.col("partition"),
-            F.col("_prev_offset"), F.col("producer_epoch"), here,
-        ),
-        producer_epoch=F.col("producer_epoch"),
-        first_offset=F.col("offset"),
-        last_offset=F.col("offset"),
-        first_timestamp_ms=F.col("txn_last_update_timestamp"),
-    )
+    twice = (F.coalesce(tv2, F.lit(True)) & (F.col("_prev_state") == "Ongoing") & (F.col("state") == "PrepareAbort")
+             & (F.col("_prev_pid") == F.col("producer_id")) & (F.col("producer_epoch") == F.col("_prev_epoch") + 2))
     # a commit at the last epoch completes under the new producer id, at epoch 0 (its Prepare* at
     # 32767 does not say so: no release up to 4.4 writes the next producer id there)
     keeps_id = F.col("state").isin("Ongoing", "CompleteCommit", "CompleteAbort")
     # under version 1 an abort at the last epoch keeps the producer id by design (the retried
     # InitProducerId gets a new one): only a known version 2 says so
-    exhausted = rows.where(F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_EPOCH) & keeps_id)
-    # one finding per producer id: its first such record
-    first = Window.partitionBy("transactional_id", "producer_id").orderBy("partition", "offset")
-    exhausted = exhausted.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
+    exhausted = F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_EPOCH) & keeps_id
+    flagged = rows.where(twice | exhausted).withColumn("_twice", F.coalesce(twice, F.lit(False)))
+    # one epoch_exhausted finding per producer id: its first such record
+    first = Window.partitionBy("_twice", "transactional_id", "producer_id").orderBy("partition", "offset")
+    flagged = flagged.withColumn("_n", F.row_number().over(first)).where(F.col("_twice") | (F.col("_n") == 1))
     moved_on = F.coalesce(F.col("_now_pid") != F.col("producer_id"), F.lit(False))
-    exhausted_rows = finding(
-        exhausted,
-        "epoch_exhausted",
-        F.when(moved_on, INFO).otherwise(WARNING),
-        F.format_string(
-            "transactional id %s reached epoch 32767, the last of producer %d, and the coordinator kept that "
-            "producer id (%s at %s): a commit at the last epoch completes under a new producer id, an abort did not "
-            "before Kafka 4.3.0 (KAFKA-20090), which can leave the id's next transaction stuck in Ongoing; %s",
-            F.col("transactional_id"), F.col("producer_id"), F.col("state"), here,
-            F.when(moved_on, F.format_string("the id has since gone on under producer %d (a new InitProducerId)",
-                                             F.col("_now_pid")))
-            .otherwise(F.lit("it is still the id's producer id: its client cannot bump the epoch again")),
-        ),
+    twice_text = F.format_string(
+        "transactional id %s (producer %d): the abort of its open transaction of epoch %d (Ongoing at "
+        "__transaction_state-%d offset %d) is recorded with epoch %d (PrepareAbort at %s), two bumps instead of "
+        "one: InitProducerId's fence bumped the epoch and the abort bumped it again, as Kafka 4.0.0 does under "
+        "transaction version 2 (KAFKA-19367, fixed in 4.0.1); harmless here, but from epoch 32766 the second "
+        "bump overflows and the id can no longer be fenced",
+        F.col("transactional_id"), F.col("producer_id"), F.col("_prev_epoch"), F.col("partition"),
+        F.col("_prev_offset"), F.col("producer_epoch"), here,
+    )
+    exhausted_text = F.format_string(
+        "transactional id %s reached epoch 32767, the last of producer %d, and the coordinator kept that "
+        "producer id (%s at %s): a commit at the last epoch completes under a new producer id, an abort did not "
+        "before Kafka 4.3.0 (KAFKA-20090), which can leave the id's next transaction stuck in Ongoing; %s",
+        F.col("transactional_id"), F.col("producer_id"), F.col("state"), here,
+        F.when(moved_on, F.format_string("the id has since gone on under producer %d (a new InitProducerId)",
+                                         F.col("_now_pid")))
+        .otherwise(F.lit("it is still the id's producer id: its client cannot bump the epoch again")),
+    )
+    return finding(
+        flagged,
+        F.when(F.col("_twice"), F.lit("epoch_bumped_twice")).otherwise(F.lit("epoch_exhausted")),
+        F.when(F.col("_twice"), F.when(F.col("producer_epoch") >= LAST_EPOCH - 1, WARNING).otherwise(INFO))
+        .otherwise(F.when(moved_on, INFO).otherwise(WARNING)),
+        F.when(F.col("_twice"), twice_text).otherwise(exhausted_text),
         producer_epoch=F.col("producer_epoch"),
         first_offset=F.col("offset"),
         last_offset=F.col("offset"),
         first_timestamp_ms=F.col("txn_last_update_timestamp"),
     )
-    return twice_rows.unionByName(exhausted_rows)
 
 
 # -- idempotence and fencing -----------------------------------------------------------------
@@ -987,6 +985,21 @@ def text_files(segments: DataFrame) -> DataFrame:
     return segments.where(text).select(F.col("path").alias("file")).distinct()
 
 
+ISSUE_FILES_NAMED_MAX = 1024
+
+
+def batches_of_files(batches: DataFrame, files: DataFrame) -> DataFrame:
+    """The rows of ``batches`` whose ``file`` is one of ``files`` (a frame of distinct ``file``
+    values, few: the files with a decode issue). Up to ``ISSUE_FILES_NAMED_MAX`` of them are
+    collected and named in a filter, which Parquet answers from its row groups' statistics (a
+    row group holds one segment's batches), so the other files' batches are not read; more are
+    broadcast to a semi join, which reads every batch."""
+    named = [row["file"] for row in files.limit(ISSUE_FILES_NAMED_MAX + 1).collect()]
+    if len(named) <= ISSUE_FILES_NAMED_MAX:
+        return batches.where(F.col("file").isin(named))
+    return batches.join(F.broadcast(files), "file", "left_semi")
+
+
 def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFrame) -> DataFrame:
     """``corrupt_batch``, ``truncated_segment`` and ``unreadable_input`` from ``decode_issues``.
     An issue of a binary file is placed on the batch at its byte position; one of a text file
@@ -994,9 +1007,7 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFram
     issues = issues.join(F.broadcast(texts.withColumn("_line", F.lit(True))), "file", "left").withColumn(
         "_line", F.coalesce("_line", F.lit(False)))
     placed = issues.where(~F.col("_line"))
-    # only the batches of files with an issue: the issues are few, so they are broadcast and
-    # the batches are neither shuffled nor grouped as a whole
-    files = batches.join(F.broadcast(issues.select("file").distinct()), "file", "left_semi")
+    files = batches_of_files(batches, issues.select("file").distinct())
     at = files.select(
         "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
         F.col("max_timestamp").alias("_t"),
@@ -1006,40 +1017,38 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFram
         issues.join(at.withColumn("_line", F.lit(False)), ["file", "position", "_line"], "left")
         .join(before, "file", "left")
     )
-    corrupt = enriched.where(F.col("kind").isin(*CORRUPTION_ISSUES))
-    torn = enriched.where(F.col("kind").isin(*TRUNCATION_ISSUES))
-    other = enriched.where(~F.col("kind").isin(*CORRUPTION_ISSUES, *TRUNCATION_ISSUES))
+    # one finding per issue, its kind from the issue's: one pass over what was read
+    corrupt = F.col("kind").isin(*CORRUPTION_ISSUES)
+    torn = F.col("kind").isin(*TRUNCATION_ISSUES)
     # a layout issue (a folder, a missing file) has no position; "." is the dump's top folder
     named = F.when(F.col("file") == ".", F.lit("the dump's top folder")).otherwise(F.col("file"))
     where = F.when(F.col("position").isNull() | F.col("_line"), named).otherwise(
         F.format_string("%s at byte %d", named, F.col("position")))
-    return (
-        finding(
-            corrupt, "corrupt_batch", CRITICAL,
-            F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
-            first_offset=F.col("_b"), last_offset=F.col("_l"), first_timestamp_ms=F.col("_t"),
-        )
-        .unionByName(
-            finding(
-                torn, "truncated_segment",
-                F.when(F.col("kind") == "zero_filled_tail", INFO).otherwise(WARNING),
-                F.concat(where, F.lit(": "), F.col("detail"),
-                         F.lit(" (a torn tail is how a crashed broker's active segment ends; the broker truncates it "
-                               "on recovery)")),
-                first_offset=F.col("_end") + 1,
-            )
-        )
-        .unionByName(
-            finding(
-                # the decode issue's own severity (info | warning | error) decides the finding's
-                other, "unreadable_input", F.when(F.col("severity") == "info", INFO).otherwise(WARNING),
-                F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail")),
-            )
-        )
+    with_kind = F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail"))
+    return finding(
+        enriched,
+        F.when(corrupt, F.lit("corrupt_batch")).when(torn, F.lit("truncated_segment"))
+        .otherwise(F.lit("unreadable_input")),
+        F.when(corrupt, F.lit(CRITICAL))
+        .when(torn, F.when(F.col("kind") == "zero_filled_tail", INFO).otherwise(WARNING))
+        # the decode issue's own severity (info | warning | error) decides the finding's
+        .otherwise(F.when(F.col("severity") == "info", INFO).otherwise(WARNING)),
+        F.when(torn, F.concat(where, F.lit(": "), F.col("detail"),
+                              F.lit(" (a torn tail is how a crashed broker's active segment ends; the broker "
+                                    "truncates it on recovery)")))
+        .otherwise(with_kind),
+        first_offset=F.when(corrupt, F.col("_b")).when(torn, F.col("_end") + 1),
+        last_offset=F.when(corrupt, F.col("_l")),
+        first_timestamp_ms=F.when(corrupt, F.col("_t")),
     )
 
 
 # -- Kafka's own verdicts attached to the dump ------------------------------------------------
+
+
+def find_hanging_outputs(reported: DataFrame) -> DataFrame:
+    """The rows of ``reported_transactions`` that came from ``kafka-transactions.sh find-hanging``."""
+    return reported.where(F.col("tool") == "find-hanging")
 
 
 def find_hanging_disagreement_findings(
@@ -1052,7 +1061,7 @@ def find_hanging_disagreement_findings(
     at another time or with another timeout, the marker came after it ran, the partition is not
     in the dump, or one of the two is wrong (warning).
     """
-    fh = reported.where(F.col("tool") == "find-hanging")
+    fh = find_hanging_outputs(reported)
     runs = fh.select("file", "run_at_ms", "max_transaction_timeout_min",
                      F.col("broker_id").alias("run_broker")).distinct()
     theirs = fh.where(F.col("line").isNotNull()).select(
