@@ -266,14 +266,20 @@ def coordinator_current(txn_log: DataFrame) -> DataFrame:
     )
 
 
+def described_transactions(reported: DataFrame) -> DataFrame:
+    """The rows of ``reported_transactions`` from ``kafka-transactions.sh describe`` outputs that
+    name a transactional id: what ``reported_coordinator`` and ``reported_producer_ids`` read."""
+    return reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull())
+
+
 def reported_coordinator(reported: DataFrame, known: DataFrame) -> DataFrame:
     """``coordinator_current`` rows from ``kafka-transactions.sh describe`` outputs, for the
     transactional ids ``__transaction_state`` (``known``) does not hold: the newest report per id.
     ``list`` rows are not used here: they name no partitions, and a hanging verdict needs them."""
     latest = Window.partitionBy("transactional_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
-    described = reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull())
     return (
-        _newest(described.join(known.select("transactional_id"), "transactional_id", "left_anti"), latest)
+        _newest(described_transactions(reported).join(known.select("transactional_id"), "transactional_id",
+                                                      "left_anti"), latest)
         .select(
             "transactional_id",
             F.lit(False).alias("tombstone"),
@@ -297,8 +303,7 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
     id is never named without the coordinator state that goes with it)."""
     latest = Window.partitionBy("producer_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
     return (
-        reported.where((F.col("tool") == "describe") & F.col("transactional_id").isNotNull()
-                       & (F.col("producer_id") >= 0))
+        described_transactions(reported).where(F.col("producer_id") >= 0)
         .join(known.select("producer_id"), "producer_id", "left_anti")
         .transform(lambda frame: _newest(frame, latest))
         .select("producer_id", "transactional_id", F.lit(1).alias("transaction_version"))
@@ -581,10 +586,14 @@ def reconstruct(
     markers = chosen("control_markers")
     txn_log = chosen("txn_log")
     snapshots = chosen("producer_snapshots")
-    # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks
+    # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
+    # dumps attach none: then the coordinator log's rows are all, and its windows (over every
+    # record) are not computed a second time for the anti join that keeps the reports apart
+    reported = tables["reported_transactions"]
+    has_reports = not described_transactions(reported).isEmpty()
     logged_ids = producer_transactional_ids(txn_log)
-    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(tables["reported_transactions"],
-                                                                            logged_ids)))
+    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(reported, logged_ids))
+               if has_reports else logged_ids)
     directory = out.table_dir("partition_transactions")
     writing = None if directory is None else producer_pass_writing(
         batches, markers, ids, prepare_records(txn_log), directory, late_tolerance_ms=late_tolerance_ms,
@@ -602,7 +611,8 @@ def reconstruct(
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
     def current_coordinator() -> DataFrame:
         logged = coordinator_current(txn_log)
-        return keep("coordinator", logged.unionByName(reported_coordinator(tables["reported_transactions"], logged)))
+        return keep("coordinator", logged.unionByName(reported_coordinator(reported, logged))
+                    if has_reports else logged)
 
     # independent of one another, so computed side by side (spark.side_by_side); the few rows the
     # rules read (producer_events) kept apart: rules read them several times, and each read of the
