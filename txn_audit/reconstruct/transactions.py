@@ -10,7 +10,7 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -616,18 +616,23 @@ def reconstruct(
 
     # independent of one another, so computed side by side (spark.side_by_side); the few rows the
     # rules read (producer_events) kept apart: rules read them several times, and each read of the
-    # pass would go through every transaction row too
-    ordered, current, extent, chosen_stability = side_by_side(batches.sparkSession, [
+    # pass would go through every transaction row too. The other copies' audits (a dump of
+    # several brokers) are the longest: they go first
+    audit_rank = functools.partial(rank_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
+                                   late_tolerance_ms=late_tolerance_ms)
+    ranks = range(2, ranked.ranks + 1)
+    first: list[Callable[[], DataFrame]] = [
+        *[functools.partial(audit_rank, rank) for rank in ranks],
         lambda: keep("producer_events", producer_events(passed)),
         current_coordinator,
         lambda: keep("partition_extent", partition_extent(batches, batch_files)),
         lambda: keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms)),
-    ])
+    ]
+    *others, ordered, current, extent, chosen_stability = side_by_side(batches.sparkSession, first)
     derived_transactions, stability, copies = side_by_side(batches.sparkSession, [
         lambda: keep("transactions", transactions(ptx, current, ids)),
         lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
-        lambda: keep("replica_stability", replica_stability(
-            tables, ranked, batches, chosen_stability, ids, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms)),
+        lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability, others)),
     ])
     return Reconstruction(
         partition_transactions=ptx,
@@ -648,32 +653,49 @@ def reconstruct(
     )
 
 
-def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
-                      chosen_stability: DataFrame, producer_ids: DataFrame, *, as_of_ms: int,
-                      late_tolerance_ms: int) -> DataFrame:
-    """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
-    copy's, each audited on its own batches, markers and snapshots by the same functions, one
-    rank of copies at a time (each rank holds at most one copy per partition), and compared with
-    the chosen copy of its partition (``divergence.compare_replicas``)."""
-    rows = [chosen_stability.withColumn("divergence", F.lit(None).cast("string"))
-            .withColumn("divergent_offset", F.lit(None).cast("long"))
-            .withColumn("replica_holds", F.lit(None).cast("string"))
-            .withColumn("chosen_holds", F.lit(None).cast("string"))]
+def rank_batches(raw: RawTables, ranked: RankedReplicas, rank: int) -> DataFrame:
+    """The batches of the replicas ranked ``rank`` (``RankedReplicas.of_rank``)."""
+    files = None if raw.manifest is None else raw.manifest.table("batches")
+    return on_replicas(raw["batches"], ranked.of_rank(rank), ranked.keys(rank), files)
+
+
+def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_ids: DataFrame, *,
+                   as_of_ms: int, late_tolerance_ms: int) -> DataFrame:
+    """The stability of the replicas ranked ``rank`` (each rank holds at most one copy per
+    partition), each audited on its own batches, markers and snapshots by the functions that
+    audit the chosen ones (``producer_pass``, ``partition_transactions``, ``partition_stability``).
+    It needs nothing of the chosen copies, so ``reconstruct`` computes it beside them."""
+    these, keys = ranked.of_rank(rank), ranked.keys(rank)
     manifest = raw.manifest
-    for rank in range(2, ranked.ranks + 1):
-        these, keys = ranked.of_rank(rank), ranked.keys(rank)
-        files = {name: None if manifest is None else manifest.table(name)
-                 for name in ("batches", "control_markers", "producer_snapshots")}
-        batches = on_replicas(raw["batches"], these, keys, files["batches"])
-        markers = on_replicas(raw["control_markers"], these, keys, files["control_markers"])
-        snapshots = on_replicas(raw["producer_snapshots"], these, keys, files["producer_snapshots"])
-        passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
-                               batch_files=read_as_is(files["batches"], keys),
-                               marker_files=read_as_is(files["control_markers"], keys))
-        ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
-        stability = partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
-        rows.append(compare_replicas(stability, batches, chosen_stability, chosen_batches))
-    frame = rows[0]
-    for more in rows[1:]:
+    files = {name: None if manifest is None else manifest.table(name)
+             for name in ("control_markers", "producer_snapshots")}
+    batches = rank_batches(raw, ranked, rank)
+    markers = on_replicas(raw["control_markers"], these, keys, files["control_markers"])
+    snapshots = on_replicas(raw["producer_snapshots"], these, keys, files["producer_snapshots"])
+    passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
+                           batch_files=read_as_is(None if manifest is None else manifest.table("batches"), keys),
+                           marker_files=read_as_is(files["control_markers"], keys))
+    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
+    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
+
+
+def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
+                      chosen_stability: DataFrame, others: Sequence[DataFrame]) -> DataFrame:
+    """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
+    copy's, ``others[i]`` being the ``rank_stability`` of rank ``i + 2``, each compared with the
+    chosen copy of its partition (``divergence.compare_replicas``). The comparisons are
+    independent of one another and each waits on a few small jobs, so they run side by side
+    (``spark.side_by_side``); their rows follow in rank order."""
+    chosen = (chosen_stability.withColumn("divergence", F.lit(None).cast("string"))
+              .withColumn("divergent_offset", F.lit(None).cast("long"))
+              .withColumn("replica_holds", F.lit(None).cast("string"))
+              .withColumn("chosen_holds", F.lit(None).cast("string")))
+
+    def compared(rank: int, stability: DataFrame) -> DataFrame:
+        return compare_replicas(stability, rank_batches(raw, ranked, rank), chosen_stability, chosen_batches)
+
+    frame = chosen
+    for more in side_by_side(chosen_batches.sparkSession, [
+            functools.partial(compared, rank, stability) for rank, stability in enumerate(others, start=2)]):
         frame = frame.unionByName(more)
     return conform(frame.withColumn("chosen", F.col("replica_rank") == 1), REPLICA_STABILITY)
