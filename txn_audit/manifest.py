@@ -96,6 +96,20 @@ class TableManifest:
             return None
         return frozenset(r for f in self.files for r in f.replicas or ())
 
+    def of_replicas(self, replicas: frozenset[Replica]) -> TableManifest | None:
+        """The table's rows of ``replicas`` alone: the files that hold some, each with those of
+        its replicas and their row groups only; None unless every row group names its replica
+        (``per_replica``). Readers that take a replica's rows from its row groups (the replica
+        tasks) read them as they read a table of those replicas alone."""
+        if not self.per_replica or self.replicas() is None:
+            return None
+        files = []
+        for f in self.files:
+            mine = (f.replicas or frozenset()) & replicas
+            if mine:
+                files.append(FileEntry(f.path, mine, tuple(g for g in f.row_groups if g.replica in mine)))
+        return TableManifest(self.name, tuple(files), self.root)
+
     def files_of(self, replica: Replica) -> list[FileEntry]:
         """The files that hold rows of ``replica``."""
         return [f for f in self.files if f.replicas is not None and replica in f.replicas]

@@ -3,14 +3,18 @@ row-by-row reading of the same batches and markers in offset order."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.audit.producer_walk import KEY_FIELDS, TOLERANCE_MS, flagged, transactions, walk
 from tests.conftest import SampleScan
+from tests.kafkacorpus import CORPUS
 
 pytestmark = pytest.mark.spark
+
+REPLICATED = CORPUS / "kafka-4.4.0" / "follower-killed"
 
 
 @pytest.mark.parametrize("reading", ["files", "shuffle"])
@@ -21,15 +25,7 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
 
     from pyspark.sql import functions as F
 
-    from txn_audit.reconstruct import (
-        chosen_replicas,
-        on_replicas,
-        producer_events,
-        producer_pass,
-        ranked_replicas,
-        transaction_rows,
-    )
-    from txn_audit.reconstruct.transactions import producer_last_writes
+    from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
     from txn_audit.replica_tasks import read_as_is
     from txn_audit.tables import load_raw_tables
 
@@ -46,6 +42,49 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
         batch_files = marker_files = None
     items = sys.modules["txn_audit.reconstruct.transactions"]._pass_items(batches, batch_files, marker_files)
     assert (items is not None) == (reading == "files")
+    expected_events, expected_txns = _pass_equals_walk(batches, markers, batch_files, marker_files)
+    # and the sample has what the rules look for: several transactions, late rows, sequence gaps
+    assert max(t["txn_seq"] for t in expected_txns) > 1 and any(t["marker_type"] is None for t in expected_txns)
+    assert any(v["is_late"] for v in expected_events.values())
+    assert any(v["prev_seq_epoch"] is not None for v in expected_events.values())
+
+
+def test_the_pass_reads_each_rank_of_a_dump_of_several_brokers_from_its_files(spark: Any, tmp_path: Path) -> None:
+    """A dump of three real brokers (every partition on several of them): the files ingest
+    writes hold several replicas' row groups, so no rank's frames read them as they are; the
+    manifests of each rank's rows (``replicas_rows``) still let each task read its replica from
+    the files, and the pass equals the walk over that rank's rows."""
+    from txn_audit import api
+    from txn_audit.reconstruct import on_replicas, ranked_replicas
+    from txn_audit.replica_tasks import read_as_is, replicas_rows
+    from txn_audit.tables import load_raw_tables
+
+    api.scan(REPLICATED / "logdirs", tmp_path / "scan", spark=spark, progress=False, quality=False, report=False)
+    raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
+    assert raw.manifest is not None
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    assert ranked.ranks >= 2
+    for rank in range(1, ranked.ranks + 1):
+        keys = ranked.keys(rank)
+        tables = {name: raw.manifest.table(name) for name in ("batches", "control_markers")}
+        assert all(read_as_is(table, keys) is None for table in tables.values())
+        batch_files, marker_files = (replicas_rows(table, keys) for table in tables.values())
+        assert batch_files is not None and marker_files is not None
+        assert batch_files.replicas() <= keys and marker_files.replicas() <= keys  # type: ignore[operator]
+        batches = on_replicas(raw["batches"], ranked.of_rank(rank), keys, tables["batches"])
+        markers = on_replicas(raw["control_markers"], ranked.of_rank(rank), keys, tables["control_markers"])
+        _, expected_txns = _pass_equals_walk(batches, markers, batch_files, marker_files)
+        assert expected_txns  # each rank's copies hold transactions
+
+
+def _pass_equals_walk(batches: Any, markers: Any, batch_files: Any, marker_files: Any) -> tuple[Any, Any]:
+    """Assert that the pass over ``batches`` and ``markers`` (through the files of the manifests,
+    when given) gives the events and transactions of the walk; those expected rows."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.reconstruct import producer_events, producer_pass, transaction_rows
+    from txn_audit.reconstruct.transactions import producer_last_writes
+
     passed = producer_pass(batches, markers, late_tolerance_ms=TOLERANCE_MS, batch_files=batch_files,
                            marker_files=marker_files)
     # the walk's input, read from the tables directly: data batches with a producer id, and markers
@@ -80,7 +119,4 @@ def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleSc
     assert [r.asDict() for r in txns.orderBy(*order).collect()] == expected_txns
     writes = producer_last_writes(txns).collect()
     assert {(r["topic"], r["partition"], r["producer_id"]): r["producer_last_timestamp"] for r in writes} == last_writes
-    # and the sample has what the rules look for: several transactions, late rows, sequence gaps
-    assert max(t["txn_seq"] for t in expected_txns) > 1 and any(t["marker_type"] is None for t in expected_txns)
-    assert any(v["is_late"] for v in expected_events.values())
-    assert any(v["prev_seq_epoch"] is not None for v in expected_events.values())
+    return expected_events, expected_txns

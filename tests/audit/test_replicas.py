@@ -177,6 +177,38 @@ def test_a_manifest_listing_a_replica_not_chosen_is_joined(spark: Any, tmp_path:
     assert {(r.broker_id, r.log_dir, r.topic, r.partition, r.offset) for r in kept.collect()} == _rows(LEADER, 3)
 
 
+def test_the_rows_of_some_replicas_are_their_row_groups(tmp_path: Path) -> None:
+    """A file holding the row groups of several replicas (a dump of several brokers): the manifest
+    of some replicas' rows keeps their row groups alone; a row group of several replicas has none."""
+    from txn_audit.manifest import describe_tables
+    from txn_audit.replica_tasks import read_as_is, replicas_rows
+
+    folder = tmp_path / "e" / "control_markers"
+    folder.mkdir(parents=True)
+    schema = RAW_TABLES["control_markers"]
+    mixed = pa.Table.from_pylist(_markers(LEADER, 3) + _markers(FOLLOWER, 3), schema=schema)
+    pq.write_table(mixed.replace_schema_metadata(replicas_metadata(row_replicas(mixed))), folder / "mixed.parquet",
+                   row_group_size=3)
+    alone = pa.Table.from_pylist(_markers(OTHER, 2), schema=schema)
+    pq.write_table(alone.replace_schema_metadata(replicas_metadata(row_replicas(alone))), folder / "other.parquet")
+    files = describe_tables(folder.parent, [folder.name]).table(folder.name)
+    assert files is not None and files.per_replica and files.replicas() == frozenset({LEADER, FOLLOWER, OTHER})
+    assert replicas_rows(files, frozenset({LEADER, FOLLOWER, OTHER})) is files  # as they are
+    wanted = frozenset({LEADER, OTHER})
+    assert read_as_is(files, wanted) is None
+    kept = replicas_rows(files, wanted)
+    assert kept is not None and kept.replicas() == wanted and kept.root == files.root
+    assert [g.replica for f in kept.files for g in f.row_groups] == [LEADER, OTHER]
+    assert (kept.rows_of(LEADER), kept.rows_of(OTHER), kept.rows_of(FOLLOWER)) == (3, 2, 0)
+    assert [kept.uri(f) for f in kept.files] == [files.uri(f) for f in files.files]
+    assert replicas_rows(files, frozenset({FOLLOWER})).files_of(OTHER) == []  # type: ignore[union-attr]
+    # one row group of two replicas: which rows are whose is not known
+    pq.write_table(mixed.replace_schema_metadata(replicas_metadata(row_replicas(mixed))), folder / "mixed.parquet")
+    files = describe_tables(folder.parent, [folder.name]).table(folder.name)
+    assert files is not None and not files.per_replica
+    assert replicas_rows(files, wanted) is None
+
+
 def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
     """What ingest saves is what readers load: every table, file, row group and field."""
     from txn_audit.manifest import MANIFEST_FILE, Manifest, describe_tables

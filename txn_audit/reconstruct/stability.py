@@ -33,8 +33,8 @@ def _held() -> Column:
 
 def partition_extent(batches: DataFrame, files: TableManifest | None = None) -> DataFrame:
     """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
-    when on the dump holds its data. No row is read when ``files``, the manifest of the files
-    ``batches`` reads as they are (``replica_tasks.read_as_is``), gives it for every row group
+    when on the dump holds its data. No row is read when ``files``, the manifest of ``batches``'
+    rows in the raw tables' files (``replica_tasks.replicas_rows``), gives it for every row group
     (what ingest writes, ``TableManifest.extents``); else one aggregation over every batch."""
     extents = None if files is None else files.extents()
     if extents is None:

@@ -51,7 +51,7 @@ from txn_audit.reconstruct.transaction_files import (
     PRODUCER_ID_FIELDS,
     pass_writing_transactions,
 )
-from txn_audit.replica_tasks import finish_table, new_job, read_as_is, start_table, tasks_over_items
+from txn_audit.replica_tasks import finish_table, new_job, replicas_rows, start_table, tasks_over_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
     DERIVED_TABLES,
@@ -81,9 +81,9 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
                   batch_files: TableManifest | None = None, marker_files: TableManifest | None = None) -> DataFrame:
     """One ordered pass over every data batch written with a producer id (transactional or
     idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
-    order. When both frames read the raw tables' files as they are and ``batch_files`` and
-    ``marker_files`` are their manifests (``replica_tasks.read_as_is``), each task reads one
-    replica's rows from them in log order (``pass_files``); otherwise Spark shuffles
+    order. When ``batch_files`` and ``marker_files`` are the manifests of the frames' rows in the
+    raw tables' files (``replica_tasks.replicas_rows``), each task reads one replica's rows from
+    them in log order (``pass_files``); otherwise Spark shuffles
     and sorts the rows. Its rows have two struct columns, one of them null
     (``ordered_pass.transaction_pass``):
 
@@ -122,9 +122,9 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
     its ``txn`` column is always null. Its third column, ``follow``, says what follows each of
     ``prepares`` (``prepare_records``) on the partitions the tasks read
-    (``prepare_follows.FOLLOW_FIELDS``; read them with ``prepare_follow_rows``). None unless both
-    frames read the raw tables' files as their manifests (``batch_files``, ``marker_files``)
-    describe them. The files are written when the frame is computed: compute it once, then call
+    (``prepare_follows.FOLLOW_FIELDS``; read them with ``prepare_follow_rows``). None unless
+    ``batch_files`` and ``marker_files`` are the manifests of both frames' rows (as for
+    ``producer_pass``). The files are written when the frame is computed: compute it once, then call
     ``written_partition_transactions``. The table is committed as ``replica_tasks`` says."""
     items = _pass_items(batches, batch_files, marker_files)
     if items is None:
@@ -581,7 +581,8 @@ def reconstruct(
     def chosen(name: str) -> DataFrame:
         return on_replicas(tables[name], replicas, keys, files(name))
 
-    batch_files, marker_files = read_as_is(files("batches"), keys), read_as_is(files("control_markers"), keys)
+    # the manifests of the chosen replicas' rows, from which the pass's tasks read them
+    batch_files, marker_files = replicas_rows(files("batches"), keys), replicas_rows(files("control_markers"), keys)
     batches = chosen("batches")
     markers = chosen("control_markers")
     txn_log = chosen("txn_log")
@@ -673,8 +674,8 @@ def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_i
     markers = on_replicas(raw["control_markers"], these, keys, files["control_markers"])
     snapshots = on_replicas(raw["producer_snapshots"], these, keys, files["producer_snapshots"])
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
-                           batch_files=read_as_is(None if manifest is None else manifest.table("batches"), keys),
-                           marker_files=read_as_is(files["control_markers"], keys))
+                           batch_files=replicas_rows(None if manifest is None else manifest.table("batches"), keys),
+                           marker_files=replicas_rows(files["control_markers"], keys))
     ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
     return partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
 

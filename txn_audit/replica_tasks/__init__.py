@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = ["TASKS_PER_CORE", "commit_file", "each_item", "file_name", "finish_table", "new_job", "pack", "read_as_is",
-           "start_table", "tasks_over_items"]
+           "replicas_rows", "start_table", "tasks_over_items"]
 
 #: tasks per core the items are packed into: more than one, so that a core that finishes early
 #: takes the next task while the other still works
@@ -56,6 +56,16 @@ def read_as_is(table: TableManifest | None, replicas: frozenset[Replica]) -> Tab
         return None
     present = table.replicas()
     return table if present is not None and present <= replicas else None
+
+
+def replicas_rows(table: TableManifest | None, replicas: frozenset[Replica]) -> TableManifest | None:
+    """The manifest of ``table``'s rows of ``replicas``, for tasks that read each replica's rows
+    from its files: ``table`` when its files hold no other replica's (``read_as_is``), else its
+    rows of ``replicas`` alone (``TableManifest.of_replicas``: a dump of several brokers, whose
+    files hold several replicas' row groups); None when neither is known."""
+    if table is None:
+        return None
+    return read_as_is(table, replicas) or table.of_replicas(replicas)
 
 
 def rows_weight(item: Mapping[str, object]) -> float:
