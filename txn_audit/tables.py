@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from txn_audit.manifest import Manifest
+from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.schemas import ALL_TABLES, RAW_TABLES, spark_schema
 
 if TYPE_CHECKING:
@@ -27,6 +27,10 @@ class RawTables:
 
     def __getitem__(self, name: str) -> DataFrame:
         return self.frames[name]
+
+    def files(self, name: str) -> TableManifest | None:
+        """The manifest of table ``name``'s files; None without a manifest."""
+        return None if self.manifest is None else self.manifest.table(name)
 
     @staticmethod
     def of(raw: RawTables | Mapping[str, DataFrame]) -> RawTables:

@@ -569,8 +569,7 @@ def reconstruct(
     out = output or DerivedOutput()
     keep = out.keep
 
-    def files(name: str) -> TableManifest | None:
-        return None if tables.manifest is None else tables.manifest.table(name)
+    files = tables.files
 
     # built on the driver from its rows: local data, read again at no cost, so not materialized
     ranked = ranked_replicas(tables["partition_offsets"], tables["metadata_partitions"], tables["batches"],
@@ -654,10 +653,10 @@ def reconstruct(
     )
 
 
-def rank_batches(raw: RawTables, ranked: RankedReplicas, rank: int) -> DataFrame:
-    """The batches of the replicas ranked ``rank`` (``RankedReplicas.of_rank``)."""
-    files = None if raw.manifest is None else raw.manifest.table("batches")
-    return on_replicas(raw["batches"], ranked.of_rank(rank), ranked.keys(rank), files)
+def rank_rows(raw: RawTables, ranked: RankedReplicas, rank: int, name: str) -> DataFrame:
+    """The rows of raw table ``name`` that belong to the replicas ranked ``rank``
+    (``RankedReplicas.of_rank``)."""
+    return on_replicas(raw[name], ranked.of_rank(rank), ranked.keys(rank), raw.files(name))
 
 
 def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_ids: DataFrame, *,
@@ -667,15 +666,11 @@ def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_i
     audit the chosen ones (``producer_pass``, ``partition_transactions``, ``partition_stability``).
     It needs nothing of the chosen copies, so ``reconstruct`` computes it beside them."""
     these, keys = ranked.of_rank(rank), ranked.keys(rank)
-    manifest = raw.manifest
-    files = {name: None if manifest is None else manifest.table(name)
-             for name in ("control_markers", "producer_snapshots")}
-    batches = rank_batches(raw, ranked, rank)
-    markers = on_replicas(raw["control_markers"], these, keys, files["control_markers"])
-    snapshots = on_replicas(raw["producer_snapshots"], these, keys, files["producer_snapshots"])
+    batches, markers, snapshots = (rank_rows(raw, ranked, rank, name)
+                                   for name in ("batches", "control_markers", "producer_snapshots"))
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
-                           batch_files=replicas_rows(None if manifest is None else manifest.table("batches"), keys),
-                           marker_files=replicas_rows(files["control_markers"], keys))
+                           batch_files=replicas_rows(raw.files("batches"), keys),
+                           marker_files=replicas_rows(raw.files("control_markers"), keys))
     ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
     return partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
 
@@ -693,7 +688,7 @@ def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: Da
               .withColumn("chosen_holds", F.lit(None).cast("string")))
 
     def compared(rank: int, stability: DataFrame) -> DataFrame:
-        return compare_replicas(stability, rank_batches(raw, ranked, rank), chosen_stability, chosen_batches)
+        return compare_replicas(stability, rank_rows(raw, ranked, rank, "batches"), chosen_stability, chosen_batches)
 
     frame = chosen
     for more in side_by_side(chosen_batches.sparkSession, [
