@@ -666,7 +666,7 @@ def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_i
     audit the chosen ones (``producer_pass``, ``partition_transactions``, ``partition_stability``).
     It needs nothing of the chosen copies, so ``reconstruct`` computes it beside them."""
     these, keys = ranked.of_rank(rank), ranked.keys(rank)
-    batches, markers, snapshots = (rank_rows(raw, ranked, rank, name)
+    batches, markers, snapshots = (on_replicas(raw[name], these, keys, raw.files(name))
                                    for name in ("batches", "control_markers", "producer_snapshots"))
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                            batch_files=replicas_rows(raw.files("batches"), keys),
