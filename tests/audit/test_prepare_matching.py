@@ -18,6 +18,7 @@ pytestmark = pytest.mark.spark
 
 T0 = 1_800_000_000_000
 PARTITIONS = [("a", 0), ("a", 1), ("b", 0)]
+UNREAD = ("c", 0)  # listed by Prepare* records, absent from the dump
 
 
 def _random_log(seed: int) -> RawBuilder:
@@ -25,10 +26,14 @@ def _random_log(seed: int) -> RawBuilder:
     b = RawBuilder()
     for pid in range(1, 5):
         for _ in range(rng.randint(0, 4)):
-            listed = rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS)))
+            listed = rng.sample(PARTITIONS, rng.randint(1, len(PARTITIONS))) + [UNREAD] * rng.randint(0, 1)
             state = rng.choice(["PrepareCommit", "PrepareAbort"])
+            ts = T0 + rng.randint(0, 20)
             b.coordinator(f"t{pid}", pid=pid, epoch=rng.randint(0, 2), state=state, partitions=listed,
-                          ts=T0 + rng.randint(0, 20), start=T0)
+                          ts=ts, start=T0)
+            if rng.random() < 0.5:  # decided: its Complete* next (or left stuck in Prepare*)
+                b.coordinator(f"t{pid}", pid=pid, epoch=rng.randint(0, 2), state=state.replace("Prepare", "Complete"),
+                              partitions=None, ts=ts + 1, start=T0)
         for _ in range(rng.randint(0, 8)):
             topic, partition = rng.choice(PARTITIONS)
             kind = rng.choice(["COMMIT", "ABORT", "UNKNOWN"])
@@ -40,7 +45,7 @@ def _expected(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | None, in
     """Per (transactional id, log offset, topic, partition): has_marker, next marker type and offset."""
     events: list[tuple[Any, ...]] = []  # (topic, partition, pid, ts, order, kind, row)
     for row in b.rows["txn_log"]:
-        for tp in row["topic_partitions"]:
+        for tp in row["topic_partitions"] or []:
             events.append((tp["topic"], tp["partition"], row["producer_id"], row["txn_last_update_timestamp"],
                            (0, row["partition"], row["offset"]), "prepare", row))
     for row in b.rows["control_markers"]:
@@ -96,6 +101,37 @@ def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, 
     assert got == _expected(b)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, seed: int, tmp_path: Any) -> None:
+    """The rows the rules read, from the pass's tasks (the tables' files) and from Spark ordering
+    the markers with ``prepare_records`` (frames made in memory): equal in every column, the
+    Prepare* records on partitions absent from the dump included."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.detect import DetectOptions
+    from txn_audit.detect.rules import _prepare_marker_matches
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    b = _random_log(seed)
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
+    assert recon.prepare_follows is not None
+    opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
+
+    def rows(raw: Any, follows: Any) -> list[dict[str, Any]]:
+        present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+        matches = _prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, follows)
+        return sorted((r.asDict() for r in matches.collect()), key=lambda r: repr(sorted(r.items())))
+
+    from_files, in_spark = rows(tables.frames, recon.prepare_follows), rows(b.tables(spark), None)
+    assert from_files == in_spark
+    listed = sum(len(r["topic_partitions"] or []) for r in b.rows["txn_log"] if r["state"].startswith("Prepare"))
+    assert len(from_files) == listed
+    assert any(r["next_state"] is None for r in from_files) == any(r["next_state"] is None for r in in_spark)
+
+
 def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:
     """``PREPARE_FIELDS`` rows of the Prepare* records listing ``topic``-``partition``; the
     ``untimed``-th record (by log offset) has no update time."""
@@ -105,7 +141,7 @@ def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -
 
     rows = []
     for row in b.rows["txn_log"]:
-        if any((tp["topic"], tp["partition"]) == (topic, partition) for tp in row["topic_partitions"]):
+        if any((tp["topic"], tp["partition"]) == (topic, partition) for tp in row["topic_partitions"] or []):
             rows.append({"topic": topic, "partition": partition, "producer_id": row["producer_id"],
                          "epoch": row["producer_epoch"], "ts": None if row["offset"] == untimed else
                          row["txn_last_update_timestamp"], "txn_log_partition": row["partition"],
@@ -130,7 +166,7 @@ def test_the_pass_tasks_follower_agrees_with_the_walk(seed: int) -> None:
         b.rows["txn_log"][untimed]["txn_last_update_timestamp"] = None
     expected = _expected_untimed(b)
     got = {}
-    for topic, partition in PARTITIONS:
+    for topic, partition in [*PARTITIONS, UNREAD]:
         follower = PrepareFollower(_prepares(b, topic, partition, untimed=untimed))
         markers = [r for r in b.rows["control_markers"] if (r["topic"], r["partition"]) == (topic, partition)]
         data = [r for r in b.rows["batches"] if (r["topic"], r["partition"]) == (topic, partition)][:3]
@@ -154,7 +190,7 @@ def _expected_untimed(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | 
     untimed = [r for r in b.rows["txn_log"] if r["txn_last_update_timestamp"] is None]
     expected = _expected(RawBuilder(rows={**b.rows, "txn_log": timed}))
     for row in untimed:
-        for tp in row["topic_partitions"]:
+        for tp in row["topic_partitions"] or []:
             expected[(row["transactional_id"], row["offset"], tp["topic"], tp["partition"])] = (False, None, None)
     return expected
 

@@ -60,7 +60,15 @@ def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list
         prepares.append({"topic": marker["topic"], "partition": marker["partition"],
                          "producer_id": marker["producer_id"] - rng.choice((0, 5)),
                          "epoch": marker["producer_epoch"], "ts": marker["timestamp"] - rng.choice((0, 1, 500)),
-                         "txn_log_partition": 0, "txn_log_offset": offset})
+                         "txn_log_partition": 0, "txn_log_offset": offset, "transactional_id": f"tx-{offset}",
+                         "state": rng.choice(("PrepareCommit", "PrepareAbort")),
+                         "next_state": rng.choice((None, "CompleteCommit", "CompleteAbort")),
+                         "started": marker["timestamp"] - 1_000, "timeout_ms": 60_000})
+    # and on a partition no task reads
+    prepares += [{"topic": "unread", "partition": partition, "producer_id": 7, "epoch": 0, "ts": 1,
+                  "txn_log_partition": 1, "txn_log_offset": partition, "transactional_id": "tx-unread",
+                  "state": "PrepareCommit", "next_state": None, "started": 0, "timeout_ms": 60_000}
+                 for partition in range(3)]
     return prepares
 
 
@@ -88,9 +96,10 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     first = next(b for item in items for b in transaction_pass(sorted_pass_input(item), late_tolerance_ms=TOLERANCE_MS))
     output = pa.schema([*first.schema, pa.field("follow", pa.struct(list(FOLLOW_FIELDS)))])
 
+    replicas = {(item["topic"], item["partition"]) for item in items}
     out = list(pass_writing_transactions(iter([_task_rows(items, ids, prepares)]), late_tolerance_ms=TOLERANCE_MS,
                                          unsequenced_topics=COMPACTED, directory=directory, job="job",
-                                         output=output))
+                                         output=output, read=frozenset(replicas), strays_task=len(items) - 1))
 
     assert all(b.schema == output for b in out)
     rows = [r for b in out for r in pa.Table.from_batches([b]).to_pylist()]
@@ -98,10 +107,13 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     assert sorted(({"event": r["event"], "txn": r["txn"]} for r in rows if r["event"]), key=repr) == \
         [r for r in expected if r["event"]]
     # each Prepare* record of the leader's partitions followed once, by the task of its producer's
-    # share, as a follower that sees all the partition's markers at once says
+    # share, as a follower that sees all the partition's markers at once says; each of the others
+    # once, with no marker, by one task
     follows = sorted((r["follow"] for r in rows if r["follow"]), key=repr)
-    replicas = {(item["topic"], item["partition"]) for item in items}
-    expected_follows = []
+    unread = [p | {"has_marker": False, "next_marker_type": None, "next_marker_offset": None}
+              for p in prepares if (p["topic"], p["partition"]) not in replicas]
+    assert len(unread) == 3
+    expected_follows = unread
     for topic, partition in sorted(replicas):
         mine = [p for p in prepares if (p["topic"], p["partition"]) == (topic, partition)]
         follower = PrepareFollower(pa.Table.from_pylist(mine, schema=PREPARE_FIELDS))
@@ -110,7 +122,7 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
              (topic, partition, 1)], schema=RAW_TABLES["control_markers"]), MARKER).combine_chunks().to_batches()[0])
         expected_follows += follower.rows().to_pylist()
     assert follows == sorted(expected_follows, key=repr)
-    assert len(follows) == sum(1 for p in prepares if (p["topic"], p["partition"]) in replicas)
+    assert len(follows) == len(prepares)
     assert any(f["has_marker"] for f in follows) and not all(f["has_marker"] for f in follows)
     files = sorted(Path(directory).iterdir())
     # one file per task that found transactions, named as Spark names its files; nothing else left

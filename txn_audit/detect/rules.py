@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from txn_audit.formats import input_kind
-from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, FOLLOW_KEY, prepare_records
+from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
 from txn_audit.severity import Severity
 
@@ -417,21 +417,17 @@ def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Dat
     ``next_state`` is the id's next coordinator record (a Prepare* is always followed by its
     Complete*, null when the Prepare* is the latest record); ``has_marker`` says whether the
     producer's next event on that partition, by time, is a marker of the prepared epoch.
-    ``follows`` (``Reconstruction.prepare_follows``), when the producer pass gave it, says that
-    per Prepare* record and partition the pass read; a partition it did not read holds no marker.
+    ``follows`` (``Reconstruction.prepare_follows``), when the producer pass gave it, holds these
+    rows already, one per Prepare* record and partition listed (a partition the pass did not read
+    holds no marker); otherwise Spark orders the markers with the records (``_matched_in_spark``).
     """
-    prep = prepare_records(txn_log)
     if follows is not None:
-        found = follows.withColumn("_followed", F.lit(True))
-        matched = (
-            prep.join(found, list(FOLLOW_KEY), "left")
-            .withColumn("has_marker", F.when(F.col("_followed"), F.col("has_marker")).otherwise(F.lit(False)))
-            .drop("_followed")
-        )
+        matched = follows.withColumn("decision", prepare_decision())
     else:
-        matched = _matched_in_spark(prep, markers)
+        matched = _matched_in_spark(prepare_records(txn_log), markers)
     return (
-        matched.join(present, ["topic", "partition"], "left")
+        # one row per partition of the dump: broadcast, so that the records are not shuffled
+        matched.join(F.broadcast(present), ["topic", "partition"], "left")
         .withColumn("in_dump", F.col("covers_from").isNotNull() & (F.col("covers_from") <= F.col("ts")))
     )
 

@@ -24,11 +24,11 @@ from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.reconstruct.replicas import RankedReplicas, chosen_replicas, on_replicas, ranked_replicas
 from txn_audit.reconstruct.stability import partition_stability
 from txn_audit.reconstruct.transactions import (
-    FOLLOW_KEY,
     DerivedOutput,
     Reconstruction,
     coordinator_current,
     partition_transactions,
+    prepare_decision,
     prepare_records,
     producer_events,
     producer_pass,
@@ -44,7 +44,6 @@ __all__ = [
     "BEHIND",
     "CONFLICT",
     "DerivedOutput",
-    "FOLLOW_KEY",
     "RankedReplicas",
     "Reconstruction",
     "chosen_replicas",
@@ -52,6 +51,7 @@ __all__ = [
     "on_replicas",
     "partition_stability",
     "partition_transactions",
+    "prepare_decision",
     "prepare_records",
     "ranked_replicas",
     "producer_events",

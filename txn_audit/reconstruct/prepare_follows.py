@@ -5,9 +5,10 @@ producer's next event by time (Prepare* records of one time first, in log order;
 one time in offset order) is either a marker, of the prepared epoch or not, or another
 Prepare*, or nothing. The producer pass already reads every marker of its replica, so its
 tasks answer this for the Prepare* records of their partition, as the markers go by, keeping
-only one candidate per Prepare* record: the first marker at or after its time. Spark then need
-not read, join and order every marker again (``detect.rules._prepare_marker_matches`` does so
-for frames the pass does not read from files).
+only one candidate per Prepare* record: the first marker at or after its time. Each answer
+carries its Prepare* record, so the rules read the answers as they are: Spark need not read,
+join and order every marker, nor order the coordinator log a second time
+(``detect.rules._prepare_marker_matches`` does so for frames the pass does not read from files).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: one Prepare* record on one partition it lists, as a pass task receives it
+#: one Prepare* record on one partition it lists, as a pass task receives it: the columns of
+#: ``transactions.prepare_records`` but ``decision`` (which its ``state`` gives)
 PREPARE_FIELDS = pa.schema([
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
@@ -25,18 +27,22 @@ PREPARE_FIELDS = pa.schema([
     pa.field("ts", pa.int64()),
     pa.field("txn_log_partition", pa.int32()),
     pa.field("txn_log_offset", pa.int64()),
+    pa.field("transactional_id", pa.string()),
+    pa.field("state", pa.string()),
+    pa.field("next_state", pa.string()),
+    pa.field("started", pa.int64()),
+    pa.field("timeout_ms", pa.int32()),
 ])
-#: what a task says about each: the Prepare* record, whether the next event is a marker of its
-#: epoch (null when the epochs cannot be compared), and that marker's type and offset
-FOLLOW_FIELDS = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("txn_log_partition", pa.int32()),
-    pa.field("txn_log_offset", pa.int64()),
+#: what follows each Prepare* record, as a task says it: the record (``PREPARE_FIELDS``), then
+#: whether the next event is a marker of its epoch (null when the epochs cannot be compared), and
+#: that marker's type and offset. The rules read these rows as they are: no record need be looked
+#: up again in the coordinator log
+OUTCOME_FIELDS = (
     pa.field("has_marker", pa.bool_()),
     pa.field("next_marker_type", pa.string()),
     pa.field("next_marker_offset", pa.int64()),
-])
+)
+FOLLOW_FIELDS = pa.schema([*PREPARE_FIELDS, *OUTCOME_FIELDS])
 
 _NONE = np.iinfo(np.int64).max  # no marker found yet: after every (time, offset)
 
@@ -121,12 +127,18 @@ class PrepareFollower:
             next_type[row], next_offset[row] = self.marker_type[row], int(self.marker_offset[row])
             epoch, marker_epoch = epochs[row], self.marker_epoch[row]
             has_marker[row] = None if epoch is None or marker_epoch is None else epoch == marker_epoch
-        return pa.table({
-            "topic": self.prepares.column("topic"),
-            "partition": self.prepares.column("partition"),
-            "txn_log_partition": self.prepares.column("txn_log_partition"),
-            "txn_log_offset": self.prepares.column("txn_log_offset"),
-            "has_marker": pa.array(has_marker, pa.bool_()),
-            "next_marker_type": pa.array(next_type, pa.string()),
-            "next_marker_offset": pa.array(next_offset, pa.int64()),
-        }, schema=FOLLOW_FIELDS)
+        return _with_outcomes(self.prepares, has_marker, next_type, next_offset)
+
+
+def unfollowed(prepares: pa.Table) -> pa.Table:
+    """``FOLLOW_FIELDS`` for Prepare* records on partitions no task reads: no marker follows them."""
+    n = prepares.num_rows
+    return _with_outcomes(prepares, [False] * n, [None] * n, [None] * n)
+
+
+def _with_outcomes(prepares: pa.Table, has_marker: list[bool | None], next_type: list[str | None],
+                   next_offset: list[int | None]) -> pa.Table:
+    outcomes = [pa.array(has_marker, pa.bool_()), pa.array(next_type, pa.string()),
+                pa.array(next_offset, pa.int64())]
+    return pa.Table.from_arrays([*(prepares.column(f.name) for f in PREPARE_FIELDS), *outcomes],
+                                schema=FOLLOW_FIELDS)

@@ -27,7 +27,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from txn_audit.reconstruct.pass_files import item_pass
-from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
+from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower, unfollowed
 from txn_audit.replica_tasks.commit import commit_file, file_name
 from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import PARTITION_TRANSACTIONS
@@ -172,13 +172,16 @@ class TransactionFile:
 
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                               unsequenced_topics: tuple[str, ...], directory: str, job: str,
-                              output: pa.Schema) -> Iterator[pa.RecordBatch]:
+                              output: pa.Schema, read: frozenset[tuple[str, int]],
+                              strays_task: int) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows with a ``producer_ids`` column (every
     known ``(producer_id, transactional_id)``) and a ``prepares`` column (every Prepare* record
     per listed partition, ``prepare_follows.PREPARE_FIELDS``) in. Each item's transactions are
     written to ``directory`` (``file_name(task, job)``); out come rows of ``output`` (``event``,
     ``txn``, ``follow``): its ``event`` rows, then a ``follow`` row per Prepare* record of its
-    partition and producers."""
+    partition and producers. One item (task ``strays_task``, the last and smallest) also gives a
+    ``follow`` row for each Prepare* record on a partition no item reads (``read``: the items'
+    partitions), so that every Prepare* record has its ``follow`` row once per partition listed."""
     follow_type = output.field("follow").type
     for batch in items:
         ids, prepares = batch.column("producer_ids"), batch.column("prepares")
@@ -194,14 +197,31 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
                         yield out.append_column("follow", pa.nulls(out.num_rows, follow_type)).cast(output)
                     else:
                         written.add(pa.RecordBatch.from_struct_array(txn))
-            follows = follower.rows()
-            if follows.num_rows:
-                struct = pa.StructArray.from_arrays(
-                    [follows.column(f.name).combine_chunks().cast(f.type) for f in follow_type],
-                    fields=list(follow_type))
-                yield pa.RecordBatch.from_arrays(
-                    [pa.nulls(follows.num_rows, output.field("event").type),
-                     pa.nulls(follows.num_rows, output.field("txn").type), struct], schema=output)
+            yield from _follow_rows(follower.rows(), output)
+            if item_int(item, "task") == strays_task:
+                yield from _follow_rows(unfollowed(_prepares_elsewhere(read, prepares[row].values)), output)
+
+
+def _follow_rows(follows: pa.Table, output: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``follows`` (``prepare_follows.FOLLOW_FIELDS``) as ``output`` rows: in its ``follow`` column."""
+    if not follows.num_rows:
+        return
+    follow_type = output.field("follow").type
+    struct = pa.StructArray.from_arrays(
+        [follows.column(f.name).combine_chunks().cast(f.type) for f in follow_type], fields=list(follow_type))
+    yield pa.RecordBatch.from_arrays(
+        [pa.nulls(follows.num_rows, output.field("event").type),
+         pa.nulls(follows.num_rows, output.field("txn").type), struct], schema=output)
+
+
+def _prepares_elsewhere(read: frozenset[tuple[str, int]], prepares: pa.StructArray | None) -> pa.Table:
+    """The Prepare* records on partitions outside ``read``."""
+    if prepares is None or len(prepares) == 0:
+        return PREPARE_FIELDS.empty_table()
+    table = pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
+    inside = pa.table({"topic": pa.array([topic for topic, _ in read], pa.string()),
+                       "partition": pa.array([partition for _, partition in read], pa.int32())})
+    return table.join(inside, ["topic", "partition"], join_type="left anti").select(PREPARE_FIELDS.names)
 
 
 def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) -> pa.Table:

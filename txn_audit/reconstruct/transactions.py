@@ -52,6 +52,7 @@ from txn_audit.reconstruct.transaction_files import (
     pass_writing_transactions,
 )
 from txn_audit.replica_tasks import finish_table, new_job, replicas_rows, start_table, tasks_over_items
+from txn_audit.replica_tasks.reading import item_int
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
     DERIVED_TABLES,
@@ -121,13 +122,14 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     """``producer_pass`` whose tasks write the transactions themselves, as the files of
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
     its ``txn`` column is always null. Its third column, ``follow``, says what follows each of
-    ``prepares`` (``prepare_records``) on the partitions the tasks read
-    (``prepare_follows.FOLLOW_FIELDS``; read them with ``prepare_follow_rows``). None unless
-    ``batch_files`` and ``marker_files`` are the manifests of both frames' rows (as for
-    ``producer_pass``). The files are written when the frame is computed: compute it once, then call
-    ``written_partition_transactions``. The table is committed as ``replica_tasks`` says."""
+    ``prepares`` (``prepare_records``), once per record and partition listed, whether a task
+    reads that partition or not (``prepare_follows.FOLLOW_FIELDS``; read them with
+    ``prepare_follow_rows``). None unless ``batch_files`` and ``marker_files`` are the manifests of
+    both frames' rows (as for ``producer_pass``) and name some replica. The files are written
+    when the frame is computed: compute it once, then call ``written_partition_transactions``.
+    The table is committed as ``replica_tasks`` says."""
     items = _pass_items(batches, batch_files, marker_files)
-    if items is None:
+    if not items:
         return None
     start_table(directory)
     shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids").crossJoin(
@@ -135,7 +137,8 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     output = _pass_output(batches, markers).add(StructField("follow", spark_schema(FOLLOW_FIELDS)))
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
-                             output=to_arrow_schema(output))
+                             output=to_arrow_schema(output), strays_task=len(items) - 1,
+                             read=frozenset((str(item["topic"]), item_int(item, "partition")) for item in items))
     return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight)
 
 
@@ -310,8 +313,9 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
     )
 
 
-#: what identifies a Prepare* record on one partition it lists (``prepare_records``)
-FOLLOW_KEY = ("topic", "partition", "txn_log_partition", "txn_log_offset")
+def prepare_decision() -> Column:
+    """The marker type a Prepare* record's ``state`` decides (``prepare_records``' ``decision``)."""
+    return F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT")
 
 
 def prepare_records(txn_log: DataFrame) -> DataFrame:
@@ -333,7 +337,7 @@ def prepare_records(txn_log: DataFrame) -> DataFrame:
             F.col("txn_timeout_ms").alias("timeout_ms"),
             F.col("offset").alias("txn_log_offset"),
             F.col("partition").alias("txn_log_partition"),
-            F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT").alias("decision"),
+            prepare_decision().alias("decision"),
             F.explode(F.coalesce("topic_partitions", F.array())).alias("tp"),
         )
         .select("*", F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition"))
