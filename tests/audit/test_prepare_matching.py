@@ -7,6 +7,7 @@ before a marker's time comes first, markers of one time are taken in offset orde
 
 from __future__ import annotations
 
+import importlib
 import random
 from typing import Any
 
@@ -102,10 +103,13 @@ def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, 
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, seed: int, tmp_path: Any) -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, seed: int, split: bool,
+                                                                    tmp_path: Any, monkeypatch: Any) -> None:
     """The rows the rules read, from the pass's tasks (the tables' files) and from Spark ordering
     the markers with ``prepare_records`` (frames made in memory): equal in every column, the
-    Prepare* records on partitions absent from the dump included."""
+    Prepare* records on partitions absent from the dump included. ``split``: each partition is
+    read in shares of its producers, by many tasks, each given only its share's records."""
     from pyspark.sql import functions as F
 
     from txn_audit.detect import DetectOptions
@@ -113,6 +117,18 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
+    # the module (the package's ``transactions`` is a function of it)
+    transactions = importlib.import_module("txn_audit.reconstruct.transactions")
+    shares = []
+    if split:
+        whole = transactions.pass_items
+
+        def in_shares(batch_files: Any, marker_files: Any, parallelism: int) -> Any:
+            items = whole(batch_files, marker_files, 64, share_rows=1)
+            shares.extend(item["shares"] for item in items)
+            return items
+
+        monkeypatch.setattr(transactions, "pass_items", in_shares)
     b = _random_log(seed)
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
@@ -130,6 +146,7 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     listed = sum(len(r["topic_partitions"] or []) for r in b.rows["txn_log"] if r["state"].startswith("Prepare"))
     assert len(from_files) == listed
     assert any(r["next_state"] is None for r in from_files) == any(r["next_state"] is None for r in in_spark)
+    assert (max(shares) > 1) if split else not shares
 
 
 def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:

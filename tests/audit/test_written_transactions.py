@@ -43,11 +43,13 @@ def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict
     return sorted(rows, key=repr)
 
 
-def _task_rows(items: list[dict[str, Any]], ids: dict[int, str], prepares: list[dict[str, Any]]) -> pa.RecordBatch:
+def _task_rows(items: list[dict[str, Any]], ids: dict[int, str], prepares: list[dict[str, Any]],
+               unread: list[dict[str, Any]]) -> pa.RecordBatch:
     known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
-    rows = [item | {"producer_ids": known, "prepares": prepares} for item in items]
+    rows = [item | {"producer_ids": known, "prepares": prepares, "unread_prepares": unread} for item in items]
+    records = pa.list_(pa.struct(list(PREPARE_FIELDS)))
     schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(list(PRODUCER_ID_FIELDS)))),
-                        pa.field("prepares", pa.list_(pa.struct(list(PREPARE_FIELDS))))])
+                        pa.field("prepares", records), pa.field("unread_prepares", records)])
     return pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
@@ -97,9 +99,13 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     output = pa.schema([*first.schema, pa.field("follow", pa.struct(list(FOLLOW_FIELDS)))])
 
     replicas = {(item["topic"], item["partition"]) for item in items}
-    out = list(pass_writing_transactions(iter([_task_rows(items, ids, prepares)]), late_tolerance_ms=TOLERANCE_MS,
-                                         unsequenced_topics=COMPACTED, directory=directory, job="job",
-                                         output=output, read=frozenset(replicas), strays_task=len(items) - 1))
+    # every item is given every record (a task is given at least those of its items); the records
+    # on no item's partition, to be followed once, by item ``strays_task``
+    read = [p for p in prepares if (p["topic"], p["partition"]) in replicas]
+    unread = [p for p in prepares if (p["topic"], p["partition"]) not in replicas]
+    out = list(pass_writing_transactions(iter([_task_rows(items, ids, read, unread)]),
+                                         late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED,
+                                         directory=directory, job="job", output=output, strays_task=len(items) - 1))
 
     assert all(b.schema == output for b in out)
     rows = [r for b in out for r in pa.Table.from_batches([b]).to_pylist()]
@@ -110,10 +116,9 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     # share, as a follower that sees all the partition's markers at once says; each of the others
     # once, with no marker, by one task
     follows = sorted((r["follow"] for r in rows if r["follow"]), key=repr)
-    unread = [p | {"has_marker": False, "next_marker_type": None, "next_marker_offset": None}
-              for p in prepares if (p["topic"], p["partition"]) not in replicas]
     assert len(unread) == 3
-    expected_follows = unread
+    expected_follows = [p | {"has_marker": False, "next_marker_type": None, "next_marker_offset": None}
+                        for p in unread]
     for topic, partition in sorted(replicas):
         mine = [p for p in prepares if (p["topic"], p["partition"]) == (topic, partition)]
         follower = PrepareFollower(pa.Table.from_pylist(mine, schema=PREPARE_FIELDS))

@@ -172,20 +172,19 @@ class TransactionFile:
 
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                               unsequenced_topics: tuple[str, ...], directory: str, job: str,
-                              output: pa.Schema, read: frozenset[tuple[str, int]],
-                              strays_task: int) -> Iterator[pa.RecordBatch]:
+                              output: pa.Schema, strays_task: int) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows with a ``producer_ids`` column (every
-    known ``(producer_id, transactional_id)``) and a ``prepares`` column (every Prepare* record
-    per listed partition, ``prepare_follows.PREPARE_FIELDS``) in. Each item's transactions are
-    written to ``directory`` (``file_name(task, job)``); out come rows of ``output`` (``event``,
-    ``txn``, ``follow``): its ``event`` rows, then a ``follow`` row per Prepare* record of its
-    partition and producers. One item (task ``strays_task``, the last and smallest) also gives a
-    ``follow`` row for each Prepare* record on a partition no item reads (``read``: the items'
-    partitions), so that every Prepare* record has its ``follow`` row once per partition listed."""
-    follow_type = output.field("follow").type
+    known ``(producer_id, transactional_id)``), a ``prepares`` column (Prepare* records per
+    listed partition, ``prepare_follows.PREPARE_FIELDS``: at least those of the item's partition
+    and producers) and an ``unread_prepares`` column (the same, on partitions no item reads) in.
+    Each item's transactions are written to ``directory`` (``file_name(task, job)``); out come
+    rows of ``output`` (``event``, ``txn``, ``follow``): its ``event`` rows, then a ``follow`` row
+    per Prepare* record of its partition and producers. Item ``strays_task`` also gives one, with
+    no marker, per record of its ``unread_prepares`` (``producer_pass_writing`` gives those to
+    its task alone), so that every Prepare* record has its ``follow`` row once per partition."""
     for batch in items:
-        ids, prepares = batch.column("producer_ids"), batch.column("prepares")
-        for row, item in enumerate(batch.drop_columns(["producer_ids", "prepares"]).to_pylist()):
+        ids, prepares, unread = (batch.column(name) for name in ("producer_ids", "prepares", "unread_prepares"))
+        for row, item in enumerate(batch.drop_columns(["producer_ids", "prepares", "unread_prepares"]).to_pylist()):
             known = known_ids(ids[row].values)
             follower = PrepareFollower(_prepares_of(item, prepares[row].values))
             with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:
@@ -194,12 +193,13 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
                         # every batch of one task's output has one schema: ``output``'s
-                        yield out.append_column("follow", pa.nulls(out.num_rows, follow_type)).cast(output)
+                        yield out.append_column("follow", pa.nulls(out.num_rows, output.field("follow").type)
+                                                ).cast(output)
                     else:
                         written.add(pa.RecordBatch.from_struct_array(txn))
             yield from _follow_rows(follower.rows(), output)
             if item_int(item, "task") == strays_task:
-                yield from _follow_rows(unfollowed(_prepares_elsewhere(read, prepares[row].values)), output)
+                yield from _follow_rows(unfollowed(_prepare_table(unread[row].values)), output)
 
 
 def _follow_rows(follows: pa.Table, output: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -214,21 +214,16 @@ def _follow_rows(follows: pa.Table, output: pa.Schema) -> Iterator[pa.RecordBatc
          pa.nulls(follows.num_rows, output.field("txn").type), struct], schema=output)
 
 
-def _prepares_elsewhere(read: frozenset[tuple[str, int]], prepares: pa.StructArray | None) -> pa.Table:
-    """The Prepare* records on partitions outside ``read``."""
+def _prepare_table(prepares: pa.StructArray | None) -> pa.Table:
+    """``PREPARE_FIELDS`` rows from a task's list of them (null: none)."""
     if prepares is None or len(prepares) == 0:
         return PREPARE_FIELDS.empty_table()
-    table = pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
-    inside = pa.table({"topic": pa.array([topic for topic, _ in read], pa.string()),
-                       "partition": pa.array([partition for _, partition in read], pa.int32())})
-    return table.join(inside, ["topic", "partition"], join_type="left anti").select(PREPARE_FIELDS.names)
+    return pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
 
 
 def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) -> pa.Table:
     """The Prepare* records for ``item``'s partition and share of producers."""
-    if prepares is None or len(prepares) == 0:
-        return PREPARE_FIELDS.empty_table()
-    table = pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
+    table = _prepare_table(prepares)
     shares, share = item_int(item, "shares"), item_int(item, "share")
     mine = pc.and_(pc.equal(table.column("topic"), item["topic"]),
                    pc.equal(table.column("partition"), item["partition"]))

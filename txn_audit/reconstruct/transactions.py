@@ -132,14 +132,40 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     if not items:
         return None
     start_table(directory)
-    shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids").crossJoin(
-        _one_row(prepares, PREPARE_FIELDS, "prepares"))
+    shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids")
     output = _pass_output(batches, markers).add(StructField("follow", spark_schema(FOLLOW_FIELDS)))
+    # the records on partitions no item reads go to the task of the last (lightest) item
+    strays = len(items) - 1
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
-                             output=to_arrow_schema(output), strays_task=len(items) - 1,
-                             read=frozenset((str(item["topic"]), item_int(item, "partition")) for item in items))
-    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight)
+                             output=to_arrow_schema(output), strays_task=strays)
+    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight,
+                            routed=functools.partial(_routed_prepares, prepares, strays_task=strays))
+
+
+def _routed_prepares(prepares: DataFrame, groups: Sequence[Sequence[Mapping[str, object]]], *,
+                     strays_task: int) -> DataFrame:
+    """``tasks_over_items``' ``routed`` frame of ``producer_pass_writing``: each task receives only
+    the Prepare* records its items read (``prepares``: their partitions and shares of producers,
+    as ``transaction_files`` reads them), and the task of item ``strays_task`` also the records
+    on partitions no item reads (``unread_prepares``)."""
+    spark = prepares.sparkSession
+    places = spark.createDataFrame(
+        [(str(item["topic"]), item_int(item, "partition"), item_int(item, "shares"), item_int(item, "share"), place)
+         for place, group in enumerate(groups) for item in group],
+        "_topic string, _partition int, _shares int, _share int, _place int")
+    strays = next(place for place, group in enumerate(groups) for item in group
+                  if item_int(item, "task") == strays_task)
+    record = F.struct(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_schema(PREPARE_FIELDS).fields])
+    share = F.pmod(F.coalesce(F.col("producer_id"), F.lit(-1)), F.col("_shares"))
+    placed = prepares.join(F.broadcast(places), (F.col("topic") == F.col("_topic"))
+                           & (F.col("partition") == F.col("_partition")) & (share == F.col("_share")), "left")
+    read = F.col("_place").isNotNull()
+    per_task = placed.groupBy(F.coalesce(F.col("_place"), F.lit(strays)).alias("_place")).agg(
+        F.collect_list(F.when(read, record)).alias("prepares"),
+        F.collect_list(F.when(~read, record)).alias("unread_prepares"))
+    return per_task.agg(*[F.map_from_entries(F.collect_list(F.struct("_place", name))).alias(name)
+                          for name in ("prepares", "unread_prepares")])
 
 
 def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
