@@ -68,21 +68,34 @@ class RawBuilder:
         return offset
 
     def coordinator(self, tid: str, *, pid: int, epoch: int, state: str, partitions: list[tuple[str, int]] | None,
-                    ts: int, start: int = -1, timeout_ms: int = 60_000) -> None:
-        key = ("__transaction_state", 0)
-        offset = self.next_offset.get(key, 0)
-        self.next_offset[key] = offset + 1
+                    ts: int, start: int = -1, timeout_ms: int = 60_000, log_partition: int = 0,
+                    version: int | None = 0) -> None:
+        """A ``__transaction_state`` record (of partition ``log_partition``; ``version``: its
+        client transaction version)."""
         codes = {"Empty": 0, "Ongoing": 1, "PrepareCommit": 2, "PrepareAbort": 3, "CompleteCommit": 4,
                  "CompleteAbort": 5}
-        self.rows["txn_log"].append({
-            **self._replica("__transaction_state", 0), "offset": offset, "record_timestamp": ts,
-            "transactional_id": tid, "key_version": 0, "value_version": 0, "tombstone": False, "producer_id": pid,
-            "producer_epoch": epoch, "previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1,
+        self._coordinator_record(tid, ts=ts, log_partition=log_partition, value={
+            "value_version": 0, "tombstone": False, "producer_id": pid, "producer_epoch": epoch,
+            "previous_producer_id": -1, "next_producer_id": -1, "next_producer_epoch": -1,
             "txn_timeout_ms": timeout_ms, "state_code": codes[state], "state": state,
             "topic_partitions": None if partitions is None else [{"topic": t, "partition": p} for t, p in partitions],
-            "txn_last_update_timestamp": ts, "txn_start_timestamp": start, "client_transaction_version": 0,
-            "segment_base_offset": 0, "file": "ld/__transaction_state-0/00000000000000000000.log",
+            "txn_last_update_timestamp": ts, "txn_start_timestamp": start, "client_transaction_version": version,
         })
+
+    def coordinator_tombstone(self, tid: str, *, ts: int, log_partition: int = 0) -> None:
+        """A ``__transaction_state`` tombstone: the id expired (a record with no value)."""
+        self._coordinator_record(tid, ts=ts, log_partition=log_partition, value={"tombstone": True})
+
+    def _coordinator_record(self, tid: str, *, ts: int, log_partition: int, value: dict[str, Any]) -> None:
+        key = ("__transaction_state", log_partition)
+        offset = self.next_offset.get(key, 0)
+        self.next_offset[key] = offset + 1
+        empty = {name: None for name in RAW_TABLES["txn_log"].names}
+        self.rows["txn_log"].append(empty | {
+            **self._replica("__transaction_state", log_partition), "offset": offset, "record_timestamp": ts,
+            "transactional_id": tid, "key_version": 0, "segment_base_offset": 0,
+            "file": f"ld/__transaction_state-{log_partition}/00000000000000000000.log",
+        } | value)
 
     def snapshot(self, topic: str, partition: int, *, at: int, pid: int, epoch: int, open_from: int = -1,
                  ts: int) -> None:

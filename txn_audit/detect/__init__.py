@@ -102,7 +102,8 @@ def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
                   opts: DetectOptions) -> list[Callable[[], DataFrame]]:
     """Builders of the findings of every rule (or group of rules), in ``FINDINGS``' columns. What
     several rules read is computed once, here; each builder builds its rules' frame."""
-    batches, markers, txn_log, commits = recon.batches, recon.markers, recon.txn_log, recon.offset_commits
+    batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
+    txn_log = recon.coordinator_log.records
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
     # time, from one aggregation that two rules read
     last_markers = markers.groupBy("topic", "partition", "producer_id").agg(
@@ -131,7 +132,7 @@ def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
         lambda: absorbed_findings(ptx),
         lambda: coordinator_findings(matches, last_markers, ptx, opts),
         lambda: duplicate_marker_findings(ptx, matches, recon.producer_ids),
-        lambda: coordinator_epoch_findings(txn_log),
+        lambda: coordinator_epoch_findings(recon.coordinator_log.epoch_candidates()),
         lambda: sequence_findings(recon.producer_events, batches),
         lambda: epoch_findings(recon.producer_events),
         lambda: pending_offset_commit_findings(commits, ptx),

@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from txn_audit.formats import input_kind
+from txn_audit.formats.model import LAST_PRODUCER_EPOCH
 from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
 from txn_audit.severity import Severity
@@ -725,11 +726,7 @@ def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: 
     return noop_rows.unionByName(ended_rows)
 
 
-#: a producer id's last epoch (Short.MAX_VALUE): past it the coordinator gives the id a new producer id
-LAST_EPOCH = 32767
-
-
-def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
+def coordinator_epoch_findings(candidates: DataFrame) -> DataFrame:
     """Epoch bumps the coordinator log shows that known broker bugs leave, under transaction
     version 2 (the record's ``client_transaction_version``). Each finding is placed on the
     coordinator record that shows it (``__transaction_state``, partition and offset):
@@ -745,20 +742,15 @@ def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
       producer id, and a client still running can leave the id's next transaction stuck in
       Ongoing. A new InitProducerId gets a new producer id.
 
-    Both kinds come from one window over the id's records, computed once: the records of the
+    Both kinds come from the records ``candidates`` holds (``CoordinatorLog.epoch_candidates``:
+    each with the id's previous record and its producer id now), read once: the records of the
     two kinds are apart (PrepareAbort; Ongoing or Complete*), so each flagged record is one
     finding of one kind.
     """
-    order = Window.partitionBy("transactional_id").orderBy("partition", "offset")
-    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    rows = txn_log.where(~F.col("tombstone")).select(
-        "broker_id", "topic", "partition", "offset", "file", "transactional_id", "producer_id", "producer_epoch",
-        "state", "txn_last_update_timestamp", "client_transaction_version",
-        F.last("producer_id").over(whole).alias("_now_pid"),  # the id's producer id now
-        F.lag("state").over(order).alias("_prev_state"),
-        F.lag("producer_id").over(order).alias("_prev_pid"),
-        F.lag("producer_epoch").over(order).alias("_prev_epoch"),
-        F.lag("offset").over(order).alias("_prev_offset"),
+    rows = candidates.select(
+        "*", F.col("now_producer_id").alias("_now_pid"), F.col("prev_state").alias("_prev_state"),
+        F.col("prev_producer_id").alias("_prev_pid"), F.col("prev_producer_epoch").alias("_prev_epoch"),
+        F.col("prev_offset").alias("_prev_offset"),
     )
     tv2 = F.col("client_transaction_version") >= 2
     here = F.format_string("__transaction_state-%d offset %d", F.col("partition"), F.col("offset"))
@@ -771,7 +763,7 @@ def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
     keeps_id = F.col("state").isin("Ongoing", "CompleteCommit", "CompleteAbort")
     # under version 1 an abort at the last epoch keeps the producer id by design (the retried
     # InitProducerId gets a new one): only a known version 2 says so
-    exhausted = F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_EPOCH) & keeps_id
+    exhausted = F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_PRODUCER_EPOCH) & keeps_id
     flagged = rows.where(twice | exhausted).withColumn("_twice", F.coalesce(twice, F.lit(False)))
     # one epoch_exhausted finding per producer id: its first such record
     first = Window.partitionBy("_twice", "transactional_id", "producer_id").orderBy("partition", "offset")
@@ -798,7 +790,7 @@ def coordinator_epoch_findings(txn_log: DataFrame) -> DataFrame:
     return finding(
         flagged,
         F.when(F.col("_twice"), F.lit("epoch_bumped_twice")).otherwise(F.lit("epoch_exhausted")),
-        F.when(F.col("_twice"), F.when(F.col("producer_epoch") >= LAST_EPOCH - 1, WARNING).otherwise(INFO))
+        F.when(F.col("_twice"), F.when(F.col("producer_epoch") >= LAST_PRODUCER_EPOCH - 1, WARNING).otherwise(INFO))
         .otherwise(F.when(moved_on, INFO).otherwise(WARNING)),
         F.when(F.col("_twice"), twice_text).otherwise(exhausted_text),
         producer_epoch=F.col("producer_epoch"),

@@ -181,6 +181,10 @@ TXN_STATES: dict[int, str] = {
     6: "Dead",
     7: "PrepareEpochFence",
 }
+#: the states of a decided transaction whose markers are still to be written
+PREPARE_STATES = (TXN_STATES[2], TXN_STATES[3])
+#: a producer id's last epoch (Short.MAX_VALUE): past it the coordinator gives the id a new producer id
+LAST_PRODUCER_EPOCH = 32767
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,10 @@ files ingest wrote, their manifest (``txn_audit.manifest``). With it the produce
 the files with pyarrow, one replica per task (``pass_files``, run by ``replica_tasks``); in a
 scan its tasks also write ``partition_transactions`` themselves (``transaction_files``) and say
 what follows each Prepare* record on their partition (``prepare_follows``), and each
-partition's extent is read from the manifest. Where the derived tables go is
-``DerivedOutput``'s to say.
+partition's extent is read from the manifest. The coordinator log is read the same way, a
+partition per task (``coordinator_pass``, ``transactions.CoordinatorLog``): its Prepare* records,
+each id's newest record and each producer id's transactional id in one pass. Where the derived
+tables go is ``DerivedOutput``'s to say.
 
 When a partition has several copies (a dump of several brokers), one speaks for it
 (``replica_choice``: the KRaft metadata log's leader, else the highest leader epoch, then the

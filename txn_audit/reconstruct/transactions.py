@@ -21,6 +21,7 @@ from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
 from txn_audit.formats.layout import COMPACTED_TOPICS  # their producers' sequences are not checked
+from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
 from txn_audit.reconstruct.ordered_pass import (
     DATA,
     KEY_COLUMNS,
@@ -34,6 +35,13 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
+from txn_audit.reconstruct.coordinator_pass import (
+    COORDINATOR_ITEM,
+    COORDINATOR_PASS,
+    EPOCH_RECORD,
+    coordinator_items,
+    coordinator_over_files,
+)
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
 from txn_audit.reconstruct.divergence import compare_replicas
 from txn_audit.manifest import TableManifest
@@ -67,7 +75,6 @@ from txn_audit.schemas import (
 from txn_audit.tables import RawTables
 from txn_audit.spark import side_by_side
 
-PREPARE_STATES = ("PrepareCommit", "PrepareAbort")
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
 KEY = ("topic", "partition", "producer_id")
 
@@ -258,12 +265,15 @@ def _newest(frame: DataFrame, window: WindowSpec) -> DataFrame:
 
 def producer_transactional_ids(txn_log: DataFrame) -> DataFrame:
     """(producer_id, transactional_id) pairs the coordinator log ever recorded."""
-    pairs = txn_log.where(~F.col("tombstone") & (F.col("producer_id") >= 0)).select(
-        "producer_id", "transactional_id", "client_transaction_version", "offset"
-    )
+    return _producer_ids_of(txn_log.where(~F.col("tombstone") & (F.col("producer_id") >= 0)))
+
+
+def _producer_ids_of(pairs: DataFrame) -> DataFrame:
+    """``producer_transactional_ids`` from ``pairs``: coordinator records that are no tombstone
+    and name a producer id, or the newest of them per producer id and partition (``CoordinatorLog``)."""
     latest = Window.partitionBy("producer_id").orderBy(F.col("offset").desc(), F.col("transactional_id"))
     return (
-        _newest(pairs, latest)
+        _newest(pairs.select("producer_id", "transactional_id", "client_transaction_version", "offset"), latest)
         .select(
             "producer_id",
             "transactional_id",
@@ -274,7 +284,8 @@ def producer_transactional_ids(txn_log: DataFrame) -> DataFrame:
 
 def coordinator_current(txn_log: DataFrame) -> DataFrame:
     """The latest coordinator record per transactional id, with the partitions it lists
-    (only Ongoing and Prepare* list any: the partitions still awaiting markers)."""
+    (only Ongoing and Prepare* list any: the partitions still awaiting markers). ``txn_log``: the
+    coordinator log's records, or the newest of them per id and partition (``CoordinatorLog``)."""
     latest = Window.partitionBy("transactional_id").orderBy(F.col("partition").desc(), F.col("offset").desc())
     return (
         _newest(txn_log, latest)
@@ -293,6 +304,76 @@ def coordinator_current(txn_log: DataFrame) -> DataFrame:
             F.col("partition").alias("txn_log_partition"),
         )
     )
+
+
+def epoch_candidates(txn_log: DataFrame) -> DataFrame:
+    """The records the coordinator epoch rule may flag (``coordinator_pass.EPOCH_FIELDS``): of the
+    records that are no tombstone, those of the last epoch or two above the id's previous such
+    record's, each with that previous record (``prev_*``) and the producer id of the id's newest
+    (``now_producer_id``). One window over the id's records."""
+    order = Window.partitionBy("transactional_id").orderBy("partition", "offset")
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    rows = txn_log.where(~F.col("tombstone")).select(
+        *EPOCH_RECORD,
+        F.last("producer_id").over(whole).alias("now_producer_id"),
+        *[F.lag(name).over(order).alias(f"prev_{name}") for name in ("state", "producer_id", "producer_epoch",
+                                                                        "offset")],
+    )
+    return rows.where((F.col("producer_epoch") == LAST_PRODUCER_EPOCH)
+                      | (F.col("producer_epoch") == F.col("prev_producer_epoch") + 2))
+
+
+@dataclass(frozen=True)
+class CoordinatorLog:
+    """What reconstruct reads of the coordinator log (``records``: the chosen replicas' records):
+    its Prepare* records (``prepare_records``), each transactional id's newest record
+    (``coordinator_current``) and each producer id's transactional id
+    (``producer_transactional_ids``), and the records the epoch rule may flag
+    (``epoch_candidates``). From one pass over the log's files (``coordinator_pass``,
+    computed once: ``passed``) when their manifest is given, and no transactional id has records
+    in two of the log's partitions (the pass orders each partition alone); otherwise from
+    windows over every record."""
+
+    records: DataFrame
+    passed: DataFrame | None = None
+
+    @classmethod
+    def of(cls, records: DataFrame, files: TableManifest | None) -> CoordinatorLog:
+        """``records``' log, passed over through ``files`` (the manifest of their rows) when given."""
+        items = coordinator_items(files) if files is not None and files.replicas() is not None else []
+        if not items:
+            return cls(records)
+        passed = tasks_over_items(records.sparkSession, items, COORDINATOR_ITEM, coordinator_over_files,
+                                  spark_schema(COORDINATOR_PASS)).localCheckpoint(eager=True)
+        newest = passed.where(F.col("current").isNotNull()).select("current.transactional_id")
+        if not newest.groupBy("transactional_id").count().where(F.col("count") > 1).isEmpty():
+            return cls(records)  # an id in two partitions: the Prepare* records' next states need the window
+        return cls(records, passed)
+
+    def prepares(self) -> DataFrame:
+        """The Prepare* records, once per partition listed: ``prepare_records``' columns, or
+        (from the pass) ``prepare_follows.PREPARE_FIELDS``, all that ``producer_pass_writing`` reads."""
+        if self.passed is None:
+            return prepare_records(self.records)
+        return self.passed.where(F.col("prepare").isNotNull()).select("prepare.*")
+
+    def current(self) -> DataFrame:
+        """``coordinator_current``."""
+        if self.passed is None:
+            return coordinator_current(self.records)
+        return coordinator_current(self.passed.where(F.col("current").isNotNull()).select("current.*"))
+
+    def producer_ids(self) -> DataFrame:
+        """``producer_transactional_ids``."""
+        if self.passed is None:
+            return producer_transactional_ids(self.records)
+        return _producer_ids_of(self.passed.where(F.col("producer").isNotNull()).select("producer.*"))
+
+    def epoch_candidates(self) -> DataFrame:
+        """``epoch_candidates``."""
+        if self.passed is None:
+            return epoch_candidates(self.records)
+        return self.passed.where(F.col("epoch").isNotNull()).select("epoch.*")
 
 
 def described_transactions(reported: DataFrame) -> DataFrame:
@@ -550,7 +631,8 @@ class Reconstruction:
     #: the chosen replicas' rows of the raw tables detect reads (``on_replicas``)
     batches: DataFrame
     markers: DataFrame
-    txn_log: DataFrame
+    #: the chosen replicas' coordinator records, and what reconstruct and the rules read of them
+    coordinator_log: CoordinatorLog
     offset_commits: DataFrame
     #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
     #: None when the pass did not read the files
@@ -615,18 +697,19 @@ def reconstruct(
     batches = chosen("batches")
     markers = chosen("control_markers")
     txn_log = chosen("txn_log")
+    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys))
     snapshots = chosen("producer_snapshots")
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
     # dumps attach none: then the coordinator log's rows are all, and its windows (over every
     # record) are not computed a second time for the anti join that keeps the reports apart
     reported = tables["reported_transactions"]
     has_reports = not described_transactions(reported).isEmpty()
-    logged_ids = producer_transactional_ids(txn_log)
+    logged_ids = coordinator_log.producer_ids()
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(reported, logged_ids))
                if has_reports else logged_ids)
     directory = out.table_dir("partition_transactions")
     writing = None if directory is None else producer_pass_writing(
-        batches, markers, ids, prepare_records(txn_log), directory, late_tolerance_ms=late_tolerance_ms,
+        batches, markers, ids, coordinator_log.prepares(), directory, late_tolerance_ms=late_tolerance_ms,
         batch_files=batch_files, marker_files=marker_files)
     follows = None
     if writing is not None and directory is not None:
@@ -640,7 +723,7 @@ def reconstruct(
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
     def current_coordinator() -> DataFrame:
-        logged = coordinator_current(txn_log)
+        logged = coordinator_log.current()
         return keep("coordinator", logged.unionByName(reported_coordinator(reported, logged))
                     if has_reports else logged)
 
@@ -677,7 +760,7 @@ def reconstruct(
         extent=extent,
         batches=batches,
         markers=markers,
-        txn_log=txn_log,
+        coordinator_log=coordinator_log,
         offset_commits=chosen("offset_commits"),
         prepare_follows=follows,
     )

@@ -1,0 +1,151 @@
+"""The coordinator log passed over a partition at a time, against Spark's windows over every record.
+
+Random coordinator logs over several ``__transaction_state`` partitions: transactional ids that
+go through Ongoing, Prepare* and Complete* records, ids that expire (tombstones) and come back,
+producer ids that move from id to id, records of one offset in two partitions. And the
+real brokers' logs of the corpus, as a scan ingests them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.audit.builders import RawBuilder
+from tests.kafkacorpus import CORPUS
+from tests.realcorpus import REALCORPUS, needs_corpus
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_800_000_000_000
+DATA = [("a", 0), ("a", 1), ("b", 0)]
+
+
+def _random_log(seed: int, *, spread: bool = False) -> RawBuilder:
+    """Ids each in one partition of the log (by a hash, as Kafka places them); ``spread``: one id
+    also has records in another partition."""
+    rng = random.Random(seed)
+    b = RawBuilder()
+    ids = [f"tx-{n}" for n in range(8)]
+    pids = {tid: 100 + n for n, tid in enumerate(ids)}
+    epochs = dict.fromkeys(ids, 0)
+    # an id whose first record (after compaction) is of the last epoch
+    b.coordinator("tx-last", pid=99, epoch=32767, state="CompleteAbort", partitions=[], ts=T0, log_partition=2,
+                  version=2)
+    for step in range(rng.randint(20, 60)):
+        tid = rng.choice(ids)
+        log_partition = ids.index(tid) % 3
+        ts = T0 + step * 10
+        roll = rng.random()
+        if roll < 0.06 or step == 5:
+            b.coordinator_tombstone(tid, ts=ts, log_partition=log_partition)
+            continue
+        if roll < 0.12:  # a new producer id; now and then one another id had before
+            pids[tid] = rng.choice([max(pids.values()) + 1, *pids.values()])
+            epochs[tid] = 0
+        listed = rng.sample(DATA, rng.randint(1, len(DATA)))
+        version = rng.choice([0, 2, None])
+        common = {"pid": pids[tid], "epoch": epochs[tid], "ts": ts, "start": ts - 5, "log_partition": log_partition,
+                  "version": version}
+        state = rng.choice(["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort"])
+        b.coordinator(tid, state=state, partitions=listed if state in ("Ongoing", "PrepareCommit", "PrepareAbort")
+                      else rng.choice([None, []]), **common)
+        if state.startswith("Prepare") and rng.random() < 0.7:  # then decided
+            b.coordinator(tid, state=state.replace("Prepare", "Complete"), partitions=[], **common)
+        # epochs bumped by none, one or two; one id reaches the last epoch
+        epochs[tid] = min(32767, epochs[tid] + rng.randint(0, 2))
+        if step == 10:
+            epochs[tid] = 32767
+            b.coordinator(tid, state="Ongoing", partitions=listed, **common | {"epoch": 32767})
+    if spread:  # the first id's next records in its own partition, then in another
+        for log_partition, state in ((0, "PrepareCommit"), (1, "CompleteCommit"), (0, "PrepareAbort")):
+            b.coordinator(ids[0], pid=pids[ids[0]], epoch=epochs[ids[0]], state=state, partitions=DATA[:1],
+                          ts=T0 + 1_000, log_partition=log_partition)
+    b.batch("a", 0, ts=T0)  # a data partition, so that the dump has one
+    return b
+
+
+def _rows(frame: Any) -> list[dict[str, Any]]:
+    return sorted((r.asDict(recursive=True) for r in frame.collect()), key=lambda r: repr(sorted(r.items())))
+
+
+def _assert_pass_equals_windows(records: Any, files: Any) -> Any:
+    """The pass's answers over ``records`` (through ``files``) equal the windows'; the log."""
+    from txn_audit.reconstruct import coordinator_current, prepare_records, producer_transactional_ids
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS
+    from txn_audit.reconstruct.transactions import CoordinatorLog, epoch_candidates
+
+    log = CoordinatorLog.of(records, files)
+    if log.passed is not None:
+        assert _rows(log.prepares()) == _rows(prepare_records(records).select(*PREPARE_FIELDS.names))
+        assert _rows(log.epoch_candidates()) == _rows(epoch_candidates(records))
+    assert _rows(log.current()) == _rows(coordinator_current(records))
+    assert _rows(log.producer_ids()) == _rows(producer_transactional_ids(records))
+    return log
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_pass_over_each_partition_gives_what_the_windows_give(spark: Any, seed: int, tmp_path: Path) -> None:
+    from txn_audit.tables import load_raw_tables
+
+    b = _random_log(seed)
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"))
+    assert log.passed is not None
+    records = b.rows["txn_log"]
+    assert len({r["partition"] for r in records}) > 1
+    assert any(r["tombstone"] for r in records)
+    assert log.prepares().count() == sum(len(r["topic_partitions"] or []) for r in records
+                                         if (r["state"] or "").startswith("Prepare"))
+    epochs = {r["producer_epoch"] for r in log.epoch_candidates().collect()}
+    assert 32767 in epochs and epochs - {32767}  # both kinds of candidates
+
+
+def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path) -> None:
+    """The pass orders each partition alone: an id with records in two of them (the log's
+    partition count changed) makes the log take the windows, which order all its records."""
+    from txn_audit.tables import load_raw_tables
+
+    b = _random_log(3, spread=True)
+    assert len({r["partition"] for r in b.rows["txn_log"] if r["transactional_id"] == "tx-0"}) == 2
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"))
+    assert log.passed is None
+
+
+def test_frames_without_their_files_take_the_windows(spark: Any) -> None:
+    from txn_audit.reconstruct.transactions import CoordinatorLog
+
+    assert CoordinatorLog.of(_random_log(1).tables(spark)["txn_log"], None).passed is None
+
+
+@pytest.mark.parametrize("dump", [
+    pytest.param(REALCORPUS / "healthy", marks=needs_corpus),
+    pytest.param(REALCORPUS / "timeout-abort", marks=needs_corpus),
+    CORPUS / "kafka-4.4.0" / "eos",
+    CORPUS / "kafka-4.4.0" / "follower-killed",
+    CORPUS / "kafka-4.1.2" / "epoch-exhaustion-abort",
+    CORPUS / "kafka-4.0.0" / "fenced-zombie",
+    CORPUS / "kafka-2.8.2" / "healthy",
+], ids=lambda path: f"{Path(path).parent.name}/{Path(path).name}")
+def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, dump: Path, tmp_path: Path) -> None:
+    """The coordinator logs real brokers wrote, as a scan ingests them; on a dump of several
+    brokers, the chosen copy of each partition, read through the manifest of their rows."""
+    from txn_audit import api
+    from txn_audit.reconstruct import on_replicas, ranked_replicas
+    from txn_audit.replica_tasks import replicas_rows
+    from txn_audit.tables import load_raw_tables
+
+    api.scan(dump / "logdirs", tmp_path / "scan", spark=spark, progress=False, quality=False, report=False)
+    raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    keys = ranked.keys(1)
+    records = on_replicas(raw["txn_log"], ranked.of_rank(1), keys, raw.files("txn_log"))
+    log = _assert_pass_equals_windows(records, replicas_rows(raw.files("txn_log"), keys))
+    assert log.passed is not None
+    assert log.prepares().count() > 0 and log.current().count() > 0
