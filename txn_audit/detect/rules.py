@@ -747,36 +747,32 @@ def coordinator_epoch_findings(candidates: DataFrame) -> DataFrame:
     two kinds are apart (PrepareAbort; Ongoing or Complete*), so each flagged record is one
     finding of one kind.
     """
-    rows = candidates.select(
-        "*", F.col("now_producer_id").alias("_now_pid"), F.col("prev_state").alias("_prev_state"),
-        F.col("prev_producer_id").alias("_prev_pid"), F.col("prev_producer_epoch").alias("_prev_epoch"),
-        F.col("prev_offset").alias("_prev_offset"),
-    )
     tv2 = F.col("client_transaction_version") >= 2
     here = F.format_string("__transaction_state-%d offset %d", F.col("partition"), F.col("offset"))
     # a text dump before Kafka 4.1 does not print the version: version 1 never bumps twice in the
     # releases audited (since 2.5, KAFKA-9666), so an unknown version is taken as 2 here
-    twice = (F.coalesce(tv2, F.lit(True)) & (F.col("_prev_state") == "Ongoing") & (F.col("state") == "PrepareAbort")
-             & (F.col("_prev_pid") == F.col("producer_id")) & (F.col("producer_epoch") == F.col("_prev_epoch") + 2))
+    twice = (F.coalesce(tv2, F.lit(True)) & (F.col("prev_state") == "Ongoing") & (F.col("state") == "PrepareAbort")
+             & (F.col("prev_producer_id") == F.col("producer_id"))
+             & (F.col("producer_epoch") == F.col("prev_producer_epoch") + 2))
     # a commit at the last epoch completes under the new producer id, at epoch 0 (its Prepare* at
     # 32767 does not say so: no release up to 4.4 writes the next producer id there)
     keeps_id = F.col("state").isin("Ongoing", "CompleteCommit", "CompleteAbort")
     # under version 1 an abort at the last epoch keeps the producer id by design (the retried
     # InitProducerId gets a new one): only a known version 2 says so
     exhausted = F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_PRODUCER_EPOCH) & keeps_id
-    flagged = rows.where(twice | exhausted).withColumn("_twice", F.coalesce(twice, F.lit(False)))
+    flagged = candidates.where(twice | exhausted).withColumn("_twice", F.coalesce(twice, F.lit(False)))
     # one epoch_exhausted finding per producer id: its first such record
     first = Window.partitionBy("_twice", "transactional_id", "producer_id").orderBy("partition", "offset")
     flagged = flagged.withColumn("_n", F.row_number().over(first)).where(F.col("_twice") | (F.col("_n") == 1))
-    moved_on = F.coalesce(F.col("_now_pid") != F.col("producer_id"), F.lit(False))
+    moved_on = F.coalesce(F.col("now_producer_id") != F.col("producer_id"), F.lit(False))
     twice_text = F.format_string(
         "transactional id %s (producer %d): the abort of its open transaction of epoch %d (Ongoing at "
         "__transaction_state-%d offset %d) is recorded with epoch %d (PrepareAbort at %s), two bumps instead of "
         "one: InitProducerId's fence bumped the epoch and the abort bumped it again, as Kafka 4.0.0 does under "
         "transaction version 2 (KAFKA-19367, fixed in 4.0.1); harmless here, but from epoch 32766 the second "
         "bump overflows and the id can no longer be fenced",
-        F.col("transactional_id"), F.col("producer_id"), F.col("_prev_epoch"), F.col("partition"),
-        F.col("_prev_offset"), F.col("producer_epoch"), here,
+        F.col("transactional_id"), F.col("producer_id"), F.col("prev_producer_epoch"), F.col("partition"),
+        F.col("prev_offset"), F.col("producer_epoch"), here,
     )
     exhausted_text = F.format_string(
         "transactional id %s reached epoch 32767, the last of producer %d, and the coordinator kept that "
@@ -784,7 +780,7 @@ def coordinator_epoch_findings(candidates: DataFrame) -> DataFrame:
         "before Kafka 4.3.0 (KAFKA-20090), which can leave the id's next transaction stuck in Ongoing; %s",
         F.col("transactional_id"), F.col("producer_id"), F.col("state"), here,
         F.when(moved_on, F.format_string("the id has since gone on under producer %d (a new InitProducerId)",
-                                         F.col("_now_pid")))
+                                         F.col("now_producer_id")))
         .otherwise(F.lit("it is still the id's producer id: its client cannot bump the epoch again")),
     )
     return finding(
