@@ -110,8 +110,7 @@ def partition_rows(records: pa.Table) -> Iterator[pa.RecordBatch]:
         return
     order = pc.sort_indices(records, [("transactional_id", "ascending"), ("offset", "ascending")])
     records = records.take(order).combine_chunks()
-    ids = records.column("transactional_id").chunk(0) if records.column("transactional_id").num_chunks else \
-        pa.array([], pa.string())
+    ids = records.column("transactional_id").combine_chunks()
     count = records.num_rows
     # the next record is the same id's
     same_next = np.zeros(count, bool)
