@@ -300,6 +300,8 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
 
 #: the columns that name the partition replica a raw row was read from
 REPLICA_COLUMNS = tuple(f.name for f in _REPLICA)
+#: the columns that name a partition replica, as every raw table has them
+REPLICA_FIELDS = tuple(_REPLICA)
 #: Parquet footer key under which a raw table's file lists the replicas its rows belong to (a
 #: JSON list of ``REPLICA_COLUMNS`` values); ingest's manifest (``txn_audit.manifest``) carries
 #: it over, and readers ask the manifest

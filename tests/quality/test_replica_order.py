@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from txn_audit.quality import replica_order
-from txn_audit.quality.replica_order import NEIGHBOURS, order_items, replica_neighbours
+from txn_audit.quality.replica_order import NEIGHBOURS, replica_neighbours
+from txn_audit.replica_tasks.reading import replica_file_items
 from txn_audit.manifest import TableManifest, describe_file
 from txn_audit.schemas import REPLICA_COLUMNS, replicas_metadata, row_replicas
 
@@ -84,7 +85,7 @@ def manifest_of(uris: list[str]) -> TableManifest:
 
 def neighbours_from_files(uris: list[str], window_rows: int) -> set[tuple[Any, ...]]:
     found = set()
-    for item in order_items(manifest_of(uris)):
+    for item in replica_file_items(manifest_of(uris)):
         for batch in replica_neighbours(item, window_rows=window_rows):
             assert batch.schema == NEIGHBOURS
             found |= {tuple(row.values()) for row in batch.to_pylist()}
@@ -115,7 +116,7 @@ def test_a_replica_read_in_windows_is_cut_at_its_sampled_base_offsets(
     monkeypatch.setattr(replica_order, "SAMPLE_EVERY", 4)
     rows = batch_rows(4)
     uris = write_files(tmp_path, rows, 4)
-    item = order_items(manifest_of(uris))[0]
+    item = replica_file_items(manifest_of(uris))[0]
     dataset = table_dataset(uris)
     windows = replica_order._windows(dataset, replica_filter(item), int(item["rows"]), 40)
     counts = [dataset.count_rows(filter=window) for window in windows]
@@ -127,9 +128,9 @@ def test_a_replica_read_in_windows_is_cut_at_its_sampled_base_offsets(
     assert isinstance(windows[0], ds.Expression)
 
 
-def test_order_items_one_per_replica_largest_first(tmp_path: Path) -> None:
+def test_replica_file_items_one_per_replica_largest_first(tmp_path: Path) -> None:
     rows = [r for r in batch_rows(5, batches=30) if r["partition"] != 1] + batch_rows(5, batches=60)[:5]
-    items = order_items(manifest_of(write_files(tmp_path, rows, 5)))
+    items = replica_file_items(manifest_of(write_files(tmp_path, rows, 5)))
     assert [tuple(i[k] for k in REPLICA_COLUMNS) for i in items][0] in REPLICAS
     assert len(items) == len({tuple(r[k] for k in REPLICA_COLUMNS) for r in rows})
     assert [i["rows"] for i in items] == sorted((i["rows"] for i in items), reverse=True)

@@ -22,11 +22,12 @@ import pyarrow.dataset as ds
 
 from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.reading import (
+    REPLICA_FILES_ITEM,
     SAMPLE_EVERY,
     item_int,
     item_list,
+    replica_file_items,
     replica_filter,
-    replica_uris,
     sampled_cuts,
     table_dataset,
 )
@@ -46,29 +47,11 @@ NEIGHBOURS = pa.schema([
     pa.field("previous_last", pa.int64()),
 ])
 
-#: one task's work: a replica and the files that hold its batches
-ORDER_ITEM = pa.schema([
-    *[NEIGHBOURS.field(name) for name in REPLICA_COLUMNS],
-    pa.field("files", pa.list_(pa.string())),
-    pa.field("rows", pa.int64()),
-])
-
 #: most batches one task sorts at once (three offsets each, about 50 bytes a batch at the peak);
 #: a larger replica is read in windows of base offsets, cut at a sample of them (one in ``SAMPLE_EVERY``)
 WINDOW_ROWS = 4_000_000
 
 _OFFSETS = ["base_offset", "last_offset", "position"]
-
-
-def order_items(files: TableManifest) -> list[dict[str, object]]:
-    """``ORDER_ITEM`` rows for the batches' files (their manifest): one per replica, largest first."""
-    items: list[dict[str, object]] = []
-    for replica in files.replicas() or ():
-        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(files, replica),
-                      "rows": files.rows_of(replica)})
-    items.sort(key=lambda item: (-item_int(item, "rows"),
-                                 repr([item[k] for k in REPLICA_COLUMNS])))
-    return items
 
 
 def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: int) -> list[ds.Expression]:
@@ -161,7 +144,8 @@ def _neighbour_batch(item: Mapping[str, object], flagged: np.ndarray, base: np.n
 
 
 def neighbours_over_files(items: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: ``ORDER_ITEM`` rows in, their replicas' neighbour rows out."""
+    """``mapInArrow`` body: ``reading.REPLICA_FILES_ITEM`` rows (a replica's batches each) in, their
+    replicas' neighbour rows out."""
     for batch in items:
         for item in batch.to_pylist():
             yield from replica_neighbours(item)
@@ -177,8 +161,8 @@ def neighbours_frame(batches: DataFrame, files: TableManifest | None = None) -> 
     from txn_audit.schemas import spark_schema
 
     if files is not None and files.replicas() is not None:
-        return tasks_over_items(batches.sparkSession, order_items(files), ORDER_ITEM, neighbours_over_files,
-                                spark_schema(NEIGHBOURS))
+        return tasks_over_items(batches.sparkSession, replica_file_items(files), REPLICA_FILES_ITEM,
+                                neighbours_over_files, spark_schema(NEIGHBOURS))
     order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")
     return (
         batches.select(*REPLICA_COLUMNS, "base_offset", "last_offset",

@@ -35,9 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
-from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS
-from txn_audit.replica_tasks.reading import item_int, item_list, replica_filter, replica_uris, table_dataset
+from txn_audit.replica_tasks.reading import item_list, replica_filter, table_dataset
 from txn_audit.schemas import REPLICA_COLUMNS, TXN_LOG
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
@@ -67,30 +66,13 @@ COORDINATOR_PASS = pa.schema([
     pa.field("producer", pa.struct(list(PRODUCER_FIELDS))),
     pa.field("epoch", pa.struct(list(EPOCH_FIELDS))),
 ])
-#: one task's work: a partition replica of the coordinator log and the files that hold its records
-COORDINATOR_ITEM = pa.schema([
-    *[TXN_LOG.field(name) for name in REPLICA_COLUMNS],
-    pa.field("files", pa.list_(pa.string())),
-    pa.field("rows", pa.int64()),
-])
-
 #: the columns a task reads
 _READ = sorted({*CURRENT_FIELDS.names, *PRODUCER_FIELDS.names, *REPLICA_COLUMNS, "file"})
 
 
-def coordinator_items(files: TableManifest) -> list[dict[str, object]]:
-    """``COORDINATOR_ITEM`` rows for the coordinator log's files (their manifest): one per
-    replica, largest first."""
-    items: list[dict[str, object]] = []
-    for replica in files.replicas() or ():
-        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(files, replica),
-                      "rows": files.rows_of(replica)})
-    items.sort(key=lambda item: (-item_int(item, "rows"), repr([item[k] for k in REPLICA_COLUMNS])))
-    return items
-
-
 def coordinator_over_files(items: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: ``COORDINATOR_ITEM`` rows in, ``COORDINATOR_PASS`` rows of each out."""
+    """``mapInArrow`` body: ``replica_tasks.reading.REPLICA_FILES_ITEM`` rows (a partition replica of
+    the coordinator log each) in, ``COORDINATOR_PASS`` rows of each out."""
     for batch in items:
         for item in batch.to_pylist():
             yield from partition_rows(_read(item))

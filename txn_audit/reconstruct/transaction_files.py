@@ -182,9 +182,10 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
     per Prepare* record of its partition and producers. Item ``strays_task`` also gives one, with
     no marker, per record of its ``unread_prepares`` (``producer_pass_writing`` gives those to
     its task alone), so that every Prepare* record has its ``follow`` row once per partition."""
+    given = ["producer_ids", "prepares", "unread_prepares"]
     for batch in items:
-        ids, prepares, unread = (batch.column(name) for name in ("producer_ids", "prepares", "unread_prepares"))
-        for row, item in enumerate(batch.drop_columns(["producer_ids", "prepares", "unread_prepares"]).to_pylist()):
+        ids, prepares, unread = (batch.column(name) for name in given)
+        for row, item in enumerate(batch.drop_columns(given).to_pylist()):
             known = known_ids(ids[row].values)
             follower = PrepareFollower(_prepares_of(item, prepares[row].values))
             with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:

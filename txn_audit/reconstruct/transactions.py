@@ -35,13 +35,7 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
-from txn_audit.reconstruct.coordinator_pass import (
-    COORDINATOR_ITEM,
-    COORDINATOR_PASS,
-    EPOCH_RECORD,
-    coordinator_items,
-    coordinator_over_files,
-)
+from txn_audit.reconstruct.coordinator_pass import COORDINATOR_PASS, EPOCH_RECORD, coordinator_over_files
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
 from txn_audit.reconstruct.divergence import compare_replicas
 from txn_audit.manifest import TableManifest
@@ -60,7 +54,7 @@ from txn_audit.reconstruct.transaction_files import (
     pass_writing_transactions,
 )
 from txn_audit.replica_tasks import finish_table, new_job, replicas_rows, start_table, tasks_over_items
-from txn_audit.replica_tasks.reading import item_int
+from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, replica_file_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
     DERIVED_TABLES,
@@ -175,6 +169,12 @@ def _routed_prepares(prepares: DataFrame, groups: Sequence[Sequence[Mapping[str,
                           for name in ("prepares", "unread_prepares")])
 
 
+def _set_rows(frame: DataFrame, column: str) -> DataFrame:
+    """The rows of a pass's output (one struct column set in each, the others null) that set
+    struct ``column``, as that struct's columns."""
+    return frame.where(F.col(column).isNotNull()).select(f"{column}.*")
+
+
 def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
     """All of ``frame``'s rows, as a list of ``fields`` structs in ``column`` of one row."""
     struct = spark_schema(fields)
@@ -184,7 +184,7 @@ def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
 
 def prepare_follow_rows(passed: DataFrame) -> DataFrame:
     """The ``follow`` rows of ``producer_pass_writing``."""
-    return passed.where(F.col("follow").isNotNull()).select("follow.*")
+    return _set_rows(passed, "follow")
 
 
 def _pass_output(batches: DataFrame, markers: DataFrame) -> StructType:
@@ -230,12 +230,12 @@ def _pass_items(batches: DataFrame, batch_files: TableManifest | None,
 
 def producer_events(passed: DataFrame) -> DataFrame:
     """The ``event`` rows of ``producer_pass``: the producer rows a rule may flag."""
-    return passed.where(F.col("event").isNotNull()).select("event.*")
+    return _set_rows(passed, "event")
 
 
 def transaction_rows(passed: DataFrame) -> DataFrame:
     """The ``txn`` rows of ``producer_pass``: one per transaction of a producer on a partition."""
-    return passed.where(F.col("txn").isNotNull()).select("txn.*")
+    return _set_rows(passed, "txn")
 
 
 def producer_last_writes(txns: DataFrame) -> DataFrame:
@@ -340,12 +340,12 @@ class CoordinatorLog:
     @classmethod
     def of(cls, records: DataFrame, files: TableManifest | None) -> CoordinatorLog:
         """``records``' log, passed over through ``files`` (the manifest of their rows) when given."""
-        items = coordinator_items(files) if files is not None and files.replicas() is not None else []
+        items = [] if files is None else replica_file_items(files)
         if not items:
             return cls(records)
-        passed = tasks_over_items(records.sparkSession, items, COORDINATOR_ITEM, coordinator_over_files,
+        passed = tasks_over_items(records.sparkSession, items, REPLICA_FILES_ITEM, coordinator_over_files,
                                   spark_schema(COORDINATOR_PASS)).localCheckpoint(eager=True)
-        newest = passed.where(F.col("current").isNotNull()).select("current.transactional_id")
+        newest = _set_rows(passed, "current").select("transactional_id")
         if not newest.groupBy("transactional_id").count().where(F.col("count") > 1).isEmpty():
             return cls(records)  # an id in two partitions: the Prepare* records' next states need the window
         return cls(records, passed)
@@ -355,25 +355,25 @@ class CoordinatorLog:
         (from the pass) ``prepare_follows.PREPARE_FIELDS``, all that ``producer_pass_writing`` reads."""
         if self.passed is None:
             return prepare_records(self.records)
-        return self.passed.where(F.col("prepare").isNotNull()).select("prepare.*")
+        return _set_rows(self.passed, "prepare")
 
     def current(self) -> DataFrame:
         """``coordinator_current``."""
         if self.passed is None:
             return coordinator_current(self.records)
-        return coordinator_current(self.passed.where(F.col("current").isNotNull()).select("current.*"))
+        return coordinator_current(_set_rows(self.passed, "current"))
 
     def producer_ids(self) -> DataFrame:
         """``producer_transactional_ids``."""
         if self.passed is None:
             return producer_transactional_ids(self.records)
-        return _producer_ids_of(self.passed.where(F.col("producer").isNotNull()).select("producer.*"))
+        return _producer_ids_of(_set_rows(self.passed, "producer"))
 
     def epoch_candidates(self) -> DataFrame:
         """``epoch_candidates``."""
         if self.passed is None:
             return epoch_candidates(self.records)
-        return self.passed.where(F.col("epoch").isNotNull()).select("epoch.*")
+        return _set_rows(self.passed, "epoch")
 
 
 def described_transactions(reported: DataFrame) -> DataFrame:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from txn_audit.manifest import TableManifest
-from txn_audit.schemas import REPLICA_COLUMNS, Replica
+from txn_audit.schemas import REPLICA_COLUMNS, REPLICA_FIELDS, Replica
 
 #: while counting a large replica's rows, one row in this many keeps its offset, from which the
 #: rows are cut into windows
@@ -59,6 +59,26 @@ def item_list(item: Mapping[str, object], key: str) -> list[Any]:
     if not isinstance(value, list | tuple):
         raise TypeError(f"task item field {key!r} is {type(value).__name__}, not a list")
     return list(value)
+
+
+#: a task's work when it reads all of one replica's rows of a table: the replica, and the files
+#: that hold them
+REPLICA_FILES_ITEM = pa.schema([
+    *REPLICA_FIELDS,
+    pa.field("files", pa.list_(pa.string())),
+    pa.field("rows", pa.int64()),
+])
+
+
+def replica_file_items(table: TableManifest) -> list[dict[str, object]]:
+    """``REPLICA_FILES_ITEM`` rows for ``table``'s files (their manifest): one per replica,
+    largest first."""
+    items: list[dict[str, object]] = []
+    for replica in table.replicas() or ():
+        items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(table, replica),
+                      "rows": table.rows_of(replica)})
+    items.sort(key=lambda item: (-item_int(item, "rows"), repr([item[k] for k in REPLICA_COLUMNS])))
+    return items
 
 
 def replica_uris(table: TableManifest, replica: Replica) -> list[str]:
