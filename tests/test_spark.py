@@ -74,6 +74,29 @@ def test_the_local_jvm_keeps_c2_for_hot_loops_and_collects_for_throughput(spark:
         assert diagnostics.getVMOption(name).getValue() == value
 
 
+def test_the_local_heap_starts_whole_and_metadata_collects_late(spark: Any) -> None:
+    """The heap's first size is its limit, so no full collection is needed to grow it, and class
+    metadata first makes HotSpot collect at 256 MB: as the JVM the session started took them."""
+    diagnostics = _hotspot(spark)
+
+    def flag(name: str) -> int:
+        return int(diagnostics.getVMOption(name).getValue())
+
+    assert flag("InitialHeapSize") == flag("MaxHeapSize")
+    assert flag("MetaspaceSize") == 256 << 20
+
+
+def test_the_heap_options_read_spark_memory_sizes() -> None:
+    """Sizes as ``spark.driver.memory`` takes them become sizes the JVM takes; anything else
+    leaves the heap's first size to HotSpot."""
+    metaspace = spark_module.METASPACE_OPTION
+    assert spark_module.local_heap_options("6026m") == f"-Xms6026m {metaspace}"
+    assert spark_module.local_heap_options("3G") == f"-Xms3g {metaspace}"
+    assert spark_module.local_heap_options("2gb") == f"-Xms2g {metaspace}"
+    assert spark_module.local_heap_options("4096") == f"-Xms4096m {metaspace}"  # Spark reads MiB
+    assert spark_module.local_heap_options("lots") == metaspace
+
+
 def test_archives_whose_modules_are_installed_are_redundant(tmp_path: Any) -> None:
     from txn_audit.spark_daemon import redundant_archives
 
