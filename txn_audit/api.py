@@ -8,13 +8,14 @@ returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.job import write_raw_tables
-from txn_audit.manifest import MANIFEST_FILE
+from txn_audit.manifest import MANIFEST_FILE, TIME_COLUMNS
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
@@ -334,14 +335,22 @@ def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) 
     return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
 
 
-def newest_timestamp(raw: dict[str, DataFrame]) -> int | None:
-    """The newest timestamp anywhere in the dump: the default audit time."""
+def newest_timestamp(raw: RawTables | Mapping[str, DataFrame]) -> int | None:
+    """The newest timestamp anywhere in the dump (the default audit time): the highest value of
+    each table's ``manifest.TIME_COLUMNS`` column. Read from the files' statistics when the
+    manifest gives every row group's (``TableManifest.newest_times``), else in one Spark job."""
     from pyspark.sql import functions as F
 
-    newest = [raw["batches"].select(F.col("max_timestamp").alias("ts")),
-              raw["control_markers"].select(F.col("timestamp").alias("ts")),
-              raw["txn_log"].select(F.col("record_timestamp").alias("ts"))]
-    row = newest[0].unionByName(newest[1]).unionByName(newest[2]).agg(F.max("ts")).first()  # one job
+    from txn_audit.tables import RawTables
+
+    tables = RawTables.of(raw)
+    listed = [tables.files(name) for name in TIME_COLUMNS]
+    known = [None if files is None else files.newest_times() for files in listed]
+    if all(times is not None for times in known):
+        times = [time for table in known for time in table or ()]
+        return max(times) if times else None
+    newest = [tables[name].select(F.col(column).alias("ts")) for name, column in TIME_COLUMNS.items()]
+    row = functools.reduce(lambda a, b: a.unionByName(b), newest).agg(F.max("ts")).first()  # one job
     found = None if row is None else row[0]  # an aggregation gives one row
     return None if found is None else int(found)
 
@@ -515,7 +524,7 @@ def _scan(
                        input_kind=input_kind, inventory=inventory)
     raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
     if as_of_ms is None:
-        as_of_ms = newest_timestamp(raw.frames) or 0
+        as_of_ms = newest_timestamp(raw) or 0
     if on_stage:
         on_stage("rebuilding transactions")
     opts = DetectOptions(
@@ -558,7 +567,7 @@ def _rebuild_and_detect(
                             output=DerivedOutput(str(tables_dir)))
         if on_stage:
             on_stage("detecting")
-        write_detected(raw.frames, recon, opts, tables_dir / "findings")
+        write_detected(raw, recon, opts, tables_dir / "findings")
         # one row per partition: read without a Spark job
         partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
                              .to_pylist()), key=lambda p: (p.topic, p.partition))

@@ -5,7 +5,8 @@ segment each (``ingest.worker.replica_runs``). ``describe_tables`` reads that ba
 files' statistics once, when ingest has written them, into a ``Manifest`` saved beside the
 tables (``MANIFEST_FILE``). Readers take the manifest, never the files' footers or a
 DataFrame's plan: which replicas a table holds (``TableManifest.replicas``: whether a replica
-join is needed), each replica's log end and oldest time (``TableManifest.extents``), and which
+join is needed), each replica's log end and oldest time (``TableManifest.extents``), the newest time
+of each table (``TableManifest.newest_times``), how many rows it holds, and which
 row groups hold a replica's rows, in log order (``replica_tasks``).
 
 Each file also names the replicas of its rows (as its writer listed them in its footer). A row
@@ -39,6 +40,9 @@ OFFSET_COLUMNS = {"batches": "base_offset", "control_markers": "offset", "txn_lo
 #: a batches row group's extent: the highest last offset and the lowest first timestamp (how far
 #: a partition's log goes, and from when it holds data)
 EXTENT_COLUMNS = ("last_offset", "first_timestamp")
+#: the column of each raw table whose highest value is the newest time it holds (a row group's
+#: ``newest``): the newest of them is the dump's newest timestamp, a scan's default audit time
+TIME_COLUMNS = {"batches": "max_timestamp", "control_markers": "timestamp", "txn_log": "record_timestamp"}
 
 Key = TypeVar("Key")
 
@@ -59,6 +63,9 @@ class RowGroupEntry:
     #: batches only: highest ``last_offset`` and lowest ``first_timestamp`` (None: all null);
     #: None when the statistics do not tell
     extent: tuple[int | None, int | None] | None = None
+    #: highest value of the table's ``TIME_COLUMNS`` column; None when the table has none, all
+    #: its values are null, or the statistics do not tell
+    newest: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,24 @@ class TableManifest:
     def rows_of(self, replica: Replica) -> int:
         """How many rows of ``replica`` the table may hold (an upper bound, ``FileEntry.rows_of``)."""
         return sum(f.rows_of(replica) for f in self.files)
+
+    @property
+    def rows(self) -> int:
+        """How many rows the table holds."""
+        return sum(group.rows for f in self.files for group in f.row_groups)
+
+    def newest_times(self) -> list[int] | None:
+        """The highest ``TIME_COLUMNS`` value of each row group that holds rows (their highest is
+        SQL's ``max`` of the column); None when a row group's statistics do not give it."""
+        times = []
+        for f in self.files:
+            for group in f.row_groups:
+                if not group.rows:
+                    continue
+                if group.newest is None:
+                    return None
+                times.append(group.newest)
+        return times
 
     def uri(self, entry: FileEntry) -> str:
         """Where ``entry``'s file is."""
@@ -190,7 +215,7 @@ def _file_json(entry: FileEntry) -> dict[str, Any]:
         {"index": g.index, "replica": None if g.replica is None else list(g.replica), "rows": g.rows,
          "offsets": None if g.offsets is None else list(g.offsets),
          "producer_ids": None if g.producer_ids is None else list(g.producer_ids),
-         "extent": None if g.extent is None else list(g.extent)}
+         "extent": None if g.extent is None else list(g.extent), "newest": g.newest}
         for g in entry.row_groups]}
 
 
@@ -202,7 +227,7 @@ def _file_from_json(data: Mapping[str, Any]) -> FileEntry:
     listed = data["replicas"]
     return FileEntry(data["path"], None if listed is None else frozenset(tuple(r) for r in listed), tuple(
         RowGroupEntry(g["index"], _pair(g["replica"]), g["rows"], _pair(g["offsets"]), _pair(g["producer_ids"]),
-                      _pair(g["extent"]))
+                      _pair(g["extent"]), g.get("newest"))
         for g in data["row_groups"]))
 
 
@@ -236,6 +261,7 @@ def describe_file(path: str | Path, relative: str, table: str) -> FileEntry:
     producer_at = names.index("producer_id") if "producer_id" in names else None
     extent_at = [names.index(c) for c in EXTENT_COLUMNS] \
         if table == "batches" and set(EXTENT_COLUMNS) <= set(names) else None
+    time_at = names.index(TIME_COLUMNS[table]) if TIME_COLUMNS.get(table) in names else None
     groups = []
     for index in range(metadata.num_row_groups):
         group = metadata.row_group(index)
@@ -246,6 +272,7 @@ def describe_file(path: str | Path, relative: str, table: str) -> FileEntry:
             offsets=None if offset_at is None else _range(group, offset_at),
             producer_ids=None if producer_at is None else _range(group, producer_at, nulls=True),
             extent=None if extent_at is None else _extent(group, *extent_at),
+            newest=None if time_at is None else _newest(group, time_at),
         ))
     return FileEntry(relative, None if listed is None else frozenset(listed), tuple(groups))
 
@@ -290,6 +317,12 @@ def _extreme(group: pq.RowGroupMetaData, column: int, highest: bool) -> object:
     if not stats.has_min_max:
         return _UNKNOWN
     return int(stats.max if highest else stats.min)
+
+
+def _newest(group: pq.RowGroupMetaData, column: int) -> int | None:
+    """The highest value of ``column`` in ``group``; None when all are null or the statistics do not tell."""
+    top = _extreme(group, column, True)
+    return top if isinstance(top, int) else None
 
 
 def _extent(group: pq.RowGroupMetaData, highest_at: int, lowest_at: int) -> tuple[int | None, int | None] | None:

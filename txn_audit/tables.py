@@ -32,6 +32,12 @@ class RawTables:
         """The manifest of table ``name``'s files; None without a manifest."""
         return None if self.manifest is None else self.manifest.table(name)
 
+    def holds_no_rows(self, name: str) -> bool:
+        """Whether the manifest shows table ``name`` without a row (False when it is not known):
+        then nothing need be asked of its frame."""
+        files = self.files(name)
+        return files is not None and files.rows == 0
+
     @staticmethod
     def of(raw: RawTables | Mapping[str, DataFrame]) -> RawTables:
         """``raw`` as it is, or frames without a manifest."""

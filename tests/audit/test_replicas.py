@@ -224,6 +224,10 @@ def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
     assert markers.files[0].replicas == {LEADER, FOLLOWER} and markers.rows_of(LEADER) == 5
     groups = markers.files[1].row_groups
     assert [(g.replica, g.rows, g.offsets, g.producer_ids) for g in groups] == [(OTHER, 2, (0, 1), (7, 7))]
+    # the newest time of each row group, and the rows of each table
+    assert markers.newest_times() == [1002, 1001] and markers.rows == 7
+    txn_log = described.table("txn_log")
+    assert txn_log is not None and txn_log.rows == 0 and txn_log.newest_times() == []
     assert markers.files[0].row_groups[0].replica is None and not markers.per_replica  # mixed in one group
     described.save(folder)
     loaded = Manifest.load(folder)

@@ -66,9 +66,10 @@ def test_rules_side_by_side_find_what_one_query_finds(spark: Any, tmp_path: Path
     opts = DetectOptions(as_of_ms=result.as_of_ms, max_transaction_timeout_ms=15 * 60_000, late_tolerance_ms=1_000)
     recon = reconstruct(raw, as_of_ms=result.as_of_ms, late_tolerance_ms=1_000,
                         output=DerivedOutput(str(tmp_path / "derived")))
-    write_detected(raw.frames, recon, opts, tmp_path / "findings")
+    assert raw.holds_no_rows("reported_transactions")  # log dirs: no kafka-transactions.sh output
+    write_detected(raw, recon, opts, tmp_path / "findings")  # the manifest tells what is empty
     written = ds.dataset(str(tmp_path / "findings"), format="parquet").to_table().to_pylist()
-    one_query = [row.asDict(recursive=True) for row in detect(raw.frames, recon, opts).collect()]
+    one_query = [row.asDict(recursive=True) for row in detect(raw.frames, recon, opts).collect()]  # asks Spark
     assert written == one_query  # the same rows in the same order
     assert len(written) == len(result.findings) > 0
 
@@ -112,3 +113,35 @@ def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
     assert {"corrupt_batch", "truncated_segment"} <= kinds
     # the corrupt batch is placed on its batch: its offsets come from the batches read
     assert all(f["first_offset"] is not None for f in named if f["kind"] == "corrupt_batch")
+
+
+#: dumps whose newest timestamp is read both ways: log dirs of one and of three brokers, and the
+#: text output of Kafka's tools (with kafka-transactions.sh outputs, so reported transactions)
+TIMED_DUMPS = (("logdirs", "realcorpus/healthy/logdirs"), ("logdirs", "kafka-4.4.0/follower-killed/logdirs"),
+               ("logdirs", "kafka-2.8.2/healthy/logdirs"), ("text", "realcorpus/hanging-unadded-partition/tools"))
+
+
+@pytest.mark.parametrize(("kind", "dump"), TIMED_DUMPS, ids=[dump for _, dump in TIMED_DUMPS])
+def test_the_newest_timestamp_from_the_files_statistics_is_sparks(
+        spark: Any, tmp_path: Path, kind: str, dump: str) -> None:
+    """The default audit time as the manifest gives it (the files' statistics) equals the maximum
+    one Spark job takes over every row; the manifest's row counts are the tables' own."""
+    from tests.kafkacorpus import CORPUS
+    from txn_audit import api
+    from txn_audit.manifest import TIME_COLUMNS
+    from txn_audit.schemas import RAW_TABLES
+    from txn_audit.tables import load_raw_tables
+
+    folder = scenario_dir(dump.split("/", 1)[1]) if dump.startswith("realcorpus/") else CORPUS / dump
+    api.ingest(folder, tmp_path / "tables", spark=spark, progress=False, input_kind=kind)
+    raw = load_raw_tables(spark, tmp_path / "tables")
+    assert raw.manifest is not None
+    for name in TIME_COLUMNS:
+        files = raw.files(name)
+        assert files is not None and files.newest_times() is not None, name  # the statistics tell
+    from_statistics = api.newest_timestamp(raw)
+    assert from_statistics is not None and from_statistics == api.newest_timestamp(raw.frames)
+    for name in RAW_TABLES:
+        files = raw.files(name)
+        assert files is not None and files.rows == raw[name].count(), name
+    assert raw.holds_no_rows("reported_transactions") == (kind == "logdirs")

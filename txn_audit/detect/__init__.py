@@ -37,6 +37,7 @@ from txn_audit.reconstruct import Reconstruction
 from txn_audit.schemas import FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
+from txn_audit.tables import RawTables
 
 __all__ = ["DetectOptions", "FINDING_KINDS", "add_findings", "detect", "finding_order", "rule_builders",
            "rule_findings", "write_detected", "write_findings"]
@@ -68,12 +69,13 @@ FINDING_KINDS = (
 )
 
 
-def detect(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
+def detect(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
     """All findings in one partition, in the one order (``finding_order``)."""
     return _ordered(_union(rule_findings(raw, recon, opts)))
 
 
-def write_detected(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions, path: str | Path) -> None:
+def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions,
+                   path: str | Path) -> None:
     """Write the ``findings`` table of ``detect`` to ``path``. Each rule's findings are built and
     computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
     union of what they computed is ordered and written as one file. Findings are few rows."""
@@ -93,15 +95,19 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
     return union
 
 
-def rule_findings(raw: dict[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> list[DataFrame]:
+def rule_findings(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
+                  opts: DetectOptions) -> list[DataFrame]:
     """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
     return [build() for build in rule_builders(raw, recon, opts)]
 
 
-def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
+def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
                   opts: DetectOptions) -> list[Callable[[], DataFrame]]:
     """Builders of the findings of every rule (or group of rules), in ``FINDINGS``' columns. What
-    several rules read is computed once, here; each builder builds its rules' frame."""
+    several rules read is computed once, here; each builder builds its rules' frame. ``raw``:
+    the raw tables, with the manifest of their files when they read them as they are (it tells
+    a table without rows, whose rule need not run)."""
+    tables = RawTables.of(raw)
     batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
     txn_log = recon.coordinator_log.records
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
@@ -118,8 +124,8 @@ def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
         return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
 
     def disagreement() -> DataFrame:
-        reported = raw["reported_transactions"]
-        if find_hanging_outputs(reported).isEmpty():
+        reported = tables["reported_transactions"]
+        if tables.holds_no_rows("reported_transactions") or find_hanging_outputs(reported).isEmpty():
             # nothing to compare with (the usual dump): the open transactions are not classified again
             return reported.sparkSession.createDataFrame([], spark_schema(FINDINGS))
         hanging = open_findings().where(F.col("kind") == "hanging_transaction")
@@ -139,7 +145,8 @@ def rule_builders(raw: dict[str, DataFrame], recon: Reconstruction,
         lambda: retention_findings(ptx, stability),
         lambda: replica_divergence_findings(recon.replica_stability, stability),
         lambda: hw_beyond_log_end_findings(stability),
-        lambda: decode_issue_findings(raw["decode_issues"], raw["batches"], text_files(raw["segments"])),
+        lambda: decode_issue_findings(tables["decode_issues"], tables["batches"],
+                                      text_files(tables["segments"])),
         disagreement,
     ]
 

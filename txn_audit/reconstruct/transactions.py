@@ -703,7 +703,7 @@ def reconstruct(
     # dumps attach none: then the coordinator log's rows are all, and its windows (over every
     # record) are not computed a second time for the anti join that keeps the reports apart
     reported = tables["reported_transactions"]
-    has_reports = not described_transactions(reported).isEmpty()
+    has_reports = not tables.holds_no_rows("reported_transactions") and not described_transactions(reported).isEmpty()
     logged_ids = coordinator_log.producer_ids()
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(reported, logged_ids))
                if has_reports else logged_ids)
