@@ -436,14 +436,25 @@ def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, 
     return run
 
 
-def _check_quality(spark: SparkSession, tables_dir: Path, run: SuiteRun) -> None:
-    """End the suites' run with the derived tables' suites; broken invariants join the findings
-    table."""
-    from txn_audit.detect import add_findings
-    from txn_audit.schemas import DERIVED_TABLES
+def _check_rebuilt_tables(spark: SparkSession, tables_dir: Path, before: Future[SuiteRun]) -> SuiteRun:
+    """Go on with the suites' run (``before``'s) with the suites of the derived tables that are
+    final once the transactions are rebuilt (all but ``schemas.DETECTION_TABLES``)."""
+    from txn_audit.schemas import DERIVED_TABLES, DETECTION_TABLES
     from txn_audit.tables import load_tables
 
-    run.validate(load_tables(spark, tables_dir, DERIVED_TABLES))
+    run = before.result()
+    run.validate(load_tables(spark, tables_dir, [name for name in DERIVED_TABLES if name not in DETECTION_TABLES]))
+    return run
+
+
+def _check_quality(spark: SparkSession, tables_dir: Path, run: SuiteRun) -> None:
+    """End the suites' run with the suites of the tables detection writes
+    (``schemas.DETECTION_TABLES``); broken invariants join the findings table."""
+    from txn_audit.detect import add_findings
+    from txn_audit.schemas import DETECTION_TABLES
+    from txn_audit.tables import load_tables
+
+    run.validate(load_tables(spark, tables_dir, DETECTION_TABLES))
     add_findings(spark, tables_dir / "findings", run.finish().findings())
 
 
@@ -536,7 +547,7 @@ def _scan(
         raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
             if quality else None
         return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
-                                   raw_suites, report=report)
+                                   raw_suites, pool, report=report)
 
 
 def _rebuild_and_detect(
@@ -550,10 +561,12 @@ def _rebuild_and_detect(
     progress: bool,
     on_stage: Callable[[str], None] | None,
     raw_suites: Future[SuiteRun] | None,
+    suites_thread: ThreadPoolExecutor,
     *,
     report: bool,
 ) -> ScanResult:
-    """``_scan`` from the raw tables on; ``raw_suites``: the raw tables' suites, running, when the
+    """``_scan`` from the raw tables on; ``raw_suites``: the raw tables' suites, running on
+    ``suites_thread`` (a pool of one thread, which runs the suites' parts in turn), when the
     data-quality suites are to run."""
     from txn_audit.detect import write_detected
     from txn_audit.reconstruct import DerivedOutput, reconstruct
@@ -565,6 +578,9 @@ def _rebuild_and_detect(
         # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
         recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
                             output=DerivedOutput(str(tables_dir)))
+        # the rebuilt tables are final: their suites run beside detection, once the raw tables' are done
+        suites = None if raw_suites is None else suites_thread.submit(_check_rebuilt_tables, spark, tables_dir,
+                                                                      raw_suites)
         if on_stage:
             on_stage("detecting")
         write_detected(raw, recon, opts, tables_dir / "findings")
@@ -575,10 +591,10 @@ def _rebuild_and_detect(
         context = transaction_context(raw.frames["txn_log"], findings)
         # the incidents table exists when the suites check every table; their findings join it after
         incidents, findings = _write_incidents(tables_dir, findings, partitions, context, late_tolerance_ms)
-        if raw_suites is not None:
+        if suites is not None:
             if on_stage:
                 on_stage("checking data quality")
-            _check_quality(spark, tables_dir, raw_suites.result())
+            _check_quality(spark, tables_dir, suites.result())
             incidents, findings = _write_incidents(tables_dir, _read_findings(tables_dir), partitions, context,
                                                    late_tolerance_ms)
     # one row per copy of a partition: read without a Spark job

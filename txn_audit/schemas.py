@@ -519,6 +519,8 @@ DERIVED_TABLES: dict[str, pa.Schema] = {
 }
 
 ALL_TABLES: dict[str, pa.Schema] = {**RAW_TABLES, **DERIVED_TABLES}
+#: the derived tables detection writes; the others are final once the transactions are rebuilt
+DETECTION_TABLES = ("findings", "incidents")
 
 
 
