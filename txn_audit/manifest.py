@@ -5,9 +5,9 @@ segment each (``ingest.worker.replica_runs``). ``describe_tables`` reads that ba
 files' statistics once, when ingest has written them, into a ``Manifest`` saved beside the
 tables (``MANIFEST_FILE``). Readers take the manifest, never the files' footers or a
 DataFrame's plan: which replicas a table holds (``TableManifest.replicas``: whether a replica
-join is needed), each replica's log end and oldest time (``TableManifest.extents``), the newest time
-of each table (``TableManifest.newest_times``), how many rows it holds, and which
-row groups hold a replica's rows, in log order (``replica_tasks``).
+join is needed), each replica's log end and oldest time (``TableManifest.extents``), each
+table's rows and newest time (``TableManifest.rows``, ``newest_times``: the default audit time),
+and which row groups hold a replica's rows, in log order (``replica_tasks``).
 
 Each file also names the replicas of its rows (as its writer listed them in its footer). A row
 group whose statistics do not show one replica is described with ``replica`` None: its
