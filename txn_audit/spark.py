@@ -267,12 +267,12 @@ def local_driver_memory() -> str:
 #: A local JVM's heap starts at its full size (``-Xms``, from ``spark.driver.memory``) and its
 #: class metadata may reach 256 MB before it first makes HotSpot collect. With HotSpot's defaults
 #: (a heap of a 64th of the machine, grown as it fills; 21 MB of metadata) a scan paid for full
-#: collections a batch job with a set memory budget need not: three in a scan of the 2.2 MB
-#: ``healthy`` dump (one at the metadata threshold, two to grow the old generation), five at
-#: 1 GiB, seven at 4 GiB, each of 0.1-0.4 s with every thread stopped. Paired scans
-#: (docs/performance.md): ``healthy`` 15.8-16.2 s against 16.4-16.8 s, the collectors' pauses
-#: 0.4-0.5 s against 0.6-0.8 s; at 1 GiB one full collection instead of five. Memory the heap
-#: does not use is reserved, not touched.
+#: collections a batch job with a set memory budget need not: two or three in a scan of the
+#: 2.2 MB ``healthy`` dump (one at the metadata threshold, the others to grow the old
+#: generation), five at 1 GiB, seven or eight at 4 GiB, each of 0.1-0.4 s with every thread
+#: stopped; now none, none and one. The collectors' pauses over ``healthy``: 0.4-0.5 s against
+#: 0.6-0.9 s; in paired scans ``healthy`` ended about 0.5 s sooner, the three-broker
+#: ``follower-killed`` about 1 s. Memory the heap does not use is reserved, not touched.
 METASPACE_OPTION = "-XX:MetaspaceSize=256m"
 #: a JVM memory size as Spark reads ``spark.driver.memory``: a number and a unit, MiB without one
 _MEMORY_SIZE = re.compile(r"(\d+)\s*([kmgt]?)b?", re.IGNORECASE)
