@@ -154,14 +154,14 @@ def epoch_candidates(records: pa.Table) -> pa.Table:
         values = kept.column(name).take(previous)
         return pc.if_else(before, values, pa.nulls(count, values.type))
 
+    previous_record = {name: prev(name) for name in ("state", "producer_id", "producer_epoch", "offset")}
     epochs = kept.column("producer_epoch")
-    prev_epoch = prev("producer_epoch")
     flagged = pc.or_kleene(pc.equal(epochs, LAST_PRODUCER_EPOCH),
-                           pc.equal(pc.cast(epochs, pa.int64()), pc.add(pc.cast(prev_epoch, pa.int64()), 2)))
+                           pc.equal(pc.cast(epochs, pa.int64()),
+                                    pc.add(pc.cast(previous_record["producer_epoch"], pa.int64()), 2)))
     with_previous = kept.append_column("now_producer_id", kept.column("producer_id").take(pa.array(newest)))
-    for name in ("state", "producer_id", "producer_epoch", "offset"):
-        with_previous = with_previous.append_column(f"prev_{name}", prev(name) if name != "producer_epoch"
-                                                    else prev_epoch)
+    for name, values in previous_record.items():
+        with_previous = with_previous.append_column(f"prev_{name}", values)
     return with_previous.filter(pc.fill_null(flagged, False))
 
 

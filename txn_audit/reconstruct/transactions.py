@@ -700,8 +700,9 @@ def reconstruct(
     coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys))
     snapshots = chosen("producer_snapshots")
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
-    # dumps attach none: then the coordinator log's rows are all, and its windows (over every
-    # record) are not computed a second time for the anti join that keeps the reports apart
+    # dumps attach none (the manifest may say so without a query): then the coordinator log's
+    # answers are all, and are not computed a second time for the anti join that keeps the
+    # reports apart
     reported = tables["reported_transactions"]
     has_reports = not tables.holds_no_rows("reported_transactions") and not described_transactions(reported).isEmpty()
     logged_ids = coordinator_log.producer_ids()
