@@ -13,7 +13,7 @@ import pytest
 
 from txn_audit.manifest import FileEntry, RowGroupEntry, TableManifest
 from txn_audit.replica_tasks import each_item, pack
-from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, start_table
+from txn_audit.replica_tasks.commit import TableFile, commit_file, file_name, finish_table, start_table
 from txn_audit.replica_tasks.reading import (
     Piece,
     log_order,
@@ -113,6 +113,27 @@ def test_a_task_file_is_committed_whole_or_not_at_all(tmp_path: Path) -> None:
     finish_table(directory, schema)  # a table with a file keeps it alone
     (only,) = Path(directory).iterdir()
     assert only.name == file_name(2, "job") and pq.read_table(only).num_rows == 2
+
+
+def test_a_table_file_is_written_as_rows_come_and_committed_at_the_end(tmp_path: Path) -> None:
+    directory = str(tmp_path / "table")
+    start_table(directory)
+    schema = pa.schema([pa.field("x", pa.int64())])
+    with TableFile(directory, file_name(1, "job"), schema) as written:
+        written.add(pa.table({"x": pa.array([], pa.int32())}))  # no rows: no file yet
+        assert list(Path(directory).iterdir()) == []
+        written.add(pa.table({"x": pa.array([1, 2, 3], pa.int32())}), row_group_size=2)  # cast to the schema
+        written.add(pa.table({"x": [4]}))
+        assert [f.name for f in Path(directory).iterdir()] != [file_name(1, "job")]  # not before the end
+    with pytest.raises(RuntimeError), TableFile(directory, file_name(2, "job"), schema) as failed:
+        failed.add(pa.table({"x": [5]}))
+        raise RuntimeError("the task failed")
+    with TableFile(directory, file_name(3, "job"), schema) as empty:
+        assert empty.rows == 0
+    (only,) = Path(directory).iterdir()  # neither the failed task's file nor one without rows
+    assert only.name == file_name(1, "job") and written.rows == 4
+    assert pq.read_table(only).to_pylist() == [{"x": x} for x in (1, 2, 3, 4)]
+    assert pq.read_table(only).schema == schema and pq.read_metadata(only).num_row_groups == 3
 
 
 @pytest.mark.parametrize("weights,tasks", [

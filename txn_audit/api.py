@@ -576,14 +576,15 @@ def _rebuild_and_detect(
     max_transaction_timeout_ms = opts.max_transaction_timeout_ms
     with spark_progress(spark, "rebuilding transactions", enabled=progress):
         # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
-        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
-                            output=DerivedOutput(str(tables_dir)))
+        output = DerivedOutput(str(tables_dir))
+        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, output=output)
         # the rebuilt tables are final: their suites run beside detection, once the raw tables' are done
         suites = None if raw_suites is None else suites_thread.submit(_check_rebuilt_tables, spark, tables_dir,
                                                                       raw_suites)
         if on_stage:
             on_stage("detecting")
         write_detected(raw, recon, opts, tables_dir / "findings")
+        output.clear_work()  # the rules have read what the passes handed on
         # one row per partition: read without a Spark job
         partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
                              .to_pylist()), key=lambda p: (p.topic, p.partition))

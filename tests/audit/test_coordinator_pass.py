@@ -72,18 +72,28 @@ def _rows(frame: Any) -> list[dict[str, Any]]:
     return sorted((r.asDict(recursive=True) for r in frame.collect()), key=lambda r: repr(sorted(r.items())))
 
 
-def _assert_pass_equals_windows(records: Any, files: Any) -> Any:
-    """The pass's answers over ``records`` (through ``files``) equal the windows'; the log."""
+def _assert_pass_equals_windows(records: Any, files: Any, prepares_dir: Path | None = None) -> Any:
+    """The pass's answers over ``records`` (through ``files``) equal the windows'; the log. With
+    ``prepares_dir``, the Prepare* records are read from the files the pass's tasks wrote there,
+    or that Spark wrote from the windows, as a task of the producer pass reads them."""
     from txn_audit.reconstruct import coordinator_current, prepare_records, producer_transactional_ids
-    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, read_prepares
     from txn_audit.reconstruct.transactions import CoordinatorLog, epoch_candidates
 
-    log = CoordinatorLog.of(records, files)
+    log = CoordinatorLog.of(records, files, None if prepares_dir is None else str(prepares_dir))
+    windows = _rows(prepare_records(records).select(*PREPARE_FIELDS.names))
     if log.passed is not None:
-        assert _rows(log.prepares()) == _rows(prepare_records(records).select(*PREPARE_FIELDS.names))
+        assert _rows(log.prepares()) == windows
         assert _rows(log.epoch_candidates()) == _rows(epoch_candidates(records))
     assert _rows(log.current()) == _rows(coordinator_current(records))
     assert _rows(log.producer_ids()) == _rows(producer_transactional_ids(records))
+    if prepares_dir is not None:
+        assert log.prepare_files() == str(prepares_dir)
+        read = read_prepares(str(prepares_dir), [], elsewhere=True)
+        assert sorted(read.to_pylist(), key=lambda r: repr(sorted(r.items()))) == windows
+        topic, partition = DATA[0]
+        assert sorted(read_prepares(str(prepares_dir), [DATA[0]]).to_pylist(), key=lambda r: repr(sorted(r.items()))) \
+            == [r for r in windows if (r["topic"], r["partition"]) == (topic, partition)]
     return log
 
 
@@ -94,8 +104,14 @@ def test_the_pass_over_each_partition_gives_what_the_windows_give(spark: Any, se
     b = _random_log(seed)
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
-    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"))
+    # the Prepare* records among the pass's rows, or (every other seed) in files of its tasks
+    written = tmp_path / "prepares" if seed % 2 else None
+    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"), written)
     assert log.passed is not None
+    assert (written is None) == (log.prepares_dir is None)
+    if written is not None:  # a file per task, and no Prepare* row left among the pass's
+        assert log.passed.where("prepare is not null").isEmpty()
+        assert [f.suffix for f in written.iterdir()] == [".parquet"] * len(list(written.iterdir())) != []
     records = b.rows["txn_log"]
     assert len({r["partition"] for r in records}) > 1
     assert any(r["tombstone"] for r in records)
@@ -115,6 +131,9 @@ def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path) -
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
     log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"))
+    assert log.passed is None
+    # the files of Prepare* records the pass's tasks wrote give way to the windows' records
+    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"), tmp_path / "prepares")
     assert log.passed is None
 
 
@@ -146,6 +165,6 @@ def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, d
     ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
     keys = ranked.keys(1)
     records = on_replicas(raw["txn_log"], ranked.of_rank(1), keys, raw.files("txn_log"))
-    log = _assert_pass_equals_windows(records, replicas_rows(raw.files("txn_log"), keys))
+    log = _assert_pass_equals_windows(records, replicas_rows(raw.files("txn_log"), keys), tmp_path / "prepares")
     assert log.passed is not None
     assert log.prepares().count() > 0 and log.current().count() > 0

@@ -14,10 +14,10 @@ import pytest
 from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
 from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
 from tests.conftest import SampleScan
-from txn_audit.reconstruct import pass_files, transaction_files
+from txn_audit.reconstruct import pass_files, prepare_follows, transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
-from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFollower
+from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFile, PrepareFollower
 from txn_audit.reconstruct.transaction_files import PRODUCER_ID_FIELDS, pass_writing_transactions
 from txn_audit.replica_tasks.commit import file_name, finish_table, start_table
 from txn_audit.schemas import PARTITION_TRANSACTIONS, RAW_TABLES
@@ -43,14 +43,20 @@ def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict
     return sorted(rows, key=repr)
 
 
-def _task_rows(items: list[dict[str, Any]], ids: dict[int, str], prepares: list[dict[str, Any]],
-               unread: list[dict[str, Any]]) -> pa.RecordBatch:
+def _task_rows(items: list[dict[str, Any]], ids: dict[int, str]) -> pa.RecordBatch:
     known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
-    rows = [item | {"producer_ids": known, "prepares": prepares, "unread_prepares": unread} for item in items]
-    records = pa.list_(pa.struct(list(PREPARE_FIELDS)))
-    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(list(PRODUCER_ID_FIELDS)))),
-                        pa.field("prepares", records), pa.field("unread_prepares", records)])
+    rows = [item | {"producer_ids": known} for item in items]
+    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(list(PRODUCER_ID_FIELDS))))])
     return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _write_prepares(directory: Path, prepares: list[dict[str, Any]]) -> None:
+    """``prepares`` as the coordinator pass's tasks write them: in two files, out of order."""
+    start_table(str(directory))
+    for task, part in enumerate((prepares[1::2], prepares[::2])):
+        with PrepareFile(str(directory), file_name(task, "coordinator")) as written:
+            for start in range(0, len(part), 5):  # as a task adds each item's
+                written.add(pa.Table.from_pylist(part[::-1][start:start + 5], schema=PREPARE_FIELDS))
 
 
 def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list[dict[str, Any]]:
@@ -95,27 +101,37 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
         start_table(directory)
 
     prepares = _random_prepares(tables, seed)
-    first = next(b for item in items for b in transaction_pass(sorted_pass_input(item), late_tolerance_ms=TOLERANCE_MS))
-    output = pa.schema([*first.schema, pa.field("follow", pa.struct(list(FOLLOW_FIELDS)))])
+    _write_prepares(tmp_path / "prepares", prepares)
+    follows_dir = str(tmp_path / "follows")
+    start_table(follows_dir)
+    output = next(b for item in items for b in transaction_pass(sorted_pass_input(item),
+                                                                 late_tolerance_ms=TOLERANCE_MS)).schema
 
     replicas = {(item["topic"], item["partition"]) for item in items}
-    # every item is given every record (a task is given at least those of its items); the records
-    # on no item's partition, to be followed once, by item ``strays_task``
-    read = [p for p in prepares if (p["topic"], p["partition"]) in replicas]
+    # the items in two tasks; the records on no item's partition followed once, by item ``strays_task``
     unread = [p for p in prepares if (p["topic"], p["partition"]) not in replicas]
-    out = list(pass_writing_transactions(iter([_task_rows(items, ids, read, unread)]),
-                                         late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED,
-                                         directory=directory, job="job", output=output, strays_task=len(items) - 1))
+    out = []
+    for task in (items[: len(items) // 2], items[len(items) // 2:]):
+        out += pass_writing_transactions(iter([_task_rows(task, ids)]), late_tolerance_ms=TOLERANCE_MS,
+                                         unsequenced_topics=COMPACTED, directory=directory, job="job",
+                                         output=output, prepares_dir=str(tmp_path / "prepares"),
+                                         follows_dir=follows_dir, strays_task=len(items) - 1,
+                                         read_partitions=sorted(replicas))
 
     assert all(b.schema == output for b in out)
     rows = [r for b in out for r in pa.Table.from_batches([b]).to_pylist()]
     expected = _expected(tables, 1)
+    assert not any(r["txn"] for r in rows)
     assert sorted(({"event": r["event"], "txn": r["txn"]} for r in rows if r["event"]), key=repr) == \
         [r for r in expected if r["event"]]
     # each Prepare* record of the leader's partitions followed once, by the task of its producer's
     # share, as a follower that sees all the partition's markers at once says; each of the others
-    # once, with no marker, by one task
-    follows = sorted((r["follow"] for r in rows if r["follow"]), key=repr)
+    # once, with no marker, by one task; a file per task, named after its first item
+    follow_files = sorted(Path(follows_dir).iterdir())
+    assert [f.name for f in follow_files] == sorted(file_name(task[0]["task"], "job")
+                                                    for task in (items[: len(items) // 2], items[len(items) // 2:]))
+    follows = sorted(pa.concat_tables(pq.read_table(f, schema=FOLLOW_FIELDS) for f in follow_files).to_pylist(),
+                     key=repr)
     assert len(unread) == 3
     expected_follows = [p | {"has_marker": False, "next_marker_type": None, "next_marker_offset": None}
                         for p in unread]
@@ -185,3 +201,51 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
     written = load_table(spark, tables, "partition_transactions")
     assert written.count() > 50
     assert sorted(map(repr, written.collect())) == sorted(map(repr, by_spark.collect()))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_task_reads_the_prepare_records_of_its_partitions(tmp_path: Path, seed: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prepare* records written as the coordinator pass's tasks write them (small chunks and row
+    groups here) are read back by partition, or all those on none of some partitions (those
+    without a topic or partition among them), as a filter over every record selects them."""
+    monkeypatch.setattr(prepare_follows, "PREPARE_CHUNK_ROWS", 7)
+    monkeypatch.setattr(prepare_follows, "PREPARE_ROW_GROUP", 3)
+    rng = random.Random(seed)
+    partitions = [("a", 0), ("a", 1), ("b", 0), ("b", 2), (None, 1), ("c", None)]
+    records = [{"topic": topic, "partition": partition, "producer_id": rng.randrange(5), "epoch": 0,
+                "ts": rng.randrange(100), "txn_log_partition": n % 3, "txn_log_offset": n, "transactional_id": f"t{n}",
+                "state": "PrepareCommit", "next_state": None, "started": 0, "timeout_ms": 1}
+               for n in range(40) for topic, partition in [rng.choice(partitions)]]
+    _write_prepares(tmp_path / "prepares", records)
+    files = sorted((tmp_path / "prepares").iterdir())
+    assert len(files) == 2
+    for f in files:  # each chunk ordered by topic and partition, in small row groups
+        metadata = pq.read_metadata(f)
+        assert metadata.num_row_groups >= 3 and max(metadata.row_group(i).num_rows
+                                                    for i in range(metadata.num_row_groups)) <= 3
+        keys = [(r["topic"] is None, r["topic"] or "", r["partition"] is None, r["partition"] or 0)
+                for r in pq.read_table(f).to_pylist()]
+        chunks = [keys[i:i + 10] for i in range(0, len(keys), 10)]  # added 5 at a time, 7 make a chunk
+        assert all(chunk == sorted(chunk) for chunk in chunks) and keys != sorted(keys)
+
+    def read(wanted: list[tuple[str, int]], elsewhere: bool = False) -> list[dict[str, Any]]:
+        found = prepare_follows.read_prepares(str(tmp_path / "prepares"), wanted, elsewhere=elsewhere)
+        assert found.schema == PREPARE_FIELDS
+        return sorted(found.to_pylist(), key=repr)
+
+    for wanted in ([("a", 1)], [("a", 0), ("b", 2), ("z", 0)], [], [("a", 0), ("a", 1), ("b", 0), ("b", 2)]):
+        assert read(wanted) == sorted((r for r in records if (r["topic"], r["partition"]) in wanted), key=repr)
+        assert read(wanted, elsewhere=True) == sorted(
+            (r for r in records if (r["topic"], r["partition"]) not in wanted), key=repr)
+    assert read([], elsewhere=True) == sorted(records, key=repr)
+
+
+def test_a_scan_leaves_only_its_tables(sample_scan: SampleScan) -> None:
+    """The passes' intermediates (``DerivedOutput.work_dir``) are gone once the rules have read them."""
+    from txn_audit.api import INGEST_STAMP
+    from txn_audit.manifest import MANIFEST_FILE
+    from txn_audit.schemas import ALL_TABLES
+
+    tables = sample_scan.out / "tables"
+    assert sorted(p.name for p in tables.iterdir()) == sorted([*ALL_TABLES, INGEST_STAMP, MANIFEST_FILE])

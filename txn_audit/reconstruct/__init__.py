@@ -9,7 +9,9 @@ what follows each Prepare* record on their partition (``prepare_follows``), and 
 partition's extent is read from the manifest. The coordinator log is read the same way, a
 partition per task (``coordinator_pass``, ``transactions.CoordinatorLog``): its Prepare* records,
 each id's newest record and each producer id's transactional id in one pass. Where the derived
-tables go is ``DerivedOutput``'s to say.
+tables go is ``DerivedOutput``'s to say; in a scan, the Prepare* records go from the coordinator
+pass's tasks to the producer pass's, and what follows them from there to the rules, as files in
+its work folder (``DerivedOutput.work_dir``), never through Spark.
 
 When a partition has several copies (a dump of several brokers), one speaks for it
 (``replica_choice``: the KRaft metadata log's leader, else the highest leader epoch, then the

@@ -20,6 +20,10 @@ four columns set:
   that are no tombstone, those of the last epoch or two above the id's previous record's, each
   with that previous record and the producer id of the id's newest record.
 
+The Prepare* records are the most of these (one per record and partition listed): when the
+producer pass reads them from files, the tasks write them to files instead, which that pass's
+tasks read, each those of its own partitions (``prepare_follows.PrepareFile``).
+
 A transactional id's records are all in one partition of the log (its partition is the hash of
 the id), so these are the windows' answers; ``transactions.CoordinatorLog`` checks that on
 ``current`` and takes the windows when an id is in two partitions. Producer ids are chosen
@@ -29,14 +33,16 @@ again across partitions in Spark, over these few rows.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
-from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS
-from txn_audit.replica_tasks.reading import item_list, replica_filter, table_dataset
+from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
+from txn_audit.replica_tasks.commit import file_name
+from txn_audit.replica_tasks.reading import item_int, item_list, replica_filter, table_dataset
 from txn_audit.schemas import REPLICA_COLUMNS, TXN_LOG
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
@@ -70,12 +76,25 @@ COORDINATOR_PASS = pa.schema([
 _READ = sorted({*CURRENT_FIELDS.names, *PRODUCER_FIELDS.names, *REPLICA_COLUMNS, "file"})
 
 
-def coordinator_over_files(items: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def coordinator_over_files(items: Iterator[pa.RecordBatch], *, prepares_dir: str | None = None,
+                           job: str = "") -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``replica_tasks.reading.REPLICA_FILES_ITEM`` rows (a partition replica of
-    the coordinator log each) in, ``COORDINATOR_PASS`` rows of each out."""
-    for batch in items:
-        for item in batch.to_pylist():
-            yield from partition_rows(_read(item))
+    the coordinator log each) in, ``COORDINATOR_PASS`` rows of each out. With ``prepares_dir``,
+    the ``prepare`` rows are not given but written there, the task's as one file
+    (``prepare_follows.PrepareFile``) named after its first item's partition and ``job``
+    (``replica_tasks.commit.file_name``; the items are the chosen replicas, one per partition)."""
+    with ExitStack() as stack:
+        written: PrepareFile | None = None
+        for batch in items:
+            for item in batch.to_pylist():
+                if prepares_dir is not None and written is None:
+                    name = file_name(item_int(item, "partition"), job)
+                    written = stack.enter_context(PrepareFile(prepares_dir, name))
+                for column, values in partition_parts(_read(item)):
+                    if written is not None and column == "prepare":
+                        written.add(pa.Table.from_struct_array(values))
+                    else:
+                        yield _only(column, values)
 
 
 def _read(item: Mapping[str, object]) -> pa.Table:
@@ -85,9 +104,9 @@ def _read(item: Mapping[str, object]) -> pa.Table:
                             batch_readahead=1, fragment_readahead=1)
 
 
-def partition_rows(records: pa.Table) -> Iterator[pa.RecordBatch]:
-    """The ``COORDINATOR_PASS`` rows of one partition's ``records`` (the coordinator log's columns
-    ``_READ`` at least)."""
+def partition_parts(records: pa.Table) -> Iterator[tuple[str, pa.StructArray]]:
+    """What one partition's ``records`` (the coordinator log's columns ``_READ`` at least) give:
+    the values of each ``COORDINATOR_PASS`` column, in its order."""
     if not records.num_rows:
         return
     order = pc.sort_indices(records, [("transactional_id", "ascending"), ("offset", "ascending")])
@@ -102,13 +121,13 @@ def partition_rows(records: pa.Table) -> Iterator[pa.RecordBatch]:
     following = np.minimum(np.arange(1, count + 1), count - 1)
     next_state = pc.if_else(pa.array(same_next), records.column("state").take(pa.array(following)),
                             pa.nulls(count, pa.string()))
-    yield _prepares(records, next_state)
-    yield _only("current", _struct(records.filter(pa.array(~same_next)), CURRENT_FIELDS))
-    yield _only("producer", _struct(_newest_per_producer(records), PRODUCER_FIELDS))
-    yield _only("epoch", _struct(epoch_candidates(records), EPOCH_FIELDS))
+    yield "prepare", _prepares(records, next_state)
+    yield "current", _struct(records.filter(pa.array(~same_next)), CURRENT_FIELDS)
+    yield "producer", _struct(_newest_per_producer(records), PRODUCER_FIELDS)
+    yield "epoch", _struct(epoch_candidates(records), EPOCH_FIELDS)
 
 
-def _prepares(records: pa.Table, next_state: pa.ChunkedArray | pa.Array) -> pa.RecordBatch:
+def _prepares(records: pa.Table, next_state: pa.ChunkedArray | pa.Array) -> pa.StructArray:
     """The ``prepare`` rows: each Prepare* record once per partition it lists."""
     is_prepare = pc.fill_null(pc.is_in(records.column("state"), pa.array(PREPARE_STATES)), False)
     prepares = records.append_column("next_state", next_state).filter(is_prepare)
@@ -130,7 +149,7 @@ def _prepares(records: pa.Table, next_state: pa.ChunkedArray | pa.Array) -> pa.R
         "started": each.column("txn_start_timestamp"),
         "timeout_ms": each.column("txn_timeout_ms"),
     }
-    return _only("prepare", _struct(pa.table(columns), PREPARE_FIELDS))
+    return _struct(pa.table(columns), PREPARE_FIELDS)
 
 
 def epoch_candidates(records: pa.Table) -> pa.Table:

@@ -9,13 +9,24 @@ only one candidate per Prepare* record: the first marker at or after its time. E
 carries its Prepare* record, so the rules read the answers as they are: Spark need not read,
 join and order every marker, nor order the coordinator log a second time
 (``detect.rules._prepare_marker_matches`` does so for frames the pass does not read from files).
+
+The Prepare* records reach the pass's tasks as files: the coordinator pass's tasks write them
+(``PrepareFile``: ordered by partition, so that the row groups of a few partitions are all a
+reader reads, pyarrow skipping the others by their statistics), and each pass task reads those
+of its partitions (``read_prepares``). The answers go to files the same way (``FOLLOW_FIELDS``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import TracebackType
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from txn_audit.replica_tasks.commit import TableFile, located
 
 #: one Prepare* record on one partition it lists, as a pass task receives it: the columns of
 #: ``transactions.prepare_records`` but ``decision`` (which its ``state`` gives)
@@ -43,6 +54,72 @@ OUTCOME_FIELDS = (
     pa.field("next_marker_offset", pa.int64()),
 )
 FOLLOW_FIELDS = pa.schema([*PREPARE_FIELDS, *OUTCOME_FIELDS])
+
+#: rows of Prepare* records a task holds before it sorts and writes them; and per row group
+PREPARE_CHUNK_ROWS = 1_048_576
+PREPARE_ROW_GROUP = 65_536
+
+
+class PrepareFile:
+    """One task's Prepare* records (``PREPARE_FIELDS``), written as the file ``directory/name``
+    (``replica_tasks.commit.TableFile``): in chunks of ``PREPARE_CHUNK_ROWS``, each ordered by
+    topic and partition, in row groups of ``PREPARE_ROW_GROUP``."""
+
+    def __init__(self, directory: str, name: str) -> None:
+        self.file = TableFile(directory, name, PREPARE_FIELDS)
+        self._held: list[pa.Table] = []
+        self._rows = 0
+
+    def __enter__(self) -> PrepareFile:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is None:
+            self._flush()
+        self.file.__exit__(kind, error, trace)
+
+    def add(self, prepares: pa.Table) -> None:
+        self._held.append(prepares)
+        self._rows += prepares.num_rows
+        if self._rows >= PREPARE_CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            rows = pa.concat_tables(self._held)
+            order = pc.sort_indices(rows, [("topic", "ascending"), ("partition", "ascending")])
+            self.file.add(rows.take(order), row_group_size=PREPARE_ROW_GROUP)
+        self._held, self._rows = [], 0
+
+
+def _on_partitions(partitions: Iterable[tuple[str, int]]) -> ds.Expression | None:
+    """Rows on one of ``partitions`` (a topic and a partition each); None for no partition."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    condition = None
+    for topic, numbers in sorted(by_topic.items()):
+        term = (ds.field("topic") == topic) & ds.field("partition").isin(sorted(set(numbers)))
+        condition = term if condition is None else condition | term
+    return condition
+
+
+def read_prepares(directory: str, partitions: Iterable[tuple[str, int]], *, elsewhere: bool = False) -> pa.Table:
+    """The Prepare* records in the files of ``directory`` (``PREPARE_FIELDS``) on one of
+    ``partitions`` (a topic and a partition each), or with ``elsewhere`` on none of them (a
+    record without a topic or partition among them)."""
+    on = _on_partitions(partitions)
+    if on is None and not elsewhere:
+        return PREPARE_FIELDS.empty_table()
+    if elsewhere:
+        unnamed = ds.field("topic").is_null() | ds.field("partition").is_null()
+        on = None if on is None else unnamed | ~on
+    filesystem, path = located(directory)
+    files = ds.dataset(path, format="parquet", filesystem=filesystem, schema=PREPARE_FIELDS)
+    found: pa.Table = files.to_table(filter=on, use_threads=False)
+    return found
+
 
 _NONE = np.iinfo(np.int64).max  # no marker found yet: after every (time, offset)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 
 import numpy as np
@@ -27,8 +27,8 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from txn_audit.reconstruct.pass_files import item_pass
-from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower, unfollowed
-from txn_audit.replica_tasks.commit import commit_file, file_name
+from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PrepareFollower, read_prepares, unfollowed
+from txn_audit.replica_tasks.commit import TableFile, commit_file, file_name
 from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
@@ -172,63 +172,46 @@ class TransactionFile:
 
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                               unsequenced_topics: tuple[str, ...], directory: str, job: str,
-                              output: pa.Schema, strays_task: int) -> Iterator[pa.RecordBatch]:
+                              output: pa.Schema, prepares_dir: str, follows_dir: str, strays_task: int,
+                              read_partitions: Sequence[tuple[str, int]]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows with a ``producer_ids`` column (every
-    known ``(producer_id, transactional_id)``), a ``prepares`` column (Prepare* records per
-    listed partition, ``prepare_follows.PREPARE_FIELDS``: at least those of the item's partition
-    and producers) and an ``unread_prepares`` column (the same, on partitions no item reads) in.
-    Each item's transactions are written to ``directory`` (``file_name(task, job)``); out come
-    rows of ``output`` (``event``, ``txn``, ``follow``): its ``event`` rows, then a ``follow`` row
-    per Prepare* record of its partition and producers. Item ``strays_task`` also gives one, with
-    no marker, per record of its ``unread_prepares`` (``producer_pass_writing`` gives those to
-    its task alone), so that every Prepare* record has its ``follow`` row once per partition."""
-    given = ["producer_ids", "prepares", "unread_prepares"]
-    for batch in items:
-        ids, prepares, unread = (batch.column(name) for name in given)
-        for row, item in enumerate(batch.drop_columns(given).to_pylist()):
-            known = known_ids(ids[row].values)
-            follower = PrepareFollower(_prepares_of(item, prepares[row].values))
-            with TransactionFile(directory, file_name(int(item["task"]), job), known) as written:
+    known ``(producer_id, transactional_id)``, the same in each row) in; out come the ``event``
+    rows of each item, as rows of ``output`` (``event``, ``txn``; ``txn`` null). Each item's
+    transactions are written to ``directory`` (``file_name(task, job)``). The task reads the
+    Prepare* records of its items' partitions from the files in ``prepares_dir``
+    (``prepare_follows.read_prepares``) and writes what follows each, for its item's partition
+    and producers, to one file in ``follows_dir`` (``prepare_follows.FOLLOW_FIELDS``, named after
+    its first item's ``task``). Item ``strays_task`` also writes a row, with no marker, for each
+    record on none of ``read_partitions`` (every item's partition), so that every Prepare*
+    record is followed once per partition it lists."""
+    work = [(item, batch.column("producer_ids")[row].values) for batch in items
+            for row, item in enumerate(batch.drop_columns(["producer_ids"]).to_pylist())]
+    if not work:
+        return
+    known = known_ids(work[0][1])  # every item is given the same
+    prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item, _ in work})
+    with TableFile(follows_dir, file_name(item_int(work[0][0], "task"), job), FOLLOW_FIELDS) as follows:
+        for item, _ in work:
+            follower = PrepareFollower(_prepares_of(item, prepares))
+            with TransactionFile(directory, file_name(item_int(item, "task"), job), known) as written:
                 for out in item_pass(item, late_tolerance_ms=late_tolerance_ms,
                                      unsequenced_topics=unsequenced_topics, seen=follower.add):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
-                        # every batch of one task's output has one schema: ``output``'s
-                        yield out.append_column("follow", pa.nulls(out.num_rows, output.field("follow").type)
-                                                ).cast(output)
+                        yield out.cast(output)  # every batch of one task's output has one schema
                     else:
                         written.add(pa.RecordBatch.from_struct_array(txn))
-            yield from _follow_rows(follower.rows(), output)
+            follows.add(follower.rows())
             if item_int(item, "task") == strays_task:
-                yield from _follow_rows(unfollowed(_prepare_table(unread[row].values)), output)
+                follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
 
 
-def _follow_rows(follows: pa.Table, output: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """``follows`` (``prepare_follows.FOLLOW_FIELDS``) as ``output`` rows: in its ``follow`` column."""
-    if not follows.num_rows:
-        return
-    follow_type = output.field("follow").type
-    struct = pa.StructArray.from_arrays(
-        [follows.column(f.name).combine_chunks().cast(f.type) for f in follow_type], fields=list(follow_type))
-    yield pa.RecordBatch.from_arrays(
-        [pa.nulls(follows.num_rows, output.field("event").type),
-         pa.nulls(follows.num_rows, output.field("txn").type), struct], schema=output)
-
-
-def _prepare_table(prepares: pa.StructArray | None) -> pa.Table:
-    """``PREPARE_FIELDS`` rows from a task's list of them (null: none)."""
-    if prepares is None or len(prepares) == 0:
-        return PREPARE_FIELDS.empty_table()
-    return pa.Table.from_struct_array(prepares).cast(PREPARE_FIELDS)
-
-
-def _prepares_of(item: Mapping[str, object], prepares: pa.StructArray | None) -> pa.Table:
-    """The Prepare* records for ``item``'s partition and share of producers."""
-    table = _prepare_table(prepares)
+def _prepares_of(item: Mapping[str, object], prepares: pa.Table) -> pa.Table:
+    """The Prepare* records of ``prepares`` for ``item``'s partition and share of producers."""
     shares, share = item_int(item, "shares"), item_int(item, "share")
-    mine = pc.and_(pc.equal(table.column("topic"), item["topic"]),
-                   pc.equal(table.column("partition"), item["partition"]))
+    mine = pc.and_(pc.equal(prepares.column("topic"), item["topic"]),
+                   pc.equal(prepares.column("partition"), item["partition"]))
     if shares > 1:  # the share's producers, as ``pass_files`` reads them
-        producers = pc.fill_null(table.column("producer_id"), -1).to_numpy()
+        producers = pc.fill_null(prepares.column("producer_id"), -1).to_numpy()
         mine = pc.and_(mine, pa.array(producers % shares == share))
-    return table.filter(pc.fill_null(mine, False))
+    return prepares.filter(pc.fill_null(mine, False))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.window import WindowSpec
@@ -53,7 +53,7 @@ from txn_audit.reconstruct.transaction_files import (
     PRODUCER_ID_FIELDS,
     pass_writing_transactions,
 )
-from txn_audit.replica_tasks import finish_table, new_job, replicas_rows, start_table, tasks_over_items
+from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, replica_file_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
@@ -117,56 +117,41 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     return ordered.mapInArrow(walk, output)  # type: ignore[arg-type]  # pyspark's stub types mapInArrow's function too narrowly
 
 
-def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame, prepares: DataFrame,
-                          directory: str, *, late_tolerance_ms: int, batch_files: TableManifest | None,
+def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame,
+                          coordinator_log: CoordinatorLog, directory: str, follows_dir: str, *,
+                          late_tolerance_ms: int, batch_files: TableManifest | None,
                           marker_files: TableManifest | None) -> DataFrame | None:
     """``producer_pass`` whose tasks write the transactions themselves, as the files of
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
-    its ``txn`` column is always null. Its third column, ``follow``, says what follows each of
-    ``prepares`` (``prepare_records``), once per record and partition listed, whether a task
-    reads that partition or not (``prepare_follows.FOLLOW_FIELDS``; read them with
-    ``prepare_follow_rows``). None unless ``batch_files`` and ``marker_files`` are the manifests of
-    both frames' rows (as for ``producer_pass``) and name some replica. The files are written
-    when the frame is computed: compute it once, then call ``written_partition_transactions``.
-    The table is committed as ``replica_tasks`` says."""
+    its ``txn`` column is always null. They also write what follows each of the coordinator
+    log's Prepare* records (``CoordinatorLog.prepare_files``), once per record and partition
+    listed, whether a task reads that partition or not, as files of
+    ``prepare_follows.FOLLOW_FIELDS`` in ``follows_dir``. None unless ``batch_files`` and
+    ``marker_files`` are the manifests of both frames' rows (as for ``producer_pass``) and name
+    some replica. The files are written when the frame is computed: compute it once, then call
+    ``written_partition_transactions`` and ``written_prepare_follows``. The tables are committed
+    as ``replica_tasks`` says."""
     items = _pass_items(batches, batch_files, marker_files)
     if not items:
         return None
     start_table(directory)
+    start_table(follows_dir)
     shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids")
-    output = _pass_output(batches, markers).add(StructField("follow", spark_schema(FOLLOW_FIELDS)))
+    output = _pass_output(batches, markers)
     # the records on partitions no item reads go to the task of the last (lightest) item
-    strays = len(items) - 1
+    read = sorted({(str(item["topic"]), item_int(item, "partition")) for item in items})
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
-                             output=to_arrow_schema(output), strays_task=strays)
-    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight,
-                            routed=functools.partial(_routed_prepares, prepares, strays_task=strays))
+                             output=to_arrow_schema(output), prepares_dir=coordinator_log.prepare_files(),
+                             follows_dir=follows_dir, strays_task=len(items) - 1, read_partitions=read)
+    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight)
 
 
-def _routed_prepares(prepares: DataFrame, groups: Sequence[Sequence[Mapping[str, object]]], *,
-                     strays_task: int) -> DataFrame:
-    """``tasks_over_items``' ``routed`` frame of ``producer_pass_writing``: each task receives only
-    the Prepare* records its items read (``prepares``: their partitions and shares of producers,
-    as ``transaction_files`` reads them), and the task of item ``strays_task`` also the records
-    on partitions no item reads (``unread_prepares``)."""
-    spark = prepares.sparkSession
-    places = spark.createDataFrame(
-        [(str(item["topic"]), item_int(item, "partition"), item_int(item, "shares"), item_int(item, "share"), place)
-         for place, group in enumerate(groups) for item in group],
-        "_topic string, _partition int, _shares int, _share int, _place int")
-    strays = next(place for place, group in enumerate(groups) for item in group
-                  if item_int(item, "task") == strays_task)
-    record = F.struct(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_schema(PREPARE_FIELDS).fields])
-    share = F.pmod(F.coalesce(F.col("producer_id"), F.lit(-1)), F.col("_shares"))
-    placed = prepares.join(F.broadcast(places), (F.col("topic") == F.col("_topic"))
-                           & (F.col("partition") == F.col("_partition")) & (share == F.col("_share")), "left")
-    read = F.col("_place").isNotNull()
-    per_task = placed.groupBy(F.coalesce(F.col("_place"), F.lit(strays)).alias("_place")).agg(
-        F.collect_list(F.when(read, record)).alias("prepares"),
-        F.collect_list(F.when(~read, record)).alias("unread_prepares"))
-    return per_task.agg(*[F.map_from_entries(F.collect_list(F.struct("_place", name))).alias(name)
-                          for name in ("prepares", "unread_prepares")])
+def written_prepare_follows(spark: SparkSession, follows_dir: str) -> DataFrame:
+    """What ``producer_pass_writing``'s tasks wrote into ``follows_dir``, once that pass has been
+    computed: one row per Prepare* record and partition it lists (``FOLLOW_FIELDS``)."""
+    finish_table(follows_dir, FOLLOW_FIELDS)
+    return spark.read.schema(spark_schema(FOLLOW_FIELDS)).parquet(follows_dir)
 
 
 def _set_rows(frame: DataFrame, column: str) -> DataFrame:
@@ -180,11 +165,6 @@ def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
     struct = spark_schema(fields)
     return frame.agg(F.collect_list(F.struct(
         *[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])).alias(column))
-
-
-def prepare_follow_rows(passed: DataFrame) -> DataFrame:
-    """The ``follow`` rows of ``producer_pass_writing``."""
-    return _set_rows(passed, "follow")
 
 
 def _pass_output(batches: DataFrame, markers: DataFrame) -> StructType:
@@ -332,30 +312,56 @@ class CoordinatorLog:
     (``epoch_candidates``). From one pass over the log's files (``coordinator_pass``,
     computed once: ``passed``) when their manifest is given, and no transactional id has records
     in two of the log's partitions (the pass orders each partition alone); otherwise from
-    windows over every record."""
+    windows over every record. ``prepares_dir``: a folder for the Prepare* records' files
+    (``prepare_files``), which the pass's tasks write when it runs; None: they stay in ``passed``."""
 
     records: DataFrame
     passed: DataFrame | None = None
+    prepares_dir: str | None = None
 
     @classmethod
-    def of(cls, records: DataFrame, files: TableManifest | None) -> CoordinatorLog:
-        """``records``' log, passed over through ``files`` (the manifest of their rows) when given."""
+    def of(cls, records: DataFrame, files: TableManifest | None, prepares_dir: str | None = None) -> CoordinatorLog:
+        """``records``' log, passed over through ``files`` (the manifest of their rows) when
+        given; its Prepare* records written into ``prepares_dir`` when given."""
         items = [] if files is None else replica_file_items(files)
         if not items:
-            return cls(records)
-        passed = tasks_over_items(records.sparkSession, items, REPLICA_FILES_ITEM, coordinator_over_files,
+            return cls(records, prepares_dir=prepares_dir)
+        body = coordinator_over_files
+        if prepares_dir is not None:
+            start_table(prepares_dir)
+            body = functools.partial(coordinator_over_files, prepares_dir=prepares_dir, job=new_job())
+        passed = tasks_over_items(records.sparkSession, items, REPLICA_FILES_ITEM, body,
                                   spark_schema(COORDINATOR_PASS)).localCheckpoint(eager=True)
         newest = _set_rows(passed, "current").select("transactional_id")
         if not newest.groupBy("transactional_id").count().where(F.col("count") > 1).isEmpty():
-            return cls(records)  # an id in two partitions: the Prepare* records' next states need the window
-        return cls(records, passed)
+            # an id in two partitions: the Prepare* records' next states need the window
+            if prepares_dir is not None:
+                drop_table(prepares_dir)
+            return cls(records, prepares_dir=prepares_dir)
+        if prepares_dir is not None:
+            finish_table(prepares_dir, PREPARE_FIELDS)
+        return cls(records, passed, prepares_dir)
 
     def prepares(self) -> DataFrame:
         """The Prepare* records, once per partition listed: ``prepare_records``' columns, or
         (from the pass) ``prepare_follows.PREPARE_FIELDS``, all that ``producer_pass_writing`` reads."""
         if self.passed is None:
             return prepare_records(self.records)
+        if self.prepares_dir is not None:
+            return self.records.sparkSession.read.schema(spark_schema(PREPARE_FIELDS)).parquet(self.prepares_dir)
         return _set_rows(self.passed, "prepare")
+
+    def prepare_files(self) -> str:
+        """``prepares_dir`` (which must be given) holding the Prepare* records as files of
+        ``PREPARE_FIELDS`` (``prepare_follows.read_prepares`` reads them): the pass's, or, when
+        the windows give them, written now by Spark, ordered by topic and partition."""
+        if self.prepares_dir is None:
+            raise ValueError("the coordinator log was given no folder for its Prepare* records")
+        if self.passed is None:
+            columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_schema(PREPARE_FIELDS).fields]
+            self.prepares().select(*columns).sortWithinPartitions("topic", "partition").write.parquet(
+                self.prepares_dir)
+        return self.prepares_dir
 
     def current(self) -> DataFrame:
         """``coordinator_current``."""
@@ -634,9 +640,13 @@ class Reconstruction:
     #: the chosen replicas' coordinator records, and what reconstruct and the rules read of them
     coordinator_log: CoordinatorLog
     offset_commits: DataFrame
-    #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``);
-    #: None when the pass did not read the files
+    #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``:
+    #: files of ``DerivedOutput.work_dir``); None when the pass did not read the raw tables' files
     prepare_follows: DataFrame | None = None
+
+
+#: the folder under the tables of a ``DerivedOutput`` that holds intermediates
+WORK_DIR = "_work"
 
 
 @dataclass(frozen=True)
@@ -655,6 +665,20 @@ class DerivedOutput:
         if self.tables_dir is None or name not in DERIVED_TABLES:
             return None
         return f"{self.tables_dir.rstrip('/')}/{name}"
+
+    def work_dir(self, name: str) -> str | None:
+        """Where the tasks of a pass write intermediate ``name`` for the tasks of another, or
+        the rules, to read (``WORK_DIR`` under ``tables_dir``: readers of the tables skip a
+        hidden folder); None without ``tables_dir``. The frames of a ``Reconstruction`` may
+        read them until ``clear_work``."""
+        if self.tables_dir is None:
+            return None
+        return f"{self.tables_dir.rstrip('/')}/{WORK_DIR}/{name}"
+
+    def clear_work(self) -> None:
+        """Delete the intermediates (``work_dir``), once nothing reads them."""
+        if self.tables_dir is not None:
+            drop_table(f"{self.tables_dir.rstrip('/')}/{WORK_DIR}")
 
     def keep(self, name: str, frame: DataFrame) -> DataFrame:
         """``frame`` computed once: written as table ``name`` and read back, or checkpointed."""
@@ -697,7 +721,10 @@ def reconstruct(
     batches = chosen("batches")
     markers = chosen("control_markers")
     txn_log = chosen("txn_log")
-    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys))
+    directory = out.table_dir("partition_transactions")
+    follows_dir, prepares_dir = out.work_dir("prepare_follows"), out.work_dir("prepares")
+    # the pass's tasks write the Prepare* records to files, which the producer pass's tasks read
+    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys), prepares_dir)
     snapshots = chosen("producer_snapshots")
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
     # dumps attach none (the manifest may say so without a query): then the coordinator log's
@@ -708,16 +735,15 @@ def reconstruct(
     logged_ids = coordinator_log.producer_ids()
     ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(reported, logged_ids))
                if has_reports else logged_ids)
-    directory = out.table_dir("partition_transactions")
-    writing = None if directory is None else producer_pass_writing(
-        batches, markers, ids, coordinator_log.prepares(), directory, late_tolerance_ms=late_tolerance_ms,
+    writing = None if directory is None or follows_dir is None else producer_pass_writing(
+        batches, markers, ids, coordinator_log, directory, follows_dir, late_tolerance_ms=late_tolerance_ms,
         batch_files=batch_files, marker_files=marker_files)
     follows = None
-    if writing is not None and directory is not None:
-        # computed here, once: its tasks write the table's files as they go
+    if writing is not None and directory is not None and follows_dir is not None:
+        # computed here, once: its tasks write the tables' files as they go
         passed = writing.localCheckpoint(eager=True)
         ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids)
-        follows = keep("prepare_follows", prepare_follow_rows(passed))
+        follows = written_prepare_follows(batches.sparkSession, follows_dir)
     else:
         passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                                                      batch_files=batch_files, marker_files=marker_files))

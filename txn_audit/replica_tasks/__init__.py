@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from txn_audit.manifest import TableManifest
-from txn_audit.replica_tasks.commit import commit_file, file_name, finish_table, new_job, start_table
+from txn_audit.replica_tasks.commit import commit_file, drop_table, file_name, finish_table, new_job, start_table
 from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import Replica, spark_schema
 
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["TASKS_PER_CORE", "Router", "commit_file", "each_item", "file_name", "finish_table", "new_job", "pack",
-           "read_as_is", "replicas_rows", "start_table", "tasks_over_items"]
+__all__ = ["TASKS_PER_CORE", "commit_file", "drop_table", "each_item", "file_name", "finish_table", "new_job",
+           "pack", "read_as_is", "replicas_rows", "start_table", "tasks_over_items"]
 
 #: tasks per core the items are packed into: more than one, so that a core that finishes early
 #: takes the next task while the other still works
@@ -45,12 +45,8 @@ TASKS_PER_CORE = 2
 
 #: the column of a task's row that holds its items
 ITEMS_COLUMN = "items"
-#: the column of a task's row that holds its place among the packed tasks (``routed``)
-TASK_COLUMN = "task_group"
 
 Body = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-#: from the items as packed into tasks, a frame of one row of maps from a task's place to its values
-Router = Callable[[Sequence[Sequence[Mapping[str, object]]]], "DataFrame"]
 
 
 def read_as_is(table: TableManifest | None, replicas: frozenset[Replica]) -> TableManifest | None:
@@ -115,30 +111,19 @@ def each_item(batches: Iterator[pa.RecordBatch], *, body: Body) -> Iterator[pa.R
 
 def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]], item_schema: pa.Schema,
                      body: Body, output: StructType, shared: DataFrame | None = None,
-                     weight: Callable[[Mapping[str, object]], float] = rows_weight,
-                     routed: Router | None = None) -> DataFrame:
+                     weight: Callable[[Mapping[str, object]], float] = rows_weight) -> DataFrame:
     """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), which are
     packed into ``TASKS_PER_CORE`` Spark tasks per core by their ``weight`` (``pack``); ``body``
     receives them one item a batch. ``shared``, a frame of one row, adds its columns to every
-    item (broadcast: each task receives them once). ``routed``, given the items as packed, gives
-    a frame of one row whose columns are maps from a task's place in that list to what that task
-    alone receives: each item of the task gets the value as a column of the same name (null
-    when the map has none), and only that value is handed to Python."""
+    item (broadcast: each task receives them once)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, IntegerType, StructField
+    from pyspark.sql.types import ArrayType, StructField
     from pyspark.sql.types import StructType as SparkStruct
 
     groups = pack(items, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism), weight)
-    rows = [(index, [tuple(item[name] for name in item_schema.names) for item in group])
-            for index, group in enumerate(groups)]
-    schema = SparkStruct([StructField(TASK_COLUMN, IntegerType(), nullable=False),
-                          StructField(ITEMS_COLUMN, ArrayType(spark_schema(item_schema), containsNull=False))])
+    rows = [([tuple(item[name] for name in item_schema.names) for item in group],) for group in groups]
+    schema = SparkStruct([StructField(ITEMS_COLUMN, ArrayType(spark_schema(item_schema), containsNull=False))])
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), schema)
     if shared is not None:
         work = work.crossJoin(F.broadcast(shared))
-    if routed is not None:
-        own = routed(groups)
-        work = work.crossJoin(F.broadcast(own)).select(
-            *[F.col(name) for name in work.columns],
-            *[F.col(name)[F.col(TASK_COLUMN)].alias(name) for name in own.columns])
-    return work.drop(TASK_COLUMN).mapInArrow(functools.partial(each_item, body=body), output)
+    return work.mapInArrow(functools.partial(each_item, body=body), output)

@@ -4,8 +4,9 @@ The driver creates the table's folder (``start_table``: refused when it exists, 
 writer does) and draws a job id (``new_job``); each task writes at most one file, named as
 Spark names its own from the task's number and the job (``file_name``), first under a hidden
 staging name, then renamed into place (``commit_file``): readers never see a partial file, and
-a retried task writes the same rows under the same name. Once every task ran, ``finish_table``
-gives a table no task wrote a file to an empty file of its schema.
+a retried task writes the same rows under the same name. ``TableFile`` writes such a file as
+its rows come, created at the first of them. Once every task ran, ``finish_table`` gives a table
+no task wrote a file to an empty file of its schema.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
+from types import TracebackType
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -60,6 +62,42 @@ def commit_file(directory: str, name: str) -> Iterator[pa.NativeFile]:
             filesystem.delete_file(staging)
         raise
     filesystem.move(staging, final)
+
+
+class TableFile:
+    """One task's file ``directory/name`` of a table of ``schema``, written as rows are added
+    (``add``), committed (``commit_file``) when the block ends without an error; none when no
+    row was added."""
+
+    def __init__(self, directory: str, name: str, schema: pa.Schema) -> None:
+        self.directory, self.name, self.schema = directory, name, schema
+        self.rows = 0
+        self._stack = ExitStack()
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> TableFile:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stack.__exit__(kind, error, trace)  # the writer closed, then the file committed or dropped
+
+    def add(self, rows: pa.Table, row_group_size: int | None = None) -> None:
+        """``rows`` (cast to the schema) appended, as row groups of at most ``row_group_size``."""
+        if not rows.num_rows:
+            return
+        if self._writer is None:
+            sink = self._stack.enter_context(commit_file(self.directory, self.name))
+            self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema))
+        self._writer.write_table(rows.cast(self.schema), row_group_size=row_group_size)
+        self.rows += rows.num_rows
+
+
+def drop_table(directory: str) -> None:
+    """Delete ``directory`` and its files, if it exists."""
+    filesystem, path = located(directory)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_dir(path)
 
 
 def finish_table(directory: str, schema: pa.Schema) -> None:
