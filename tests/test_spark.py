@@ -248,6 +248,28 @@ def test_side_by_side_keeps_the_order_the_job_group_and_the_first_error(spark: A
         spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
+def test_side_by_side_tasks_each_have_their_own_local_properties(spark: Any) -> None:
+    """Each task starts from a copy of the caller's local properties, its own: what one sets
+    (as each query sets its execution's ids) the others do not see."""
+    import threading
+
+    context = spark.sparkContext
+    context.setLocalProperty("txn-audit.test.caller", "caller")
+    try:
+        both_set = threading.Barrier(2, timeout=60)
+
+        def task(name: str) -> tuple[str | None, str | None]:
+            context.setLocalProperty("txn-audit.test.task", name)
+            both_set.wait()  # each task has set its value before either reads it back
+            return context.getLocalProperty("txn-audit.test.task"), context.getLocalProperty("txn-audit.test.caller")
+
+        assert spark_module.side_by_side(spark, [lambda: task("a"), lambda: task("b")], threads=2) == [
+            ("a", "caller"), ("b", "caller")]
+        assert context.getLocalProperty("txn-audit.test.task") is None  # nor does the caller
+    finally:
+        context.setLocalProperty("txn-audit.test.caller", None)  # type: ignore[arg-type]
+
+
 # -- the JVM's class archive ------------------------------------------------------------------
 
 

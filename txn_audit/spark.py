@@ -514,16 +514,18 @@ def side_by_side(spark: SparkSession, tasks: Sequence[Callable[[], T]], threads:
     Spark analyses, optimises and plans a query on the driver thread that submits it, and
     PySpark's DataFrame calls each wait for the JVM: a scan of a small dump spends most of its
     time there, one query after another on one core. Independent queries submitted from threads
-    of their own are prepared side by side and their jobs share the executors. Each thread runs
-    with the calling thread's Spark job group, local properties and tags
-    (``inheritable_thread_target``), so progress reporting sees its jobs as the caller's."""
+    of their own are prepared side by side and their jobs share the executors. Each task runs
+    with a copy of the calling thread's Spark job group, local properties and tags
+    (``inheritable_thread_target``), so progress reporting sees its jobs as the caller's. A copy
+    of its own: the wrapper copies them once, when it is made, and a task sets them in its
+    thread, where each query it runs sets and removes its execution's ids in them; tasks sharing
+    one copy saw one another's ids (a query failed with "Cannot parse null string")."""
     from pyspark.util import inheritable_thread_target
 
     if len(tasks) <= 1:
         return [task() for task in tasks]
     workers = threads or max(2, spark.sparkContext.defaultParallelism)
-    inherit = inheritable_thread_target(spark)
-    wrapped = [inherit(task) for task in tasks]
+    wrapped = [inheritable_thread_target(spark)(task) for task in tasks]
     with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="txn-audit-spark") as pool:
         futures = [pool.submit(task) for task in wrapped]
     return [future.result() for future in futures]
