@@ -23,6 +23,32 @@ def test_help_runs_as_a_subprocess() -> None:
         assert command in done.stdout
 
 
+@pytest.mark.parametrize(("args", "code", "stream", "text"), [
+    (["--help"], 0, "stdout", "scan"),
+    (["ingest", "{tmp}/nope", "--out", "{tmp}/out"], 2, "stderr", "dump not found"),
+    (["sample", "--out", "{tmp}/dump", "--seed", "3"], 0, "stdout", ""),
+])
+def test_the_process_ends_with_the_commands_code_and_output(tmp_path: Path, args: list[str], code: int, stream: str,
+                                                           text: str) -> None:
+    """The console script ends the process itself once the command is done (``cli.end_process``):
+    with the command's exit code, its output whole, its exit handlers run (one registered here
+    writes a file) and its outputs in place."""
+    script = ("import atexit, pathlib, sys\n"
+              "from txn_audit import cli\n"
+              f"atexit.register(pathlib.Path({str(tmp_path / 'handled')!r}).write_text, 'yes')\n"
+              "sys.argv = ['txn-audit', *sys.argv[1:]]\n"
+              "cli.main()\n"
+              "raise AssertionError('main returned')\n")
+    done = subprocess.run([sys.executable, "-c", script, *[a.format(tmp=tmp_path) for a in args]],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == code, done.stderr
+    assert text in getattr(done, stream)
+    assert "Traceback" not in done.stderr
+    assert (tmp_path / "handled").read_text() == "yes"
+    if args[0] == "sample":
+        assert (tmp_path / "dump").is_dir() and any((tmp_path / "dump").iterdir())
+
+
 def test_missing_dump_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
