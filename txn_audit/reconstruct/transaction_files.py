@@ -24,11 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
 
 from txn_audit.reconstruct.pass_files import item_pass
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PrepareFollower, read_prepares, unfollowed
-from txn_audit.replica_tasks.commit import TableFile, commit_file, file_name
+from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import item_int
 from txn_audit.schemas import PARTITION_TRANSACTIONS
 
@@ -142,11 +141,10 @@ class TransactionFile:
         with pa.OSFile(self._path) as source:  # read chunk by chunk: a mapped file's pages would count as memory
             spilled = ipc.open_file(source)
             # committed as ``replica_tasks.commit`` does: a retried task writes the same rows under the same name
-            with commit_file(self.directory, self.name) as sink, \
-                    pq.ParquetWriter(sink, PARTITION_TRANSACTIONS, use_dictionary=DICTIONARY_COLUMNS) as writer:
+            with TableFile(self.directory, self.name, PARTITION_TRANSACTIONS,
+                           use_dictionary=DICTIONARY_COLUMNS) as written:
                 for index in range(spilled.num_record_batches):
-                    writer.write_table(self._completed(spilled.get_batch(index), last_writes),
-                                       row_group_size=CHUNK_ROWS)
+                    written.add(self._completed(spilled.get_batch(index), last_writes), row_group_size=CHUNK_ROWS)
         return self.rows
 
     def _last_writes(self) -> _Lookup:

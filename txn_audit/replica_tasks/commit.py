@@ -67,10 +67,11 @@ def commit_file(directory: str, name: str) -> Iterator[pa.NativeFile]:
 class TableFile:
     """One task's file ``directory/name`` of a table of ``schema``, written as rows are added
     (``add``), committed (``commit_file``) when the block ends without an error; none when no
-    row was added."""
+    row was added. ``use_dictionary``: as pyarrow's Parquet writer takes it (the columns, or all)."""
 
-    def __init__(self, directory: str, name: str, schema: pa.Schema) -> None:
+    def __init__(self, directory: str, name: str, schema: pa.Schema, use_dictionary: bool | list[str] = True) -> None:
         self.directory, self.name, self.schema = directory, name, schema
+        self.use_dictionary = use_dictionary
         self.rows = 0
         self._stack = ExitStack()
         self._writer: pq.ParquetWriter | None = None
@@ -88,7 +89,8 @@ class TableFile:
             return
         if self._writer is None:
             sink = self._stack.enter_context(commit_file(self.directory, self.name))
-            self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema))
+            self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema,
+                                                                      use_dictionary=self.use_dictionary))
         self._writer.write_table(rows.cast(self.schema), row_group_size=row_group_size)
         self.rows += rows.num_rows
 
