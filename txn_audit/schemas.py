@@ -309,6 +309,13 @@ REPLICAS_METADATA_KEY = "txn_audit.replicas"
 
 Replica = tuple[int | None, str | None, str | None, int | None]
 
+#: the columns that tell one partition's rows from another's in the derived frames, where each
+#: partition has one copy (the chosen replicas, ``reconstruct.replicas``)
+PARTITION_COLUMNS = ("topic", "partition")
+#: the columns that tell one copy's rows from another's where several copies of a partition are
+#: audited at once, each on its own broker (``RankedReplicas.told_apart``)
+COPY_COLUMNS = ("broker_id", "topic", "partition")
+
 
 def row_replicas(table: pa.Table | pa.RecordBatch) -> set[Replica]:
     """The distinct ``REPLICA_COLUMNS`` values of ``table``'s rows."""

@@ -9,6 +9,7 @@ dirs, partitions that only some brokers hold.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -164,9 +165,9 @@ def _rewrite_epoch(segment: Path, batch: dict[str, int], epoch: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def damaged_cluster(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[dict[str, Any]], int, int]:
-    root = tmp_path_factory.mktemp("cluster")
-    dump = root / "logdirs"
+def damaged_dump(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, int]:
+    """The 3-broker cluster's log dirs, damaged: its folder, the offset changed, the offset cut."""
+    dump = tmp_path_factory.mktemp("cluster") / "logdirs"
     shutil.copytree(REPLICATED / "logdirs", dump)
     dumped = REPLICATED / "tools" / "dump-log"
     # broker 3's repl-0 holds another epoch's batch at offset 44
@@ -178,7 +179,13 @@ def damaged_cluster(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tup
     position = batches_as_dumped(dumped / "broker-1" / "repl-1.txt")[cut]["position"]
     with (dump / "broker-1" / "repl-1" / "00000000000000000000.log").open("r+b") as f:
         f.truncate(position)
-    result, replicas = scan(spark, dump, root / "out")
+    return dump, changed, cut
+
+
+@pytest.fixture(scope="module")
+def damaged_cluster(spark: Any, damaged_dump: tuple[Path, int, int]) -> tuple[Any, list[dict[str, Any]], int, int]:
+    dump, changed, cut = damaged_dump
+    result, replicas = scan(spark, dump, dump.parent / "out")
     return result, replicas, changed, cut
 
 
@@ -226,6 +233,32 @@ def test_untouched_partitions_of_the_damaged_cluster_agree_everywhere(
                                                                       live["last_stable_offset"]), name
     per_partition = {(r["topic"], r["partition"]) for r in replicas if r["topic"] == "repl"}
     assert all(sum(1 for r in replicas if (r["topic"], r["partition"]) == k) == 3 for k in per_partition)
+
+
+def test_the_other_copies_audited_at_once_as_one_rank_at_a_time(
+        spark: Any, damaged_dump: tuple[Path, int, int], damaged_cluster: tuple[Any, Any, int, int],
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The copies of ranks 2 and 3 are audited in one pass, told apart by their broker; audited
+    one rank at a time, each rank holding one copy per partition, they give the same rows."""
+    transactions = importlib.import_module("txn_audit.reconstruct.transactions")
+    dump, _, _ = damaged_dump
+    _, together, _, _ = damaged_cluster
+    grouped: list[list[tuple[int, ...]]] = []
+
+    def per_rank(raw: Any, ranked: Any) -> list[tuple[int, ...]]:
+        grouped.append(real(raw, ranked))
+        return [(rank,) for rank in range(2, ranked.ranks + 1)]
+
+    real = transactions.copy_groups
+    monkeypatch.setattr(transactions, "copy_groups", per_rank)
+    _, apart = scan(spark, dump, tmp_path / "out")
+    assert grouped == [[(2, 3)]]  # what the scan of the fixture did: one group
+
+    def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["broker_id"]))
+
+    assert len(together) == 15 and ordered(together) == ordered(apart)
+    assert {r["divergence"] for r in together} == {None, "conflict", "behind"}
 
 
 # -- several log dirs per broker (JBOD), a partition being moved between them -------------------

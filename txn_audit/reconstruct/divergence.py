@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.formats.layout import COMPACTED_TOPICS
+from txn_audit.schemas import PARTITION_COLUMNS
 
 __all__ = ["AHEAD", "BEHIND", "CONFLICT", "compare_replicas"]
 
@@ -35,8 +36,8 @@ _COMPARED = ("last_offset", "producer_id", "producer_epoch", "stored_crc", "is_c
 _REWRITTEN_BY_THE_CLEANER = ("stored_crc", "record_count")
 
 
-def _side(batches: DataFrame, prefix: str) -> DataFrame:
-    return batches.select("topic", "partition", "base_offset", *[F.col(c).alias(prefix + c) for c in _COMPARED])
+def _side(batches: DataFrame, prefix: str, keys: tuple[str, ...]) -> DataFrame:
+    return batches.select(*keys, "base_offset", *[F.col(c).alias(prefix + c) for c in _COMPARED])
 
 
 def _describe(prefix: str) -> Column:
@@ -50,27 +51,29 @@ def _describe(prefix: str) -> Column:
 
 
 def compare_replicas(stability: DataFrame, batches: DataFrame, chosen_stability: DataFrame,
-                     chosen_batches: DataFrame) -> DataFrame:
-    """``stability`` (one copy per partition, not the chosen ones) with ``divergence``,
-    ``divergent_offset``, ``replica_holds`` and ``chosen_holds`` against the chosen copy of its
-    partition (``chosen_stability``, ``chosen_batches``)."""
+                     chosen_batches: DataFrame, *, keys: tuple[str, ...] = PARTITION_COLUMNS) -> DataFrame:
+    """``stability`` (copies that are not the chosen ones, their rows told apart by ``keys``:
+    ``stability.partition_stability``'s) with ``divergence``, ``divergent_offset``,
+    ``replica_holds`` and ``chosen_holds`` against the chosen copy of its partition
+    (``chosen_stability``, ``chosen_batches``: one per partition)."""
+    partition = list(PARTITION_COLUMNS)
     pairs = (
-        stability.select("topic", "partition", F.col("log_start_offset").alias("_r_start"),
+        stability.select(*keys, F.col("log_start_offset").alias("_r_start"),
                          F.col("log_end_offset").alias("_r_end"), F.col("cleaner_offset").alias("_r_cleaned"))
         .join(chosen_stability.select("topic", "partition", F.col("log_start_offset").alias("_c_start"),
                                       F.col("log_end_offset").alias("_c_end"),
                                       F.col("high_watermark").alias("_c_hw"),
-                                      F.col("cleaner_offset").alias("_c_cleaned")), ["topic", "partition"])
+                                      F.col("cleaner_offset").alias("_c_cleaned")), partition)
         .withColumn("_compacted", F.col("topic").isin(*COMPACTED_TOPICS) | F.col("_r_cleaned").isNotNull()
                     | F.col("_c_cleaned").isNotNull())
         .withColumn("_lo", F.greatest(F.coalesce("_r_start", F.lit(0)), F.coalesce("_c_start", F.lit(0))))
         .withColumn("_hi", F.least(F.coalesce("_r_end", F.lit(0)), F.coalesce("_c_end", F.lit(0))))
-        .localCheckpoint()  # a row per partition, read three times
+        .localCheckpoint()  # a row per copy, read three times
     )
-    keys = ["topic", "partition"]
-    mine = _side(batches, "r_").join(F.broadcast(pairs.select(*keys)), keys)
-    theirs = _side(chosen_batches, "c_").join(F.broadcast(pairs.select(*keys)), keys)
-    both = mine.join(theirs, [*keys, "base_offset"], "full_outer").join(F.broadcast(pairs), keys)
+    mine = _side(batches, "r_", keys).join(F.broadcast(pairs.select(*keys)), list(keys))
+    # the chosen copy's batches once for each other copy of their partition
+    theirs = _side(chosen_batches, "c_", PARTITION_COLUMNS).join(F.broadcast(pairs.select(*keys)), partition)
+    both = mine.join(theirs, [*keys, "base_offset"], "full_outer").join(F.broadcast(pairs), list(keys))
     in_range = (F.col("base_offset") >= F.col("_lo")) & (F.col("base_offset") < F.col("_hi"))
     one_side = F.col("r_last_offset").isNull() | F.col("c_last_offset").isNull()
     differs = F.lit(False)
@@ -84,7 +87,7 @@ def compare_replicas(stability: DataFrame, batches: DataFrame, chosen_stability:
         .groupBy(*keys).agg(F.min("base_offset").alias("_conflict"))
     )
     located = (
-        pairs.join(conflicts, keys, "left")
+        pairs.join(conflicts, list(keys), "left")
         .withColumn("divergence", F.when(F.col("_conflict").isNotNull(), F.lit(CONFLICT))
                     .when(F.col("_c_hw").isNotNull() & (F.coalesce("_r_end", F.lit(0)) < F.col("_c_hw")), F.lit(BEHIND))
                     .when(F.coalesce("_r_end", F.lit(0)) > F.coalesce("_c_end", F.lit(0)), F.lit(AHEAD)))
@@ -95,25 +98,27 @@ def compare_replicas(stability: DataFrame, batches: DataFrame, chosen_stability:
         .select(*keys, "divergence", "divergent_offset", "_r_end", "_c_end")
         .localCheckpoint()
     )
-    replica_holds = _holding(batches, located, "_r_end", "replica_holds")
-    chosen_holds = _holding(chosen_batches, located, "_c_end", "chosen_holds")
-    found = located.join(replica_holds, keys, "left").join(chosen_holds, keys, "left").drop("_r_end", "_c_end")
-    return stability.join(found, keys, "left")
+    replica_holds = _holding(batches, keys, located, keys, "_r_end", "replica_holds")
+    chosen_holds = _holding(chosen_batches, PARTITION_COLUMNS, located, keys, "_c_end", "chosen_holds")
+    found = (located.join(replica_holds, list(keys), "left").join(chosen_holds, list(keys), "left")
+             .drop("_r_end", "_c_end"))
+    return stability.join(found, list(keys), "left")
 
 
-def _holding(batches: DataFrame, located: DataFrame, end: str, name: str) -> DataFrame:
-    """Per partition of ``located``: the batch of ``batches`` that holds its divergent offset, as
-    a sentence in column ``name``; nothing there is said too."""
-    at = located.select("topic", "partition", "divergent_offset", end)
+def _holding(batches: DataFrame, batch_keys: tuple[str, ...], located: DataFrame, keys: tuple[str, ...], end: str,
+             name: str) -> DataFrame:
+    """Per copy of ``located`` (its rows told apart by ``keys``): the batch of ``batches`` (joined
+    on ``batch_keys``) that holds its divergent offset, as a sentence in column ``name``; nothing
+    there is said too."""
+    at = located.select(*keys, "divergent_offset", end)
     held = (
-        _side(batches, "b_").withColumnRenamed("base_offset", "b_base_offset")
-        .join(F.broadcast(at), ["topic", "partition"])
+        _side(batches, "b_", batch_keys).withColumnRenamed("base_offset", "b_base_offset")
+        .join(F.broadcast(at), list(batch_keys))
         .where((F.col("b_base_offset") <= F.col("divergent_offset"))
                & (F.col("b_last_offset") >= F.col("divergent_offset")))
-        .groupBy("topic", "partition").agg(F.first(_describe("b_")).alias("_held"))
+        .groupBy(*keys).agg(F.first(_describe("b_")).alias("_held"))
     )
     nothing = F.when(F.coalesce(F.col(end), F.lit(0)) <= F.col("divergent_offset"),
                      F.concat(F.lit("nothing: its log ends at "), F.coalesce(F.col(end), F.lit(0)).cast("string"))
                      ).otherwise(F.lit("no batch at that offset"))
-    return at.join(held, ["topic", "partition"], "left").select(
-        "topic", "partition", F.coalesce(F.col("_held"), nothing).alias(name))
+    return at.join(held, list(keys), "left").select(*keys, F.coalesce(F.col("_held"), nothing).alias(name))

@@ -39,15 +39,24 @@ class RankedReplicas:
         """The most copies any partition has (1 in a dump of one broker)."""
         return max((r["replica_rank"] for r in self.rows), default=1)
 
-    def keys(self, rank: int) -> frozenset[Replica]:
-        """The replicas ranked ``rank`` (1: the chosen ones), as ``on_replicas`` takes them."""
-        return frozenset(_replica_of(r) for r in self.rows if r["replica_rank"] == rank)
+    def keys(self, *ranks: int) -> frozenset[Replica]:
+        """The replicas ranked one of ``ranks`` (1: the chosen ones), as ``on_replicas`` takes them."""
+        return frozenset(_replica_of(r) for r in self.rows if r["replica_rank"] in ranks)
 
-    def of_rank(self, rank: int) -> DataFrame:
-        """The replicas ranked ``rank`` in their partitions (1: the chosen ones): at most one per
-        partition, so the per-partition stages audit them as they audit the chosen ones."""
+    def of_rank(self, *ranks: int) -> DataFrame:
+        """The replicas ranked one of ``ranks`` in their partitions (1: the chosen ones). One rank
+        holds at most one copy per partition, so the per-partition stages audit its replicas as
+        they audit the chosen ones; several ranks need ``told_apart``."""
         return self.spark.createDataFrame(
-            [tuple(r[f.name] for f in self.schema.fields) for r in self.rows if r["replica_rank"] == rank], self.schema)
+            [tuple(r[f.name] for f in self.schema.fields) for r in self.rows if r["replica_rank"] in ranks],
+            self.schema)
+
+    def told_apart(self, *ranks: int) -> bool:
+        """Whether the replicas ranked one of ``ranks`` can be audited at once, their rows told
+        apart by ``schemas.COPY_COLUMNS``: each names its broker, and no two copies of a partition
+        among them share one (a dump of several brokers' folders)."""
+        copies = [(r["broker_id"], r["topic"], r["partition"]) for r in self.rows if r["replica_rank"] in ranks]
+        return all(broker is not None for broker, _topic, _partition in copies) and len(set(copies)) == len(copies)
 
 
 def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame, batches: DataFrame, *,

@@ -10,7 +10,7 @@ capped there (``capped_at_log_end``): no LSO or held-records figure is ever repo
 log it was computed from.
 
 Computed per replica: for the chosen replica of each partition, and in the same way for each
-other copy (one rank of copies at a time, so that every frame here has one row per partition).
+other copy (every other copy at once, told apart by its broker, or one rank at a time).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.manifest import TableManifest, widen_extent
-from txn_audit.schemas import HW_CAPPED, REPLICA_COLUMNS
+from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, REPLICA_COLUMNS
 
 #: replica columns ``partition_stability`` carries through from its ``replicas`` rows
 PASSED_THROUGH = ("cleaner_offset", "replica_rank", "replica_name", "replica_choice_reason", "chosen_replica",
@@ -49,11 +49,14 @@ def partition_extent(batches: DataFrame, files: TableManifest | None = None) -> 
 
 
 def partition_stability(
-    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, *, as_of_ms: int
+    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, *, as_of_ms: int,
+    keys: tuple[str, ...] = PARTITION_COLUMNS,
 ) -> DataFrame:
-    """One row per partition of ``replicas`` (``replicas.ranked_replicas`` rows, at most one per
-    partition: the chosen ones, or those of one rank) with the columns of ``schemas._STABILITY`` and
-    the replica columns; the batches are read again only for partitions whose records are held.
+    """One row per replica of ``replicas`` (``replicas.ranked_replicas`` rows) with the columns of
+    ``schemas._STABILITY`` and the replica columns; the batches are read again only for replicas
+    whose records are held. ``keys`` tell the replicas' rows apart in every frame: a partition's
+    (``PARTITION_COLUMNS``) when ``replicas`` hold at most one copy per partition (the chosen
+    ones, or those of one rank), a copy's (``COPY_COLUMNS``) for several ranks at once.
 
     The HW is never beyond the replica's own log end: a checkpoint that says more (a copy cut
     short, ``cut_short``: its log lost its tail after the checkpoint was written) is capped there, ``hw_source`` says
@@ -72,12 +75,12 @@ def partition_stability(
         .withColumn("log_end_offset", F.coalesce("log_end_offset", "log_start_offset"))
     )
     # per-partition frames are one row per partition: broadcast them rather than shuffle the big side
-    txns = ptx.join(F.broadcast(parts.select("topic", "partition", "hw")), ["topic", "partition"])
+    txns = ptx.join(F.broadcast(parts.select(*keys, "hw")), list(keys))
     unstable = txns.where(
         F.col("first_offset").isNotNull()
         & ((F.col("state") == "open") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("hw"))))
     )
-    first_unstable = unstable.groupBy("topic", "partition").agg(
+    first_unstable = unstable.groupBy(*keys).agg(
         F.min("first_offset").alias("first_unstable_offset"),
         F.min_by("producer_id", "first_offset").alias("culprit_producer_id"),
         F.min_by("max_epoch", "first_offset").alias("culprit_producer_epoch"),
@@ -85,30 +88,29 @@ def partition_stability(
         F.min_by("first_timestamp", "first_offset").alias("culprit_first_timestamp"),
         F.min_by("producer_last_timestamp", "first_offset").alias("culprit_last_timestamp"),
     )
-    open_count = ptx.where(F.col("state") == "open").groupBy("topic", "partition").agg(
+    open_count = ptx.where(F.col("state") == "open").groupBy(*keys).agg(
         F.count(F.lit(1)).alias("open_transactions")
     )
     fu = F.greatest(F.col("first_unstable_offset"), F.coalesce("log_start_offset", F.lit(0)))
     stab = (
-        parts.join(first_unstable, ["topic", "partition"], "left")
-        .join(open_count, ["topic", "partition"], "left")
+        parts.join(first_unstable, list(keys), "left")
+        .join(open_count, list(keys), "left")
         .withColumn("open_transactions", F.coalesce("open_transactions", F.lit(0)))
         .withColumn(
             "last_stable_offset",
             F.when(F.col("first_unstable_offset").isNotNull() & (fu < F.col("hw")), fu).otherwise(F.col("hw")),
         )
         .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
-        .localCheckpoint()  # one row per partition, read twice below
+        .localCheckpoint()  # one row per replica, read twice below
     )
     held_partitions = stab.where(_held())
     if held_partitions.isEmpty():  # the usual case: no partition holds records, no batch need be read
-        return _with_held(stab, None, as_of_ms)
+        return _with_held(stab, None, as_of_ms, keys)
     held = (
         batches.where(~F.col("is_control"))
-        .join(F.broadcast(held_partitions.select("topic", "partition", "last_stable_offset", "hw")),
-              ["topic", "partition"])
+        .join(F.broadcast(held_partitions.select(*keys, "last_stable_offset", "hw")), list(keys))
         .where((F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw")))
-        .groupBy("topic", "partition")
+        .groupBy(*keys)
         .agg(
             # records of batches straddling the LSO or HW are counted by their offsets inside the range
             F.sum(
@@ -119,17 +121,17 @@ def partition_stability(
             F.sum("size_bytes").alias("held_bytes"),
         )
     )
-    return _with_held(stab, held, as_of_ms)
+    return _with_held(stab, held, as_of_ms, keys)
 
 
-def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int) -> DataFrame:
-    """``stab`` with what ``held`` (records and bytes per partition, None: nothing held) says."""
+def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int, keys: tuple[str, ...]) -> DataFrame:
+    """``stab`` with what ``held`` (records and bytes per replica of ``keys``, None: nothing held) says."""
     held_since = F.when(_held(), F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"))
     if held is None:
         nothing = F.lit(None).cast("long")
         joined = stab.withColumn("held_records", nothing).withColumn("held_bytes", nothing)
     else:
-        joined = stab.join(held, ["topic", "partition"], "left")
+        joined = stab.join(held, list(keys), "left")
     return (
         joined
         .withColumn("held_records", F.coalesce("held_records", F.lit(0)))

@@ -57,7 +57,9 @@ from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, replica_file_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
+    COPY_COLUMNS,
     DERIVED_TABLES,
+    PARTITION_COLUMNS,
     PARTITION_STABILITY,
     PARTITION_TRANSACTIONS,
     REPLICA_STABILITY,
@@ -218,10 +220,12 @@ def transaction_rows(passed: DataFrame) -> DataFrame:
     return _set_rows(passed, "txn")
 
 
-def producer_last_writes(txns: DataFrame) -> DataFrame:
-    """Per (topic, partition, producer id): the time of the producer's last transactional write
-    there, the newest record of the last event of its last transaction."""
-    return txns.groupBy(*KEY).agg(F.max_by("last_event_timestamp", "txn_seq").alias("producer_last_timestamp"))
+def producer_last_writes(txns: DataFrame, keys: tuple[str, ...] = PARTITION_COLUMNS) -> DataFrame:
+    """Per producer id on each replica of ``keys`` (``partition_stability``'s): the time of the
+    producer's last transactional write there, the newest record of the last event of its last
+    transaction."""
+    return txns.groupBy(*keys, "producer_id").agg(
+        F.max_by("last_event_timestamp", "txn_seq").alias("producer_last_timestamp"))
 
 
 def txn_events(producer_rows: DataFrame) -> DataFrame:
@@ -459,10 +463,11 @@ def prepare_records(txn_log: DataFrame) -> DataFrame:
 
 
 def partition_transactions(
-    txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame
+    txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame, *,
+    keys: tuple[str, ...] = PARTITION_COLUMNS,
 ) -> DataFrame:
     """One row per transaction per partition (``PARTITION_TRANSACTIONS``) from the pass's
-    ``transaction_rows``.
+    ``transaction_rows``; ``keys`` tell the replicas' rows apart (``partition_stability``'s).
 
     Transactions a producer-state snapshot shows open from before the log's first retained
     batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
@@ -475,12 +480,12 @@ def partition_transactions(
         # one row per producer and partition, far fewer than transactions: broadcast, so that the
         # transactions are not shuffled for the join
         txns.drop("last_event_timestamp")
-        .join(F.broadcast(producer_last_writes(txns)), list(KEY), "left")
+        .join(F.broadcast(producer_last_writes(txns, keys)), [*keys, "producer_id"], "left")
         .withColumn("state", state.otherwise(ENDED))  # a marker whose type the dump does not show
         .withColumn("source", F.lit(FROM_LOG))
     )
     logged = _with_transactional_ids(from_log, producer_ids)
-    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, keys)
     return logged if from_snapshots is None else logged.unionByName(from_snapshots)
 
 
@@ -509,14 +514,15 @@ def _with_transactional_ids(frame: DataFrame, producer_ids: DataFrame, *, partia
 
 
 def _snapshot_transactions(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
-                           producer_ids: DataFrame) -> DataFrame | None:
+                           producer_ids: DataFrame, keys: tuple[str, ...] = PARTITION_COLUMNS) -> DataFrame | None:
     """``partition_transactions`` rows of the transactions only a snapshot shows open; None when
     there is none (the usual case)."""
-    found = _open_before_log_start(markers, snapshots, offsets)
+    found = _open_before_log_start(markers, snapshots, offsets, keys)
     return None if found is None else _with_transactional_ids(found, producer_ids, partial=True)
 
 
-def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame) -> DataFrame | None:
+def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
+                           keys: tuple[str, ...]) -> DataFrame | None:
     """Open transactions that only a snapshot knows of; None when no snapshot shows one (the
     usual case), so that the markers are not read for nothing. Two cases:
 
@@ -531,7 +537,7 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
     below_start = F.col("snapshot_offset") <= F.col("log_start_offset")
     beyond_end = F.col("log_end_offset").isNotNull() & (F.col("snapshot_offset") > F.col("log_end_offset"))
     usable = snaps.where(below_start | beyond_end).withColumn("_beyond", beyond_end)
-    newest = Window.partitionBy("topic", "partition", "_beyond").orderBy(F.col("snapshot_offset").desc())
+    newest = Window.partitionBy(*keys, "_beyond").orderBy(F.col("snapshot_offset").desc())
     open_then = (
         usable.withColumn("_rank", F.dense_rank().over(newest))
         .where((F.col("_rank") == 1) & (F.col("current_txn_first_offset") >= 0) & F.col("crc_ok"))
@@ -543,20 +549,21 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
             F.col("producer_epoch").alias("min_epoch"),
             F.col("timestamp").alias("producer_last_timestamp"),
         )
-        .dropDuplicates(["topic", "partition", "producer_id", "first_offset"])
+        .dropDuplicates([*keys, "producer_id", "first_offset"])
     )
     if open_then.isEmpty():  # a small job over the snapshots
         return None
     # markers of those producers at or after the snapshot: the snapshot side is a few rows, so
     # it is broadcast and the markers are not shuffled
+    key = [*keys, "producer_id"]
     closed = (
-        markers.select(*KEY, F.col("offset").alias("_marker_offset"))
-        .join(F.broadcast(open_then.select(*KEY, F.col("snapshot_offset").alias("_from"))), list(KEY))
+        markers.select(*key, F.col("offset").alias("_marker_offset"))
+        .join(F.broadcast(open_then.select(*key, F.col("snapshot_offset").alias("_from"))), key)
         .where(F.col("_marker_offset") >= F.col("_from"))
-        .select(*KEY)
+        .select(*key)
         .distinct()
     )
-    still_open = open_then.join(closed, list(KEY), "left_anti")
+    still_open = open_then.join(closed, key, "left_anti")
     return still_open.select(
         *KEY,
         "broker_id",
@@ -758,11 +765,11 @@ def reconstruct(
     # rules read (producer_events) kept apart: rules read them several times, and each read of the
     # pass would go through every transaction row too. The other copies' audits (a dump of
     # several brokers) are the longest: they go first
-    audit_rank = functools.partial(rank_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
-                                   late_tolerance_ms=late_tolerance_ms)
-    ranks = range(2, ranked.ranks + 1)
+    audit = functools.partial(copies_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
+                              late_tolerance_ms=late_tolerance_ms)
+    groups = copy_groups(tables, ranked)
     first: list[Callable[[], DataFrame]] = [
-        *[functools.partial(audit_rank, rank) for rank in ranks],
+        *[functools.partial(audit, group) for group in groups],
         lambda: keep("producer_events", producer_events(passed)),
         current_coordinator,
         lambda: keep("partition_extent", partition_extent(batches, batch_files)),
@@ -772,7 +779,8 @@ def reconstruct(
     derived_transactions, stability, copies = side_by_side(batches.sparkSession, [
         lambda: keep("transactions", transactions(ptx, current, ids)),
         lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
-        lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability, others)),
+        lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability,
+                                                            list(zip(groups, others, strict=True)))),
     ])
     return Reconstruction(
         partition_transactions=ptx,
@@ -793,45 +801,67 @@ def reconstruct(
     )
 
 
-def rank_rows(raw: RawTables, ranked: RankedReplicas, rank: int, name: str) -> DataFrame:
-    """The rows of raw table ``name`` that belong to the replicas ranked ``rank``
+def copy_groups(raw: RawTables, ranked: RankedReplicas) -> list[tuple[int, ...]]:
+    """The ranks of the copies that are not chosen (2 and beyond: a dump of several brokers),
+    grouped for ``copies_stability``: all in one group when the producer pass reads each replica
+    from the raw tables' files on its own (their manifests are known) and the copies are told
+    apart by their broker (``RankedReplicas.told_apart``); else one group per rank, each holding
+    at most one copy of a partition."""
+    others = tuple(range(2, ranked.ranks + 1))
+    if not others:
+        return []
+    per_replica = raw.files("batches") is not None and raw.files("control_markers") is not None
+    return [others] if per_replica and ranked.told_apart(*others) else [(rank,) for rank in others]
+
+
+def rank_rows(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int], name: str) -> DataFrame:
+    """The rows of raw table ``name`` that belong to the replicas ranked one of ``ranks``
     (``RankedReplicas.of_rank``)."""
-    return on_replicas(raw[name], ranked.of_rank(rank), ranked.keys(rank), raw.files(name))
+    return on_replicas(raw[name], ranked.of_rank(*ranks), ranked.keys(*ranks), raw.files(name))
 
 
-def rank_stability(raw: RawTables, ranked: RankedReplicas, rank: int, producer_ids: DataFrame, *,
-                   as_of_ms: int, late_tolerance_ms: int) -> DataFrame:
-    """The stability of the replicas ranked ``rank`` (each rank holds at most one copy per
-    partition), each audited on its own batches, markers and snapshots by the functions that
-    audit the chosen ones (``producer_pass``, ``partition_transactions``, ``partition_stability``).
-    It needs nothing of the chosen copies, so ``reconstruct`` computes it beside them."""
-    these, keys = ranked.of_rank(rank), ranked.keys(rank)
+def copy_keys(ranks: Sequence[int]) -> tuple[str, ...]:
+    """The columns that tell apart the rows of the copies ranked ``ranks`` (a ``copy_groups``
+    group): a partition's for one rank, a copy's for several."""
+    return PARTITION_COLUMNS if len(ranks) == 1 else COPY_COLUMNS
+
+
+def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int], producer_ids: DataFrame, *,
+                     as_of_ms: int, late_tolerance_ms: int) -> DataFrame:
+    """The stability of the replicas ranked one of ``ranks`` (a ``copy_groups`` group), each
+    audited on its own batches, markers and snapshots by the functions that audit the chosen ones
+    (``producer_pass``, ``partition_transactions``, ``partition_stability``), their rows told
+    apart by ``copy_keys``. It needs nothing of the chosen copies, so ``reconstruct`` computes it
+    beside them."""
+    these, keys = ranked.of_rank(*ranks), ranked.keys(*ranks)
     batches, markers, snapshots = (on_replicas(raw[name], these, keys, raw.files(name))
                                    for name in ("batches", "control_markers", "producer_snapshots"))
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                            batch_files=replicas_rows(raw.files("batches"), keys),
                            marker_files=replicas_rows(raw.files("control_markers"), keys))
-    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids)
-    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms)
+    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids,
+                                 keys=copy_keys(ranks))
+    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms, keys=copy_keys(ranks))
 
 
 def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
-                      chosen_stability: DataFrame, others: Sequence[DataFrame]) -> DataFrame:
+                      chosen_stability: DataFrame, others: Sequence[tuple[Sequence[int], DataFrame]]) -> DataFrame:
     """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
-    copy's, ``others[i]`` being the ``rank_stability`` of rank ``i + 2``, each compared with the
-    chosen copy of its partition (``divergence.compare_replicas``). The comparisons are
-    independent of one another and each waits on a few small jobs, so they run side by side
-    (``spark.side_by_side``); their rows follow in rank order."""
+    copy's, ``others`` holding each ``copy_groups`` group with its ``copies_stability``, each
+    copy compared with the chosen copy of its partition (``divergence.compare_replicas``). The
+    comparisons are independent of one another and each waits on a few small jobs, so they run
+    side by side (``spark.side_by_side``); their rows follow in the groups' order."""
     chosen = (chosen_stability.withColumn("divergence", F.lit(None).cast("string"))
               .withColumn("divergent_offset", F.lit(None).cast("long"))
               .withColumn("replica_holds", F.lit(None).cast("string"))
               .withColumn("chosen_holds", F.lit(None).cast("string")))
 
-    def compared(rank: int, stability: DataFrame) -> DataFrame:
-        return compare_replicas(stability, rank_rows(raw, ranked, rank, "batches"), chosen_stability, chosen_batches)
+    def compared(ranks: Sequence[int], stability: DataFrame) -> DataFrame:
+        return compare_replicas(stability, rank_rows(raw, ranked, ranks, "batches"), chosen_stability, chosen_batches,
+                                keys=copy_keys(ranks))
 
     frame = chosen
     for more in side_by_side(chosen_batches.sparkSession, [
-            functools.partial(compared, rank, stability) for rank, stability in enumerate(others, start=2)]):
+            functools.partial(compared, ranks, stability) for ranks, stability in others]):
         frame = frame.unionByName(more)
     return conform(frame.withColumn("chosen", F.col("replica_rank") == 1), REPLICA_STABILITY)
