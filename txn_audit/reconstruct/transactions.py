@@ -64,6 +64,7 @@ from txn_audit.schemas import (
     PARTITION_TRANSACTIONS,
     REPLICA_STABILITY,
     TRANSACTIONS,
+    Replica,
     cast_select_list,
     conform,
     spark_schema,
@@ -724,7 +725,7 @@ def reconstruct(
         return on_replicas(tables[name], replicas, keys, files(name))
 
     # the manifests of the chosen replicas' rows, from which the pass's tasks read them
-    batch_files, marker_files = replicas_rows(files("batches"), keys), replicas_rows(files("control_markers"), keys)
+    batch_files, marker_files = pass_manifests(tables, keys)
     batches = chosen("batches")
     markers = chosen("control_markers")
     txn_log = chosen("txn_log")
@@ -801,17 +802,25 @@ def reconstruct(
     )
 
 
+def pass_manifests(raw: RawTables, keys: frozenset[Replica]) -> tuple[TableManifest | None, TableManifest | None]:
+    """The manifests of the batches' and the markers' rows of replicas ``keys`` in the raw
+    tables' files (``replicas_rows``), from which ``producer_pass`` reads each replica on its own;
+    with either None, the pass shuffles the rows in Spark instead."""
+    return replicas_rows(raw.files("batches"), keys), replicas_rows(raw.files("control_markers"), keys)
+
+
 def copy_groups(raw: RawTables, ranked: RankedReplicas) -> list[tuple[int, ...]]:
     """The ranks of the copies that are not chosen (2 and beyond: a dump of several brokers),
-    grouped for ``copies_stability``: all in one group when the producer pass reads each replica
-    from the raw tables' files on its own (their manifests are known) and the copies are told
-    apart by their broker (``RankedReplicas.told_apart``); else one group per rank, each holding
-    at most one copy of a partition."""
+    grouped for ``copies_stability``: all in one group when the producer pass reads each of them
+    from the raw tables' files on its own (``pass_manifests`` known for all: the Spark shuffle
+    would mix the copies of a partition) and the copies are told apart by their broker
+    (``RankedReplicas.told_apart``); else one group per rank, each holding at most one copy of a
+    partition."""
     others = tuple(range(2, ranked.ranks + 1))
     if not others:
         return []
-    per_replica = raw.files("batches") is not None and raw.files("control_markers") is not None
-    return [others] if per_replica and ranked.told_apart(*others) else [(rank,) for rank in others]
+    apart = ranked.told_apart(*others) and None not in pass_manifests(raw, ranked.keys(*others))
+    return [others] if apart else [(rank,) for rank in others]
 
 
 def rank_rows(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int], name: str) -> DataFrame:
@@ -833,15 +842,14 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
     (``producer_pass``, ``partition_transactions``, ``partition_stability``), their rows told
     apart by ``copy_keys``. It needs nothing of the chosen copies, so ``reconstruct`` computes it
     beside them."""
-    these, keys = ranked.of_rank(*ranks), ranked.keys(*ranks)
+    these, keys, told = ranked.of_rank(*ranks), ranked.keys(*ranks), copy_keys(ranks)
     batches, markers, snapshots = (on_replicas(raw[name], these, keys, raw.files(name))
                                    for name in ("batches", "control_markers", "producer_snapshots"))
+    batch_files, marker_files = pass_manifests(raw, keys)
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
-                           batch_files=replicas_rows(raw.files("batches"), keys),
-                           marker_files=replicas_rows(raw.files("control_markers"), keys))
-    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids,
-                                 keys=copy_keys(ranks))
-    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms, keys=copy_keys(ranks))
+                           batch_files=batch_files, marker_files=marker_files)
+    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told)
+    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms, keys=told)
 
 
 def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
