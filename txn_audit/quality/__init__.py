@@ -189,21 +189,18 @@ GX_BATCH_VIEW = "tmp_view"
 def _computed_once(frame: DataFrame, checks: list[Check],
                    files: TableManifest | None = None) -> tuple[dict[str, DataFrame], list[DataFrame]]:
     """The views the checks read (``_with_companions``, companions cached) and the cached (lazily)
-    results of the row checks' queries over ``frame``.
+    subqueries several of them share (``Check.shared``).
 
-    GX runs each row check's query twice, once for a few rows and once for their count. Spark
-    uses a cached result for any later query whose plan is the same or holds it, so with these
-    the costly part of each check (a scan, a grouping or a window over every row) runs once, and
-    a subquery several checks share (``Check.shared``) once for all of them; what is cached is
-    only the unexpected rows, usually none. Should GX name its view differently, the plans differ
-    and the caches go unused: slower, never different results.
+    Each row check runs its query once, for the count of its rows (``checks.no_unexpected_rows``).
+    Spark uses a cached result for any later query whose plan holds it, so a shared subquery (a
+    scan, a grouping or a window over every row) and a companion are computed once for all the
+    checks that read them; what is cached is only what they select, usually no row. Should GX name
+    its view differently, the plans differ and the caches go unused: slower, never different
+    results.
     """
     views = _with_companions(frame, GX_BATCH_VIEW, checks, cache=True, files=files)
-    # subqueries several checks read first, so that the checks' own queries are planned over them
     shared = dict.fromkeys(query for check in checks for query in check.shared)
-    queries = [getattr(check.build({}), "unexpected_rows_query", None) for check in checks]
-    return views, [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache()
-                   for query in [*shared, *queries] if query]
+    return views, [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache() for query in shared]
 
 
 def _site_config(docs_dir: Path) -> dict[str, Any]:
