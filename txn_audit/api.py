@@ -111,17 +111,27 @@ def _fingerprint(inventory: Inventory) -> str:
     return digest.hexdigest()
 
 
-def _issue_preview(spark: SparkSession, tables_dir: Path) -> list[dict[str, Any]]:
-    from pyspark.sql import functions as F
+#: how many decode issues an ingest's result shows (``IngestResult.issues_preview``)
+ISSUES_PREVIEW = 20
 
-    rank = F.when(F.col("severity") == "error", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    rows = (
-        spark.read.parquet(str(tables_dir / "decode_issues"))
-        .orderBy(rank, "file", "position")
-        .limit(20)
-        .collect()
-    )
-    return [r.asDict() for r in rows]
+
+def _issue_preview(tables_dir: Path) -> list[dict[str, Any]]:
+    """The first ``ISSUES_PREVIEW`` decode issues, errors first, then warnings, then the rest,
+    each by file and position; read on the driver with pyarrow (no Spark job: issues are few)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from txn_audit.tables import read_arrow_table
+
+    issues = read_arrow_table(tables_dir, "decode_issues")
+    severity = issues["severity"]
+    rank = pc.fill_null(pc.if_else(pc.equal(severity, "error"), 0,
+                                   pc.if_else(pc.equal(severity, "warning"), 1, 2)), 2)
+    keys = pa.table({"rank": rank, "file": issues["file"], "position": issues["position"]})
+    # as Spark orders them: ascending, absent positions first
+    order = pc.sort_indices(keys, sort_keys=[(name, "ascending", "at_start") for name in keys.column_names])
+    shown: list[dict[str, Any]] = issues.take(order[:ISSUES_PREVIEW]).to_pylist()
+    return shown
 
 
 def ingest(
@@ -203,7 +213,7 @@ def _ingest(
         files=len(inventory.segments),
         decoded_files=len(inventory.tasks),
         reused=reused,
-        issues_preview=_issue_preview(spark, tables_dir),
+        issues_preview=_issue_preview(tables_dir),
     )
 
 

@@ -39,6 +39,7 @@ from txn_audit.schemas import (
     replicas_metadata,
     spark_schema,
 )
+from txn_audit.tables import read_arrow_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -145,7 +146,7 @@ def write_raw_tables(
         for name in DECODED_TABLES:
             if not any(r["table"] == name for r in files) and name not in driver_tables:
                 _write_driver_table(staging / name / "part-empty.parquet", [], RAW_TABLES[name])
-        issue_counts = _issue_counts(spark, staging / "decode_issues")
+        issue_counts = _issue_counts(staging)
         # what was written, from the files' statistics (no row is read): saved with the tables
         manifest = Manifest(str(tables_dir.absolute()), describe_tables(staging, RAW_TABLES).tables)
         # a manifest never describes other tables than those beside it: the old one goes first
@@ -186,9 +187,13 @@ def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schem
             writer.write_table(rows)
 
 
-def _issue_counts(spark: SparkSession, path: Path) -> dict[str, int]:
-    rows = spark.read.parquet(str(path)).groupBy("severity").count().collect()
-    return {r["severity"]: int(r["count"]) for r in rows}
+def _issue_counts(staging: Path) -> dict[str, int]:
+    """The decode issues staged in ``staging`` by severity, from their severity column read on the
+    driver (no Spark job: issues are few, and the driver reads the staged files anyway)."""
+    import pyarrow.compute as pc
+
+    severities = read_arrow_table(staging, "decode_issues", columns=["severity"])["severity"]
+    return {row["values"]: int(row["counts"]) for row in pc.value_counts(severities).to_pylist()}
 
 
 def publish(staging: Path, target: Path, names: list[str]) -> None:
