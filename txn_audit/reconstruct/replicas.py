@@ -14,7 +14,8 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replica_choice import CopyFacts, Leadership, RankedReplica, rank_replicas, replica_name
 from txn_audit.replica_tasks import read_as_is
-from txn_audit.schemas import REPLICA_COLUMNS, Replica
+from txn_audit.replica_tasks.commit import located
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, Replica
 
 REPLICA_KEYS = REPLICA_COLUMNS
 
@@ -60,15 +61,20 @@ class RankedReplicas:
 
 
 def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame, batches: DataFrame, *,
-                    as_of_ms: int | None = None, batch_files: TableManifest | None = None) -> RankedReplicas:
+                    as_of_ms: int | None = None, batch_files: TableManifest | None = None,
+                    offsets_files: TableManifest | None = None,
+                    metadata_files: TableManifest | None = None) -> RankedReplicas:
     """Every live replica (``partition_offsets`` rows) with its rank among its partition's copies
     and the reason for the choice (``replica_choice.rank_replicas``), plus ``RANK_COLUMNS``; the
     KRaft metadata log's leadership is taken as of ``as_of_ms`` (the audit time; None: its last).
-    A dump holds a few rows per partition here: they are ranked on the driver. Each replica's log
-    end comes from ``batch_files``, the manifest of the files ``batches`` reads, when given."""
-    offsets = [r.asDict() for r in partition_offsets.where(F.col("replica_status") == "live").collect()]
+    A dump holds a few rows per partition here: they are ranked on the driver, read from
+    ``offsets_files`` and ``metadata_files``, the manifests of the files the two frames read as
+    they are, when given (``small_table_rows``). Each replica's log end comes from
+    ``batch_files``, the manifest of the files ``batches`` reads, when given."""
+    offsets = sorted((r for r in small_table_rows(partition_offsets, offsets_files) if r["replica_status"] == "live"),
+                     key=_replica_order)
     ends = _log_ends(batches, batch_files)
-    leaders = _leaders(metadata_partitions, offsets, as_of_ms)
+    leaders = _leaders(small_table_rows(metadata_partitions, metadata_files), offsets, as_of_ms)
     copies: dict[Replica, CopyFacts] = {}
     for row in offsets:
         replica: Replica = _replica_of(row)
@@ -121,14 +127,34 @@ def _replica_of(row: Mapping[str, Any]) -> Replica:
     return (row["broker_id"], row["log_dir"], row["topic"], row["partition"])
 
 
-def _leaders(metadata_partitions: DataFrame, offsets: list[dict[str, Any]],
+def small_table_rows(frame: DataFrame, files: TableManifest | None) -> list[dict[str, Any]]:
+    """Every row of ``frame``, a table of a few rows per partition, as dicts: read on the driver
+    with pyarrow from ``files``, the manifest of the files ``frame`` reads as they are, when given
+    (no Spark job); else collected."""
+    if files is None:
+        return [row.asDict() for row in frame.collect()]
+    import pyarrow.dataset as ds
+
+    filesystem, root = located(files.root)
+    dataset = ds.dataset([f"{root.rstrip('/')}/{entry.path}" for entry in files.files], format="parquet",
+                         filesystem=filesystem, schema=ALL_TABLES[files.name])
+    rows: list[dict[str, Any]] = dataset.to_table().to_pylist()
+    return rows
+
+
+def _replica_order(row: Mapping[str, Any]) -> tuple[int, str, str, int]:
+    """Rows in the order of their replicas, whichever way they were read."""
+    broker = row["broker_id"]
+    return (-1 if broker is None else broker, row["log_dir"] or "", row["topic"] or "", row["partition"] or 0)
+
+
+def _leaders(rows: list[dict[str, Any]], offsets: list[dict[str, Any]],
              as_of_ms: int | None) -> dict[tuple[str, int], Leadership]:
     """Each partition's leadership at ``as_of_ms`` in the newest copy of the KRaft metadata log in
     the dump (highest end offset, then lowest broker id): its last state stamped then or before
     (its first, if every one is later). A dump copied after the brokers stopped ends with the
     shutdown's leader moves, which say nothing of the traffic audited. Topics are matched by
     name, or by topic id where the copy lacks the name."""
-    rows = [r.asDict() for r in metadata_partitions.collect()]
     if not rows:
         return {}
     newest = min(rows, key=lambda r: (-r["metadata_end_offset"],

@@ -717,7 +717,8 @@ def reconstruct(
 
     # built on the driver from its rows: local data, read again at no cost, so not materialized
     ranked = ranked_replicas(tables["partition_offsets"], tables["metadata_partitions"], tables["batches"],
-                             as_of_ms=as_of_ms, batch_files=files("batches"))
+                             as_of_ms=as_of_ms, batch_files=files("batches"), offsets_files=files("partition_offsets"),
+                             metadata_files=files("metadata_partitions"))
     replicas = chosen_replicas(ranked)
     keys = ranked.keys(1)
 
