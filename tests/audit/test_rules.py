@@ -237,6 +237,40 @@ def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any
     assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")
 
 
+@pytest.mark.parametrize(("snapshot_at", "open_from", "shown"), [
+    (10, 3, True),  # at the log start, open from before it: retention lost the data
+    (15, 12, True),  # beyond the log end (12), open from there: the log lost its tail
+    (12, 3, False),  # taken after the log start, within the log
+    (10, -1, False),  # nothing open
+])
+def test_snapshots_read_on_the_driver_tell_when_the_query_would_find_none(
+        spark: Any, tmp_path: Path, snapshot_at: int, open_from: int, shown: bool) -> None:
+    """The snapshots' files, read on the driver, answer as the query over them does whether a
+    snapshot shows a transaction open below the log start or beyond the log end."""
+    from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
+    from txn_audit.reconstruct.transactions import _open_before_log_start, _snapshots_may_show_open
+    from txn_audit.replica_tasks import replicas_rows
+    from txn_audit.schemas import PARTITION_COLUMNS
+    from txn_audit.tables import load_raw_tables
+
+    b = RawBuilder()
+    b.snapshot("t", 0, at=snapshot_at, pid=4, epoch=1, open_from=open_from, ts=T0)
+    b.log_start[("t", 0)] = 10
+    b.next_offset[("t", 0)] = 10
+    b.batch("t", 0, count=2, ts=T0 + 10)
+    b.write(tmp_path / "tables")
+    raw = load_raw_tables(spark, tmp_path / "tables")
+    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"],
+                             batch_files=raw.files("batches"))
+    offsets, keys = chosen_replicas(ranked), ranked.keys(1)
+    files = replicas_rows(raw.files("producer_snapshots"), keys)
+    assert files is not None
+    snapshots = on_replicas(raw["producer_snapshots"], offsets, keys, raw.files("producer_snapshots"))
+    found = _open_before_log_start(raw["control_markers"], snapshots, offsets, PARTITION_COLUMNS)
+    assert (found is not None) == shown
+    assert _snapshots_may_show_open(files, offsets) == shown
+
+
 def test_missing_marker_names_the_open_transaction_and_its_abort_command(spark: Any) -> None:
     """The partition that never got its marker still holds the transaction open: the finding gives
     where it starts and the abort command that closes it, as a hanging transaction's does."""

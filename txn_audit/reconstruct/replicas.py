@@ -14,8 +14,8 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replica_choice import CopyFacts, Leadership, RankedReplica, rank_replicas, replica_name
 from txn_audit.replica_tasks import read_as_is
-from txn_audit.replica_tasks.commit import located
-from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, Replica
+from txn_audit.replica_tasks.reading import manifest_dataset
+from txn_audit.schemas import REPLICA_COLUMNS, Replica
 
 REPLICA_KEYS = REPLICA_COLUMNS
 
@@ -133,12 +133,8 @@ def small_table_rows(frame: DataFrame, files: TableManifest | None) -> list[dict
     (no Spark job); else collected."""
     if files is None:
         return [row.asDict() for row in frame.collect()]
-    import pyarrow.dataset as ds
-
-    filesystem, root = located(files.root)
-    dataset = ds.dataset([f"{root.rstrip('/')}/{entry.path}" for entry in files.files], format="parquet",
-                         filesystem=filesystem, schema=ALL_TABLES[files.name])
-    rows: list[dict[str, Any]] = dataset.to_table().to_pylist()
+    dataset = manifest_dataset(files)
+    rows: list[dict[str, Any]] = [] if dataset is None else dataset.to_table().to_pylist()
     return rows
 
 

@@ -54,7 +54,7 @@ from txn_audit.reconstruct.transaction_files import (
     pass_writing_transactions,
 )
 from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
-from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, replica_file_items
+from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
     COPY_COLUMNS,
@@ -62,6 +62,7 @@ from txn_audit.schemas import (
     PARTITION_COLUMNS,
     PARTITION_STABILITY,
     PARTITION_TRANSACTIONS,
+    REPLICA_COLUMNS,
     REPLICA_STABILITY,
     TRANSACTIONS,
     Replica,
@@ -465,14 +466,15 @@ def prepare_records(txn_log: DataFrame) -> DataFrame:
 
 def partition_transactions(
     txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame, *,
-    keys: tuple[str, ...] = PARTITION_COLUMNS,
+    keys: tuple[str, ...] = PARTITION_COLUMNS, snapshot_files: TableManifest | None = None,
 ) -> DataFrame:
     """One row per transaction per partition (``PARTITION_TRANSACTIONS``) from the pass's
     ``transaction_rows``; ``keys`` tell the replicas' rows apart (``partition_stability``'s).
 
     Transactions a producer-state snapshot shows open from before the log's first retained
     batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
-    later marker of that producer (``markers``) closed them.
+    later marker of that producer (``markers``) closed them. ``snapshot_files``: the manifest of
+    the rows ``snapshots`` reads (``replicas_rows``), when known (``_open_before_log_start``).
     """
     state = F.when(F.col("marker_type").isNull(), OPEN)
     for marker_type, name in MARKER_STATES.items():
@@ -486,16 +488,16 @@ def partition_transactions(
         .withColumn("source", F.lit(FROM_LOG))
     )
     logged = _with_transactional_ids(from_log, producer_ids)
-    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, keys)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, keys, snapshot_files)
     return logged if from_snapshots is None else logged.unionByName(from_snapshots)
 
 
 def written_partition_transactions(directory: str, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
-                                   producer_ids: DataFrame) -> DataFrame:
+                                   producer_ids: DataFrame, snapshot_files: TableManifest | None = None) -> DataFrame:
     """``partition_transactions`` from the files ``producer_pass_writing``'s tasks wrote into
     ``directory``, once that pass has been computed: the transactions only a producer snapshot
     shows (see ``partition_transactions``) are added to them, then the table is read."""
-    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, snapshot_files=snapshot_files)
     if from_snapshots is not None:
         from_snapshots.write.mode("append").parquet(directory)
     finish_table(directory, PARTITION_TRANSACTIONS)
@@ -515,11 +517,47 @@ def _with_transactional_ids(frame: DataFrame, producer_ids: DataFrame, *, partia
 
 
 def _snapshot_transactions(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
-                           producer_ids: DataFrame, keys: tuple[str, ...] = PARTITION_COLUMNS) -> DataFrame | None:
+                           producer_ids: DataFrame, keys: tuple[str, ...] = PARTITION_COLUMNS,
+                           snapshot_files: TableManifest | None = None) -> DataFrame | None:
     """``partition_transactions`` rows of the transactions only a snapshot shows open; None when
     there is none (the usual case)."""
+    if snapshot_files is not None and not _snapshots_may_show_open(snapshot_files, offsets):
+        return None
     found = _open_before_log_start(markers, snapshots, offsets, keys)
     return None if found is None else _with_transactional_ids(found, producer_ids, partial=True)
+
+
+def _snapshots_may_show_open(files: TableManifest, offsets: DataFrame) -> bool:
+    """Whether a snapshot of the rows ``files`` describes (a ``replicas_rows`` manifest) could
+    show what ``_open_before_log_start`` looks for, read on the driver without a Spark job: its
+    intact entries with an open transaction (pyarrow, the filter pushed down to the files), each
+    against its replica's log start and end in ``offsets`` (a few rows per partition: the ranked
+    replicas' local rows). False only when no entry is taken at or below its replica's log start
+    or beyond its log end: ``_open_before_log_start`` would find nothing, and need not ask Spark."""
+    import pyarrow.dataset as ds
+
+    replicas, dataset = files.replicas(), manifest_dataset(files)
+    if replicas is None:
+        return True
+    if dataset is None:
+        return False
+    entries = dataset.to_table(columns=[*REPLICA_COLUMNS, "snapshot_offset"],
+                               filter=(ds.field("current_txn_first_offset") >= 0) & ds.field("crc_ok")).to_pylist()
+    if not entries:
+        return False
+    bounds: dict[tuple[str, int, int | None], list[tuple[int | None, int | None]]] = {}
+    for row in offsets.select("topic", "partition", "broker_id", "log_start_offset", "log_end_offset").collect():
+        bounds.setdefault((row["topic"], row["partition"], row["broker_id"]), []).append(
+            (row["log_start_offset"], row["log_end_offset"]))
+    for entry in entries:
+        if tuple(entry[c] for c in REPLICA_COLUMNS) not in replicas:
+            continue
+        offset = entry["snapshot_offset"]
+        for start, end in bounds.get((entry["topic"], entry["partition"], entry["broker_id"]), []):
+            # as the query's conditions have it; an absent bound (null) decides nothing
+            if (start is not None and offset <= start) or (end is not None and offset > end):
+                return True
+    return False
 
 
 def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
@@ -735,6 +773,7 @@ def reconstruct(
     # the pass's tasks write the Prepare* records to files, which the producer pass's tasks read
     coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys), prepares_dir)
     snapshots = chosen("producer_snapshots")
+    snapshot_files = replicas_rows(files("producer_snapshots"), keys)
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
     # dumps attach none (the manifest may say so without a query): then the coordinator log's
     # answers are all, and are not computed a second time for the anti join that keeps the
@@ -751,13 +790,14 @@ def reconstruct(
     if writing is not None and directory is not None and follows_dir is not None:
         # computed here, once: its tasks write the tables' files as they go
         passed = writing.localCheckpoint(eager=True)
-        ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids)
+        ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids, snapshot_files)
         follows = written_prepare_follows(batches.sparkSession, follows_dir)
     else:
         passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                                                      batch_files=batch_files, marker_files=marker_files))
         ptx = keep("partition_transactions",
-                   partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids))
+                   partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids,
+                                          snapshot_files=snapshot_files))
     def current_coordinator() -> DataFrame:
         logged = coordinator_log.current()
         return keep("coordinator", logged.unionByName(reported_coordinator(reported, logged))
@@ -849,7 +889,8 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
     batch_files, marker_files = pass_manifests(raw, keys)
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                            batch_files=batch_files, marker_files=marker_files)
-    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told)
+    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told,
+                                 snapshot_files=replicas_rows(raw.files("producer_snapshots"), keys))
     return partition_stability(batches, ptx, these, as_of_ms=as_of_ms, keys=told)
 
 

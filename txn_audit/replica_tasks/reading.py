@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from txn_audit.manifest import TableManifest
-from txn_audit.schemas import REPLICA_COLUMNS, REPLICA_FIELDS, Replica
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS, Replica
 
 #: while counting a large replica's rows, one row in this many keeps its offset, from which the
 #: rows are cut into windows
@@ -211,10 +211,20 @@ def replica_filter(item: Mapping[str, object]) -> ds.Expression:
     return condition
 
 
-def table_dataset(uris: list[str]) -> ds.Dataset:
-    """The Parquet files at ``uris`` (all on one file system) as one dataset."""
+def table_dataset(uris: list[str], schema: pa.Schema | None = None) -> ds.Dataset:
+    """The Parquet files at ``uris`` (all on one file system, at least one) as one dataset, with
+    ``schema`` (None: the first file's)."""
     filesystem, _ = fs.FileSystem.from_uri(uris[0])
-    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem)
+    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem,
+                      schema=schema)
+
+
+def manifest_dataset(table: TableManifest) -> ds.Dataset | None:
+    """Every file ``table`` lists, as one dataset with the table's schema (``schemas.ALL_TABLES``);
+    None when it lists none."""
+    if not table.files:
+        return None
+    return table_dataset([table.uri(f) for f in table.files], ALL_TABLES[table.name])
 
 
 def sampled_cuts(sample: np.ndarray, window_rows: int, sample_every: int) -> list[int]:
