@@ -36,6 +36,28 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
     assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
 
 
+def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an open transaction, or a marker that ends no data, the rules that judge only
+    those are not built at all (their queries cost seconds on a small dump)."""
+    import txn_audit.detect as detect
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a rule with nothing to judge was built")
+
+    monkeypatch.setattr(detect, "open_transaction_findings", never)
+    monkeypatch.setattr(detect, "duplicate_marker_findings", never)
+    b = RawBuilder()
+    b.coordinator("app", pid=7, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=T0 + 1, start=T0 + 1)
+    b.batch("t", 0, pid=7, epoch=0, seq=0, count=2, ts=T0 + 2, txn=True)
+    b.coordinator("app", pid=7, epoch=0, state="PrepareCommit", partitions=[("t", 0)], ts=T0 + 3, start=T0 + 1)
+    b.marker("t", 0, pid=7, epoch=0, kind="COMMIT", ts=T0 + 4)
+    b.coordinator("app", pid=7, epoch=0, state="CompleteCommit", partitions=[], ts=T0 + 3, start=T0 + 1)
+    assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
+    b.batch("t", 0, pid=7, epoch=0, seq=2, ts=T0 + 5, txn=True)  # now a transaction is open
+    with pytest.raises(AssertionError, match="nothing to judge"):
+        run_rules(spark, b, as_of_ms=T0 + 60 * MIN)
+
+
 def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
     b = RawBuilder()
     # pid 1: stray batch on t-1 never added; coordinator moved on to CompleteCommit

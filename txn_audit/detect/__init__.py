@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from txn_audit.detect.rules import (
     DetectOptions,
     absorbed_findings,
+    bare_markers,
     coordinator_epoch_findings,
     coordinator_findings,
     decode_issue_findings,
@@ -25,6 +26,7 @@ from txn_audit.detect.rules import (
     hw_beyond_log_end_findings,
     late_arrival_findings,
     open_transaction_findings,
+    open_transactions,
     pending_offset_commit_findings,
     prepare_marker_matches,
     replica_divergence_findings,
@@ -123,21 +125,30 @@ def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructio
     def open_findings() -> DataFrame:
         return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
 
+    def unless_none(rows: DataFrame, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
+        """``build``, a rule whose every finding is of one of ``rows``, or no finding when
+        ``rows`` holds none: one small job instead of the rule's query, which on a small dump
+        costs seconds of planning and stages (a healthy dump has no open transaction and no
+        marker without data)."""
+        def built() -> DataFrame:
+            return no_findings(rows.sparkSession) if rows.isEmpty() else build()
+        return built
+
     def disagreement() -> DataFrame:
         reported = tables["reported_transactions"]
         if tables.holds_no_rows("reported_transactions") or find_hanging_outputs(reported).isEmpty():
             # nothing to compare with (the usual dump): the open transactions are not classified again
-            return reported.sparkSession.createDataFrame([], spark_schema(FINDINGS))
+            return no_findings(reported.sparkSession)
         hanging = open_findings().where(F.col("kind") == "hanging_transaction")
         return find_hanging_disagreement_findings(reported, hanging, ptx, opts)
 
     return [
-        open_findings,
+        unless_none(open_transactions(ptx), open_findings),
         lambda: stuck_lso_findings(stability, ptx),
         lambda: late_arrival_findings(recon.events, opts),
         lambda: absorbed_findings(ptx),
         lambda: coordinator_findings(matches, last_markers, ptx, opts),
-        lambda: duplicate_marker_findings(ptx, matches, recon.producer_ids),
+        unless_none(bare_markers(ptx), lambda: duplicate_marker_findings(ptx, matches, recon.producer_ids)),
         lambda: coordinator_epoch_findings(recon.coordinator_log.epoch_candidates()),
         lambda: sequence_findings(recon.producer_events, batches),
         lambda: epoch_findings(recon.producer_events),
@@ -149,6 +160,11 @@ def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructio
                                       text_files(tables["segments"])),
         disagreement,
     ]
+
+
+def no_findings(spark: SparkSession) -> DataFrame:
+    """An empty ``findings`` frame: what a rule gives when there is nothing to judge."""
+    return spark.createDataFrame([], spark_schema(FINDINGS))
 
 
 def severity_rank() -> Column:

@@ -96,6 +96,11 @@ def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence:
 # -- open transactions: hanging, long-running, epoch mismatch ------------------------------
 
 
+def open_transactions(ptx: DataFrame) -> DataFrame:
+    """The partition transactions no marker ended: every ``open_transaction_findings`` row is of one."""
+    return ptx.where(F.col("state") == "open")
+
+
 def open_transaction_findings(
     ptx: DataFrame, coordinator: DataFrame, last_markers: DataFrame, opts: DetectOptions
 ) -> DataFrame:
@@ -118,7 +123,7 @@ def open_transaction_findings(
         F.col("txn_start_timestamp").alias("cur_start"),
     )
     open_ = (
-        ptx.where(F.col("state") == "open")
+        open_transactions(ptx)
         .join(cur, F.col("producer_id") == F.col("cur_pid"), "left")
         .join(last_markers.select("topic", "partition", "producer_id", "last_coordinator_epoch"),
               ["topic", "partition", "producer_id"], "left")
@@ -569,6 +574,13 @@ def coordinator_findings(matches: DataFrame, last_markers: DataFrame, ptx: DataF
     return missing_rows.unionByName(mismatch_rows).unionByName(stuck_rows)
 
 
+def bare_markers(ptx: DataFrame) -> DataFrame:
+    """Markers that end no data and follow another marker of their producer on the partition:
+    every ``duplicate_marker_findings`` row is of one."""
+    return ptx.where(F.col("first_offset").isNull() & F.col("marker_offset").isNotNull()
+                     & F.col("prev_marker_offset").isNotNull())
+
+
 def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: DataFrame) -> DataFrame:
     """``duplicate_marker``: a marker that repeats the previous marker of its producer on the
     partition (same epoch) without a decision of its own: one decision written twice. A
@@ -596,8 +608,8 @@ def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: 
     Only markers that end no data and the two before each are read: few rows, joined by broadcast.
     """
     key = ["topic", "partition", "producer_id"]
-    bare = ptx.where(F.col("first_offset").isNull() & F.col("marker_offset").isNotNull()
-                     & F.col("prev_marker_offset").isNotNull()).select(*key, "txn_seq")
+    # few rows, each read several times below: computed once
+    bare = bare_markers(ptx).select(*key, "txn_seq").localCheckpoint()
     wanted = bare.unionByName(bare.withColumn("txn_seq", F.col("txn_seq") - 1)).unionByName(
         bare.withColumn("txn_seq", F.col("txn_seq") - 2)).distinct()
     rows = ptx.join(F.broadcast(wanted), [*key, "txn_seq"]).where(F.col("marker_offset").isNotNull())
@@ -619,7 +631,7 @@ def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: 
             F.coalesce("tv2", F.lit(False)).alias("tv2"),
             F.coalesce(F.col("max_epoch") < F.col("marker_epoch"), F.lit(False)).alias("bumped"),
         )
-    )
+    ).localCheckpoint()  # the three markers of each chain below are read from it
 
     def step(back: int) -> DataFrame:
         """``marker``'s columns, prefixed ``m<back>_``, keyed to the marker ``back`` after it."""
