@@ -59,10 +59,8 @@ def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
     return RawTables(load_tables(spark, tables_dir, RAW_TABLES), Manifest.load(tables_dir))
 
 
-def read_arrow_table(tables_dir: str | Path, name: str, columns: list[str] | None = None) -> pa.Table:
-    """A small table (or ``columns`` of it) read on the driver with pyarrow, with its declared
-    schema (no Spark job)."""
+def read_arrow_table(tables_dir: str | Path, name: str) -> pa.Table:
+    """A small table read on the driver with pyarrow, with its declared schema (no Spark job)."""
     import pyarrow.dataset as ds
 
-    dataset = ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name])
-    return dataset.to_table(columns=columns)
+    return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name]).to_table()

@@ -39,7 +39,6 @@ from txn_audit.schemas import (
     replicas_metadata,
     spark_schema,
 )
-from txn_audit.tables import read_arrow_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -191,8 +190,10 @@ def _issue_counts(staging: Path) -> dict[str, int]:
     """The decode issues staged in ``staging`` by severity, from their severity column read on the
     driver (no Spark job: issues are few, and the driver reads the staged files anyway)."""
     import pyarrow.compute as pc
+    import pyarrow.dataset as ds
 
-    severities = read_arrow_table(staging, "decode_issues", columns=["severity"])["severity"]
+    issues = ds.dataset(str(staging / "decode_issues"), format="parquet", schema=RAW_TABLES["decode_issues"])
+    severities = issues.to_table(columns=["severity"])["severity"]
     return {row["values"]: int(row["counts"]) for row in pc.value_counts(severities).to_pylist()}
 
 
