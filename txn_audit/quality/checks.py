@@ -138,7 +138,7 @@ _BATCH_ROW_COLUMNS = ("broker_id, log_dir, file, topic, partition, segment_base_
 _BATCH_CRC_FAULT = "NOT crc_ok"
 _BATCH_ROW_FAULTS = (f"SELECT {_BATCH_ROW_COLUMNS} FROM {{batch}} WHERE "
                      + " OR ".join(f"({condition})" for condition in
-                                   [*(rule[2] for rule in _BATCH_ROW_RULES), _BATCH_CRC_FAULT]))
+                                   [*(condition for _, _, condition, _ in _BATCH_ROW_RULES), _BATCH_CRC_FAULT]))
 
 
 def _batch_row_checks() -> tuple[Check, ...]:

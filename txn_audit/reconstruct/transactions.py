@@ -536,9 +536,10 @@ def _snapshots_may_show_open(files: TableManifest, offsets: DataFrame) -> bool:
     or beyond its log end: ``_open_before_log_start`` would find nothing, and need not ask Spark."""
     import pyarrow.dataset as ds
 
-    replicas, dataset = files.replicas(), manifest_dataset(files)
+    replicas = files.replicas()
     if replicas is None:
         return True
+    dataset = manifest_dataset(files)
     if dataset is None:
         return False
     entries = dataset.to_table(columns=[*REPLICA_COLUMNS, "snapshot_offset"],
