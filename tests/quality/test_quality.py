@@ -126,7 +126,7 @@ def test_each_row_check_runs_its_query_once_over_the_shared_results(
     assert {c.name for c in sharing} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size",
                                          "crc_ok"}
     reading = [c for c in batch_checks if c.companions]
-    assert {c.name for c in reading} == {"one_batch_per_offset", "no_overlap"}
+    assert {c.name for c in reading} == {"one_batch_per_offset", "no_overlap", "epochs_non_decreasing"}
     for check in sharing + reading:
         query = check.build({}).unexpected_rows_query.format(batch="tmp_view")
         assert next(cached for q, cached in seen if q == query), (
@@ -207,6 +207,37 @@ def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
         planted = one if planted is None else planted.unionByName(one)
     assert planted is not None
     outcome = validate_tables(spark, {"batches": clean.unionByName(planted)}, tmp_path / "quality")
+    failed = {r.check: r for r in outcome.results if not r.success}
+    assert set(failed) == set(plants)
+    for name, result in failed.items():
+        assert result.unexpected_count == 1, name
+        assert result.examples[0]["log_dir"] == f"planted-{name}"
+
+
+def test_coordinator_log_checks_over_one_scan_each_catch_only_their_own_fault(
+    spark: Any, sample_scan: SampleScan, tmp_path: Path
+) -> None:
+    """The coordinator log's per-record checks read one shared subquery: an unknown state fails
+    ``state_valid`` alone and a Complete* record listing partitions ``complete_lists_nothing``
+    alone, each once, with the planted record as the example."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.quality import validate_tables
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    log = load_tables(spark, sample_scan.out / "tables", {"txn_log": ALL_TABLES["txn_log"]})["txn_log"]
+    ongoing = log.where("state = 'Ongoing' AND size(topic_partitions) > 0").orderBy("partition", "offset").first()
+    plants = {"state_valid": {"state": "Preparing"}, "complete_lists_nothing": {"state": "CompleteCommit"}}
+    planted = None
+    for name, changes in plants.items():
+        one = log.where((F.col("partition") == ongoing["partition"]) & (F.col("offset") == ongoing["offset"]))
+        for column, value in changes.items():
+            one = one.withColumn(column, F.lit(value))
+        one = one.withColumn("log_dir", F.lit(f"planted-{name}"))
+        planted = one if planted is None else planted.unionByName(one)
+    assert planted is not None
+    outcome = validate_tables(spark, {"txn_log": log.unionByName(planted)}, tmp_path / "quality")
     failed = {r.check: r for r in outcome.results if not r.success}
     assert set(failed) == set(plants)
     for name, result in failed.items():

@@ -143,7 +143,7 @@ def test_replica_file_items_one_per_replica_largest_first(tmp_path: Path) -> Non
 def test_the_tasks_module_imports_without_great_expectations() -> None:
     """The replica-order tasks run in Python workers that unpickle their body by importing this
     module (and its package): Great Expectations, about 2 s of a core to import, stays out."""
-    code = ("import sys, txn_audit.quality.replica_order, txn_audit.quality.checks; "
+    code = ("import sys, txn_audit.quality.replica_order, txn_audit.quality.epoch_order, txn_audit.quality.checks; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'great_expectations', 'pyspark'}))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.split() == ["[]"]

@@ -9,6 +9,7 @@ never an exception.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from html import escape as html_escape
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
 from txn_audit.quality.checks import CHECKS, Check
+from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
 from txn_audit.quality.replica_order import neighbours_frame
 
 if TYPE_CHECKING:
@@ -138,7 +140,9 @@ def _over(query: str, view: str) -> str:
 #: the views a check may read besides its table (``Check.companions``), each built from the table
 #: and, when the table's frame reads the files ingest wrote as they are, their manifest
 COMPANIONS: dict[str, Callable[[DataFrame, TableManifest | None], DataFrame]] = {
-    "replica_neighbours": neighbours_frame}
+    "replica_neighbours": neighbours_frame,
+    **{name: functools.partial(falls_frame, order) for name, order in EPOCH_FALLS.items()},
+}
 
 
 def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool,

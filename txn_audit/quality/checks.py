@@ -7,7 +7,7 @@ they become no second finding. ``severity`` is the severity of the ``invariant_v
 finding a failure of any other check produces.
 
 Great Expectations is imported when a check builds its expectation, not with this module:
-quality's per-replica tasks (``replica_order``) run in Python workers that import this package
+quality's per-replica tasks (``replica_order``, ``epoch_order``) run in Python workers that import this package
 and never build one, and the import costs about 2 s of a core in each.
 """
 
@@ -100,22 +100,14 @@ def _in_set(table: str, column: str, values: tuple[str, ...]) -> Check:
                  _rows(f"SELECT * FROM {{batch}} WHERE {column} NOT IN ({listed})"))
 
 
-def _never_down(epoch: str, offset: str, rows: str) -> str:
+def _never_down(epoch: str, offset: str, falls: str) -> str:
     """Rows (one per producer and epoch) where ``epoch`` goes down in ``offset`` order per
-    producer and replica: an epoch with an entry after the first entry of a higher epoch. Each
-    row shows an entry that breaks the rule at ``offset`` (the epoch's first, when all of the
-    epoch comes after the higher one; else its last) and the higher epoch it comes after
-    (``higher_epoch``, from ``higher_epoch_<offset>``). Grouping first leaves the ordered pass a
-    few rows per producer, not one per batch."""
-    producer = "broker_id, log_dir, topic, partition, producer_id"
-    higher = f"PARTITION BY {producer} ORDER BY {epoch} DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
-    return (f"SELECT topic, partition, broker_id, producer_id, CASE WHEN first_offset > higher_first_offset "
-            f"THEN first_offset ELSE last_offset END AS {offset}, {epoch}, higher_epoch, "
-            f"higher_first_offset AS higher_epoch_{offset} FROM (SELECT *, "
-            f"min(first_offset) OVER ({higher}) AS higher_first_offset, "
-            f"min_by({epoch}, first_offset) OVER ({higher}) AS higher_epoch "
-            f"FROM (SELECT {producer}, {epoch}, min({offset}) AS first_offset, max({offset}) AS last_offset "
-            f"FROM {rows} GROUP BY {producer}, {epoch})) WHERE last_offset > higher_first_offset")
+    producer and replica: an epoch with an entry after the first entry of a higher epoch, each
+    shown at the entry that breaks the rule (``offset``) with the higher epoch it comes after
+    (``higher_epoch``, from ``higher_epoch_<offset>``). They are the companion ``falls``
+    (``epoch_order``), under the table's own column names."""
+    return (f"SELECT topic, partition, broker_id, producer_id, offset AS {offset}, epoch AS {epoch}, higher_epoch, "
+            f"higher_offset AS higher_epoch_{offset} FROM {{batch}}_{falls}")
 
 
 #: per-row conditions on a batch: (check, rule, condition, severity). They are checked over one
@@ -149,6 +141,26 @@ def _batch_row_checks() -> tuple[Check, ...]:
     )
 
 
+#: per-record conditions on the coordinator log: (check, rule, condition), checked over one shared
+#: subquery, as the batches' (``_BATCH_ROW_FAULTS``)
+_TXN_LOG_ROW_RULES = (
+    ("state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
+     "NOT tombstone AND (state IS NULL OR state NOT IN (" + ", ".join(f"'{s}'" for s in TXN_STATES) + "))"),
+    ("complete_lists_nothing", "Empty and Complete* records list no partitions",
+     "state IN ('Empty', 'CompleteCommit', 'CompleteAbort') AND size(topic_partitions) > 0"),
+)
+_TXN_LOG_ROW_FAULTS = ("SELECT * FROM {batch} WHERE "
+                       + " OR ".join(f"({condition})" for _, _, condition in _TXN_LOG_ROW_RULES))
+
+
+def _txn_log_row_checks() -> tuple[Check, ...]:
+    return tuple(
+        Check("txn_log", name, rule, _rows(f"SELECT * FROM ({_TXN_LOG_ROW_FAULTS}) WHERE {condition}"),
+              shared=(_TXN_LOG_ROW_FAULTS,))
+        for name, rule, condition in _TXN_LOG_ROW_RULES
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     *(_schema(t) for t in ALL_TABLES),
     # batches (kafka-formats Appendix A.1, A.2)
@@ -167,9 +179,8 @@ CHECKS: tuple[Check, ...] = (
           severity=Severity.CRITICAL, companions=("replica_neighbours",)),
     Check("batches", "epochs_non_decreasing",
           "a producer's epoch never goes down in offset order on a partition",
-          _rows(_never_down("producer_epoch", "base_offset",
-                            "{batch} WHERE producer_id >= 0 AND magic = 2")),
-          severity=Severity.CRITICAL),
+          _rows(_never_down("producer_epoch", "base_offset", "producer_epoch_falls")),
+          severity=Severity.CRITICAL, companions=("producer_epoch_falls",)),
     Check("batches", "crc_ok", "every batch's stored CRC matches its bytes",
           _rows(f"SELECT * FROM ({_BATCH_ROW_FAULTS}) WHERE {_BATCH_CRC_FAULT}"),
           data_health=True, shared=(_BATCH_ROW_FAULTS,)),
@@ -177,14 +188,10 @@ CHECKS: tuple[Check, ...] = (
     _in_set("control_markers", "marker_type", ("COMMIT", "ABORT", "UNKNOWN")),
     Check("control_markers", "coordinator_epoch_non_decreasing",
           "the coordinator epoch of a producer's markers never goes down on a partition",
-          _rows(_never_down("coordinator_epoch", "offset", "{batch}"))),
+          _rows(_never_down("coordinator_epoch", "offset", "coordinator_epoch_falls")),
+          companions=("coordinator_epoch_falls",)),
     # coordinator log (A.5)
-    Check("txn_log", "state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
-          _rows("SELECT * FROM {batch} WHERE NOT tombstone AND (state IS NULL OR state NOT IN ("
-                + ", ".join(f"'{s}'" for s in TXN_STATES) + "))")),
-    Check("txn_log", "complete_lists_nothing", "Empty and Complete* records list no partitions",
-          _rows("SELECT * FROM {batch} WHERE state IN ('Empty', 'CompleteCommit', 'CompleteAbort') "
-                "AND size(topic_partitions) > 0")),
+    *_txn_log_row_checks(),
     # derived tables
     Check("partition_stability", "lso_at_most_hw", "last stable offset <= high watermark",
           _rows("SELECT * FROM {batch} WHERE high_watermark IS NOT NULL AND last_stable_offset > high_watermark"),

@@ -1,0 +1,251 @@
+"""Where a producer's epoch goes down in offset order on a replica, for the checks that it never
+does (``epochs_non_decreasing`` over the batches' producer epochs, ``coordinator_epoch_non_decreasing``
+over the markers' coordinator epochs).
+
+The rows are first grouped per producer and epoch into spans: ``SELECT <replica>, producer_id,
+<epoch> AS epoch, min(<offset>) AS first_offset, max(<offset>) AS last_offset FROM <table> WHERE
+<where> GROUP BY <replica>, producer_id, <epoch>``. A fall is a span that has an entry after the
+first entry of a higher epoch of its producer: ``last_offset > higher_offset``, where, over the
+producer's spans in descending epoch order (nulls last), ``higher_offset`` is the lowest
+``first_offset`` of the spans before it and ``higher_epoch`` the epoch of the first span holding it
+(``min`` and ``min_by`` over ``ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING``). Its ``offset`` is
+the entry that breaks the rule: the span's first when it lies after ``higher_offset``, else its last.
+
+When the table's frame reads the files ingest wrote as they are, and their manifest is given
+(``txn_audit.manifest``), each task reads its replicas' three or four columns with pyarrow, a chunk
+at a time, groups them and walks the spans itself (``txn_audit.replica_tasks``), giving Spark the
+falls alone, usually none: a replica of producers that bump their epoch at every transaction
+(transaction version 2) has a span per transaction, hundreds of thousands in a GiB. Any other
+frame takes Spark's grouping and window. Grouping keys compare as SQL's ``GROUP BY`` does (a null
+key is a group of its own), ``min`` / ``max`` skip nulls and a comparison with a null is not true.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from txn_audit.manifest import TableManifest
+from txn_audit.replica_tasks.reading import (
+    REPLICA_FILES_ITEM,
+    item_list,
+    replica_file_items,
+    replica_filter,
+    table_dataset,
+)
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["CHUNK_ROWS", "EPOCH_FALLS", "FALLS", "SPANS", "EpochOrder", "epoch_falls", "epoch_spans", "falls_frame",
+           "falls_of_spans"]
+
+#: a producer's epoch on a replica and the lowest and highest offset it is seen at
+SPANS = pa.schema([
+    pa.field("producer_id", pa.int64()),
+    pa.field("epoch", pa.int32()),
+    pa.field("first_offset", pa.int64()),
+    pa.field("last_offset", pa.int64()),
+])
+
+#: the falls: a producer's epoch seen at ``offset`` after ``higher_epoch`` was at ``higher_offset``
+FALLS = pa.schema([
+    *REPLICA_FIELDS,
+    pa.field("producer_id", pa.int64()),
+    pa.field("offset", pa.int64()),
+    pa.field("epoch", pa.int32()),
+    pa.field("higher_epoch", pa.int32()),
+    pa.field("higher_offset", pa.int64()),
+])
+
+#: rows a task groups at once, with the spans found so far (about 30 bytes a row)
+CHUNK_ROWS = 2_000_000
+
+_KEYS = ["producer_id", "epoch"]
+
+
+@dataclass(frozen=True)
+class EpochOrder:
+    """Which epoch of which table must not go down over which offset, among the rows whose
+    columns equal or reach the given values (``where``: ``(column, "=" or ">=", value)``, all of
+    them)."""
+
+    table: str
+    epoch: str
+    offset: str
+    where: tuple[tuple[str, str, int], ...] = ()
+
+    def sql_condition(self) -> str:
+        """``where`` as a SQL condition (``TRUE`` without any)."""
+        return " AND ".join(f"{column} {op} {value}" for column, op, value in self.where) or "TRUE"
+
+    def arrow_filter(self) -> ds.Expression | None:
+        """``where`` as a pyarrow filter (None without any): a null compares as unknown and drops
+        its row, as in SQL."""
+        found = None
+        for column, op, value in self.where:
+            field = ds.field(column)
+            term = field == value if op == "=" else field >= value
+            found = term if found is None else found & term
+        return found
+
+
+#: the falls the suites read, by companion name (``quality.COMPANIONS``)
+EPOCH_FALLS = {
+    "producer_epoch_falls": EpochOrder("batches", "producer_epoch", "base_offset",
+                                       (("producer_id", ">=", 0), ("magic", "=", 2))),
+    "coordinator_epoch_falls": EpochOrder("control_markers", "coordinator_epoch", "offset"),
+}
+
+
+def _grouped(rows: pa.Table) -> pa.Table:
+    """``rows`` (``SPANS``' columns) grouped by producer and epoch: the lowest first and highest
+    last offset of each."""
+    grouped = rows.group_by(_KEYS, use_threads=False).aggregate([("first_offset", "min"), ("last_offset", "max")])
+    return grouped.rename_columns({"first_offset_min": "first_offset", "last_offset_max": "last_offset"}).select(
+        SPANS.names)
+
+
+def epoch_spans(item: Mapping[str, object], order: EpochOrder, chunk_rows: int = CHUNK_ROWS) -> pa.Table:
+    """The spans (``SPANS``) of ``item``'s replica (``reading.REPLICA_FILES_ITEM``), read from its
+    files, in no particular order."""
+    dataset = table_dataset(item_list(item, "files"), ALL_TABLES[order.table])
+    condition = replica_filter(item)
+    extra = order.arrow_filter()
+    if extra is not None:
+        condition = condition & extra
+    found = SPANS.empty_table()
+    held: list[pa.RecordBatch] = []
+    held_rows = 0
+
+    def fold() -> pa.Table:
+        if not held:
+            return found
+        chunk = pa.Table.from_batches(held)
+        offsets = chunk.column(order.offset).cast(pa.int64())
+        chunk = pa.Table.from_arrays([chunk.column("producer_id").cast(pa.int64()),
+                                      chunk.column(order.epoch).cast(pa.int32()), offsets, offsets], schema=SPANS)
+        return _grouped(pa.concat_tables([found, chunk]))
+
+    for batch in dataset.to_batches(columns=["producer_id", order.epoch, order.offset], filter=condition,
+                                    use_threads=False, batch_readahead=1, fragment_readahead=1):
+        held.append(batch)
+        held_rows += batch.num_rows
+        if held_rows >= chunk_rows:
+            found, held, held_rows = fold(), [], 0
+    return fold()
+
+
+@numba.njit(cache=True, nogil=True)
+def _higher(new_producer: np.ndarray, first: np.ndarray, first_known: np.ndarray,
+            epoch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Over spans in producer, then descending epoch order: the lowest known ``first`` of the
+    producer's spans before each (and whether there is one), and the epoch of the first span
+    holding it."""
+    count = first.size
+    lowest = np.zeros(count, np.int64)
+    known = np.zeros(count, np.bool_)
+    lowest_epoch = np.zeros(count, np.int32)
+    have, best, best_epoch = False, 0, 0
+    for row in range(count):
+        if new_producer[row]:
+            have = False
+        known[row] = have
+        lowest[row] = best
+        lowest_epoch[row] = best_epoch
+        if first_known[row] and (not have or first[row] < best):
+            have, best, best_epoch = True, first[row], epoch[row]
+    return lowest, known, lowest_epoch
+
+
+def _values(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` as int64 values (0 where null) and where it is not null, both new, writable
+    arrays: a read-only one would be another type to numba, compiled again."""
+    known = column.is_valid().to_numpy(zero_copy_only=False)
+    return np.array(column.fill_null(0).to_numpy(), dtype=np.int64), known
+
+
+def falls_of_spans(spans: pa.Table) -> pa.Table:
+    """The falls among one replica's ``spans`` (``SPANS``): ``FALLS``' columns after the
+    replica's."""
+    spans = spans.take(pc.sort_indices(spans, sort_keys=[("producer_id", "ascending", "at_end"),
+                                                         ("epoch", "descending", "at_end")]))
+    producer, producer_known = _values(spans.column("producer_id"))
+    first, first_known = _values(spans.column("first_offset"))
+    last, last_known = _values(spans.column("last_offset"))
+    epoch_column = spans.column("epoch")
+    epoch, _ = _values(epoch_column)
+    new_producer = np.ones(producer.size, np.bool_)
+    new_producer[1:] = (producer[1:] != producer[:-1]) | (producer_known[1:] != producer_known[:-1])
+    higher, higher_known, higher_epoch = _higher(new_producer, first, first_known, epoch.astype(np.int32))
+    falls = higher_known & last_known & (last > higher)
+    offset = np.where(first_known & (first > higher), first, last)
+    rows = np.flatnonzero(falls)
+    return pa.table({
+        "producer_id": spans.column("producer_id").take(rows),
+        "offset": pa.array(offset[rows], pa.int64()),
+        "epoch": epoch_column.take(rows),
+        "higher_epoch": pa.array(higher_epoch[rows], pa.int32()),
+        "higher_offset": pa.array(higher[rows], pa.int64()),
+    })
+
+
+def epoch_falls(item: Mapping[str, object], order: EpochOrder, chunk_rows: int = CHUNK_ROWS) -> pa.RecordBatch:
+    """The falls (``FALLS``) of ``item``'s replica (``reading.REPLICA_FILES_ITEM``), read from its files."""
+    found = falls_of_spans(epoch_spans(item, order, chunk_rows))
+    count = found.num_rows
+    columns = [pa.array([item[name]] * count, field.type) for name, field in zip(REPLICA_COLUMNS, REPLICA_FIELDS,
+                                                                                 strict=True)]
+    columns += [found.column(name).combine_chunks() for name in FALLS.names[len(REPLICA_FIELDS):]]
+    return pa.RecordBatch.from_arrays(columns, schema=FALLS)
+
+
+def falls_over_files(items: Iterator[pa.RecordBatch], order: EpochOrder) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: ``reading.REPLICA_FILES_ITEM`` rows (a replica's rows each) in, their
+    replicas' falls out."""
+    for batch in items:
+        for item in batch.to_pylist():
+            found = epoch_falls(item, order)
+            if found.num_rows:
+                yield found
+
+
+def falls_frame(order: EpochOrder, table: DataFrame, files: TableManifest | None = None) -> DataFrame:
+    """The falls (``FALLS``) of ``table`` as a DataFrame (see the module docstring); ``files``: the
+    manifest of the files ``table`` reads as they are, if it does."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from txn_audit.replica_tasks import tasks_over_items
+    from txn_audit.schemas import spark_schema
+
+    if files is not None and files.replicas() is not None:
+        return tasks_over_items(table.sparkSession, replica_file_items(files), REPLICA_FILES_ITEM,
+                                functools.partial(falls_over_files, order=order), spark_schema(FALLS))
+    spans = (
+        table.where(order.sql_condition())
+        .groupBy(*REPLICA_COLUMNS, F.col("producer_id").cast("bigint").alias("producer_id"),
+                 F.col(order.epoch).cast("int").alias("epoch"))
+        .agg(F.min(order.offset).cast("bigint").alias("first_offset"),
+             F.max(order.offset).cast("bigint").alias("last_offset"))
+    )
+    higher = (Window.partitionBy(*REPLICA_COLUMNS, "producer_id").orderBy(F.col("epoch").desc_nulls_last())
+              .rowsBetween(Window.unboundedPreceding, -1))
+    return (
+        spans.select("*", F.min("first_offset").over(higher).alias("higher_offset"),
+                     F.min_by("epoch", "first_offset").over(higher).alias("higher_epoch"))
+        .where(F.col("last_offset") > F.col("higher_offset"))
+        .select(*REPLICA_COLUMNS, "producer_id",
+                F.when(F.col("first_offset") > F.col("higher_offset"), F.col("first_offset"))
+                .otherwise(F.col("last_offset")).alias("offset"),
+                "epoch", F.col("higher_epoch").cast("int").alias("higher_epoch"), "higher_offset")
+    )
