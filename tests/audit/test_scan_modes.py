@@ -115,6 +115,54 @@ def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
     assert all(f["first_offset"] is not None for f in named if f["kind"] == "corrupt_batch")
 
 
+
+def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
+        spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rules.batches_of_segments`` names few segments in a filter Parquet answers from its
+    statistics, and joins many: the same batches as a semi join, and the sample's sequence gap
+    found the same either way, with its file."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.detect import rules
+    from txn_audit.reconstruct import producer_events, producer_pass
+    from txn_audit.tables import load_raw_tables
+
+    raw = load_raw_tables(spark, sample_scan.out / "tables")  # one broker: every replica is audited
+    batches = raw["batches"]
+    events = producer_events(producer_pass(batches, raw["control_markers"],
+                                           late_tolerance_ms=1_000)).localCheckpoint()
+    key = list(rules.SEGMENT_KEY)
+    real = batches.select(*key).distinct().orderBy(*key).collect()
+    assert len(real) >= 4
+    wanted = spark.createDataFrame(
+        [tuple(real[0]), tuple(real[-1]), (real[1]["topic"], real[1]["partition"], None),
+         (real[2]["topic"], real[2]["partition"], 10**15)],  # a null and an absent segment match nothing
+        batches.select(*key).schema)
+
+    def rows(frame: Any) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in frame.select("file", "position", "base_offset").collect())
+
+    named = rules.batches_of_segments(batches, wanted)
+    plan = named._jdf.queryExecution().executedPlan().toString()
+    assert "PushedFilters" in plan and "segment_base_offset" in plan.split("PushedFilters")[1].split("]")[0]
+    assert "Join" not in plan
+    expected = rows(batches.join(F.broadcast(wanted), key, "left_semi"))
+    assert expected and rows(named) == expected
+    assert rows(named) != rows(batches)
+
+    def gaps() -> list[dict[str, Any]]:
+        found = rules.sequence_findings(events, batches)
+        return sorted((row.asDict() for row in found.collect()), key=repr)
+
+    by_name = gaps()
+    monkeypatch.setattr(rules, "SEGMENTS_NAMED_MAX", 0)
+    assert "Join" in rules.batches_of_segments(batches, wanted)._jdf.queryExecution().executedPlan().toString()
+    assert rows(rules.batches_of_segments(batches, wanted)) == expected
+    by_join = gaps()
+    assert by_name == by_join
+    assert [f["kind"] for f in by_name] == ["sequence_gap"] and by_name[0]["file"]
+
+
 #: dumps whose newest timestamp is read both ways: log dirs of one and of three brokers, and the
 #: text output of Kafka's tools (with kafka-transactions.sh outputs, so reported transactions)
 TIMED_DUMPS = (("logdirs", "realcorpus/healthy/logdirs"), ("logdirs", "kafka-4.4.0/follower-killed/logdirs"),

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from txn_audit.manifest import TableManifest, describe_file
+from tests.quality.test_replica_order import manifest_of
+from tests.quality.test_replica_order import write_files as write_replica_files
 from txn_audit.quality.epoch_order import EPOCH_FALLS, FALLS, epoch_falls
 from txn_audit.replica_tasks.reading import replica_file_items
-from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, replicas_metadata, row_replicas
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
 BATCHES = ALL_TABLES["batches"]
 COLUMNS = pa.schema([BATCHES.field(name) for name in
@@ -74,23 +74,8 @@ def by_the_rule(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
     return found
 
 
-def write_files(folder: Path, rows: list[dict[str, Any]], seed: int, files: int = 3) -> list[str]:
-    """The rows shuffled into ``files`` Parquet files whose footers list their replicas, as ingest writes them."""
-    shuffled = random.Random(seed).sample(rows, len(rows))
-    uris = []
-    for part in range(files):
-        table = pa.Table.from_pylist(shuffled[part::files], schema=COLUMNS)
-        path = folder / f"part-{part}.parquet"
-        pq.write_table(table.replace_schema_metadata(replicas_metadata(row_replicas(table))), path,
-                       row_group_size=64)
-        uris.append(path.as_uri())
-    return uris
-
-
-def manifest_of(uris: list[str]) -> TableManifest:
-    paths = [Path(uri.removeprefix("file://")) for uri in uris]
-    (root,) = {path.parent for path in paths}
-    return TableManifest("batches", tuple(describe_file(path, path.name, "batches") for path in paths), str(root))
+def write_files(folder: Path, rows: list[dict[str, Any]], seed: int) -> list[str]:
+    return write_replica_files(folder, rows, seed, schema=COLUMNS)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -206,12 +206,7 @@ def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
         one = one.withColumn("log_dir", F.lit(f"planted-{name}"))
         planted = one if planted is None else planted.unionByName(one)
     assert planted is not None
-    outcome = validate_tables(spark, {"batches": clean.unionByName(planted)}, tmp_path / "quality")
-    failed = {r.check: r for r in outcome.results if not r.success}
-    assert set(failed) == set(plants)
-    for name, result in failed.items():
-        assert result.unexpected_count == 1, name
-        assert result.examples[0]["log_dir"] == f"planted-{name}"
+    _each_plant_fails_its_check_alone(spark, "batches", clean.unionByName(planted), set(plants), tmp_path)
 
 
 def test_coordinator_log_checks_over_one_scan_each_catch_only_their_own_fault(
@@ -237,9 +232,17 @@ def test_coordinator_log_checks_over_one_scan_each_catch_only_their_own_fault(
         one = one.withColumn("log_dir", F.lit(f"planted-{name}"))
         planted = one if planted is None else planted.unionByName(one)
     assert planted is not None
-    outcome = validate_tables(spark, {"txn_log": log.unionByName(planted)}, tmp_path / "quality")
+    _each_plant_fails_its_check_alone(spark, "txn_log", log.unionByName(planted), set(plants), tmp_path)
+
+
+def _each_plant_fails_its_check_alone(spark: Any, table: str, frame: Any, checks: set[str], tmp_path: Path) -> None:
+    """``table``'s suite over ``frame``, which holds one planted row per check of ``checks``, its
+    ``log_dir`` ``planted-<check>``: exactly those checks fail, each on its one planted row."""
+    from txn_audit.quality import validate_tables
+
+    outcome = validate_tables(spark, {table: frame}, tmp_path / "quality")
     failed = {r.check: r for r in outcome.results if not r.success}
-    assert set(failed) == set(plants)
+    assert set(failed) == checks
     for name, result in failed.items():
         assert result.unexpected_count == 1, name
         assert result.examples[0]["log_dir"] == f"planted-{name}"

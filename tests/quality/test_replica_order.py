@@ -63,12 +63,14 @@ def walked(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
     return found
 
 
-def write_files(folder: Path, rows: list[dict[str, Any]], seed: int, files: int = 3) -> list[str]:
-    """The rows shuffled into ``files`` Parquet files whose footers list their replicas, as ingest writes them."""
+def write_files(folder: Path, rows: list[dict[str, Any]], seed: int, files: int = 3,
+                schema: pa.Schema = COLUMNS) -> list[str]:
+    """The rows shuffled into ``files`` Parquet files of ``schema`` whose footers list their
+    replicas, as ingest writes them."""
     shuffled = random.Random(seed).sample(rows, len(rows))
     uris = []
     for part in range(files):
-        table = pa.Table.from_pylist(shuffled[part::files], schema=COLUMNS)
+        table = pa.Table.from_pylist(shuffled[part::files], schema=schema)
         path = folder / f"part-{part}.parquet"
         pq.write_table(table.replace_schema_metadata(replicas_metadata(row_replicas(table))), path,
                        row_group_size=32)

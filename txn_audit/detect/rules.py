@@ -827,9 +827,10 @@ def sequence_findings(producer_events: DataFrame, batches: DataFrame) -> DataFra
     same_epoch_gap = (F.col("producer_epoch") == F.col("prev_epoch")) & (F.col("base_sequence") != expected)
     new_epoch_bad = (F.col("producer_epoch") > F.col("prev_epoch")) & (F.col("base_sequence") != 0)
     where = ["topic", "partition", "segment_base_offset", "position"]
+    gaps = prev.where(same_epoch_gap | new_epoch_bad)
     bad = (
-        batches.select(*where, "file")
-        .join(F.broadcast(prev.where(same_epoch_gap | new_epoch_bad)), where)  # few rows: broadcast them
+        batches_of_segments(batches, gaps.select(*SEGMENT_KEY).distinct()).select(*where, "file")
+        .join(F.broadcast(gaps), where)  # few rows: broadcast them
     )
     return finding(
         bad,
@@ -994,6 +995,34 @@ def batches_of_files(batches: DataFrame, files: DataFrame) -> DataFrame:
     if len(named) <= ISSUE_FILES_NAMED_MAX:
         return batches.where(F.col("file").isin(named))
     return batches.join(F.broadcast(files), "file", "left_semi")
+
+
+#: the columns that name a segment of a partition replica's log in ``batches``
+SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
+
+#: most segments ``batches_of_segments`` names in a filter
+SEGMENTS_NAMED_MAX = 1024
+
+
+def batches_of_segments(batches: DataFrame, segments: DataFrame) -> DataFrame:
+    """The rows of ``batches`` in one of ``segments`` (a frame of distinct ``SEGMENT_KEY`` rows,
+    few: those of a rule's findings). Up to ``SEGMENTS_NAMED_MAX`` of them are collected and named
+    in a filter, one term per partition, which Parquet answers from its row groups' statistics (a
+    row group holds one segment's batches), so the other segments' batches are not read; more
+    are broadcast to a semi join, which reads every batch. A key with a null matches nothing, as
+    in a join."""
+    named = segments.limit(SEGMENTS_NAMED_MAX + 1).collect()
+    if len(named) > SEGMENTS_NAMED_MAX:
+        return batches.join(F.broadcast(segments), list(SEGMENT_KEY), "left_semi")
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for row in named:
+        if None not in (row["topic"], row["partition"], row["segment_base_offset"]):
+            by_partition.setdefault((row["topic"], row["partition"]), []).append(row["segment_base_offset"])
+    condition = F.lit(False)
+    for (topic, partition), bases in sorted(by_partition.items()):
+        condition = condition | ((F.col("topic") == topic) & (F.col("partition") == partition)
+                                 & F.col("segment_base_offset").isin(sorted(bases)))
+    return batches.where(condition)
 
 
 def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFrame) -> DataFrame:
