@@ -186,19 +186,25 @@ def epoch_candidates(records: pa.Table) -> pa.Table:
 
 def _newest_per_producer(records: pa.Table) -> pa.Table:
     """Per producer id: its newest record that is no tombstone (by offset, then the lowest
-    transactional id)."""
+    transactional id). ``records`` are ordered by transactional id (nulls last), then offset: of
+    two records at one offset, the one first in that order has the lower id, so a sort of the
+    kept rows' numbers (producer id, offset descending, row) finds them, and only those rows are
+    taken."""
     producers = records.column("producer_id")
-    kept = records.filter(pc.fill_null(pc.and_(pc.invert(records.column("tombstone")),
-                                               pc.greater_equal(producers, 0)), False))
-    if not kept.num_rows:
-        return kept
-    order = pc.sort_indices(kept, [("producer_id", "ascending"), ("offset", "descending"),
-                                   ("transactional_id", "ascending")])
-    kept = kept.take(order)
-    ids = kept.column("producer_id").to_numpy()
-    first = np.ones(len(ids), bool)
-    first[1:] = ids[1:] != ids[:-1]
-    return kept.filter(pa.array(first))
+    kept = pc.fill_null(pc.and_(pc.invert(records.column("tombstone")), pc.greater_equal(producers, 0)), False)
+    rows = np.flatnonzero(kept.to_numpy(zero_copy_only=False))
+    if not rows.size:
+        return records.slice(0, 0)
+    ids = producers.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+    offsets = records.column("offset").take(pa.array(rows))
+    # offset descending, an absent one last (as sort_indices places nulls)
+    known = offsets.is_valid().to_numpy(zero_copy_only=False)
+    later_first = np.where(known, -offsets.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
+                           np.iinfo(np.int64).max)
+    order = np.lexsort((rows, later_first, ids))
+    first = np.ones(order.size, bool)
+    first[1:] = ids[order][1:] != ids[order][:-1]
+    return records.take(pa.array(rows[order][first]))
 
 
 def _struct(table: pa.Table, fields: pa.Schema) -> pa.StructArray:
