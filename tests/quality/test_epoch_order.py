@@ -14,6 +14,7 @@ import pytest
 
 from tests.quality.test_replica_order import manifest_of
 from tests.quality.test_replica_order import write_files as write_replica_files
+from txn_audit.quality import epoch_order
 from txn_audit.quality.epoch_order import EPOCH_FALLS, FALLS, epoch_falls
 from txn_audit.replica_tasks.reading import replica_file_items
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
@@ -103,24 +104,28 @@ def test_an_epoch_that_only_rises_has_no_fall(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("reading", ["files", "window"])
-def test_the_epoch_check_reads_the_falls_from_files_or_a_window(spark: Any, tmp_path: Path, reading: str) -> None:
+@pytest.mark.parametrize("reading", ["files", "few files", "window"])
+def test_the_epoch_check_reads_the_falls_from_files_or_a_window(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reading: str
+) -> None:
     """``epochs_non_decreasing`` over the falls the tasks find in the files (a read of files
-    with their manifest) or Spark's grouping and window (a frame without one): the rule's rows."""
+    with their manifest, at least ``TASKS_MIN_ROWS`` rows) or Spark's grouping and window (fewer
+    rows, or a frame without a manifest): the rule's rows."""
     from txn_audit.quality import CHECKS, _drop_views, _with_companions
     from txn_audit.schemas import spark_schema
 
     rows = batch_rows(5)
     files = None
-    if reading == "files":
+    if reading == "window":
+        frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
+    else:
         files = manifest_of(write_files(tmp_path, rows, 5))
         frame = spark.read.parquet(str(tmp_path))
-    else:
-        frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
+        monkeypatch.setattr(epoch_order, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
     (check,) = [c for c in CHECKS if c.name == "epochs_non_decreasing"]
     views = _with_companions(frame, "epoch_rows", [check], cache=False, files=files)
     plan = views["epoch_rows_producer_epoch_falls"]._jdf.queryExecution().analyzed().toString()
-    assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading == "window")
+    assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading != "files")
     try:
         query = check.build({}).unexpected_rows_query.format(batch="epoch_rows")
         found = {(r["broker_id"], r["topic"], r["partition"], r["producer_id"], r["base_offset"], r["producer_epoch"],

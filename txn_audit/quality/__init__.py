@@ -16,6 +16,7 @@ from html import escape as html_escape
 import re
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -148,11 +149,13 @@ COMPANIONS: dict[str, Callable[[DataFrame, TableManifest | None], DataFrame]] = 
 def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool,
                      files: TableManifest | None = None) -> dict[str, DataFrame]:
     """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``
-    (cached if ``cache``); every view registered, by name, for ``_drop_views``."""
+    (if ``cache``, cached when several checks read it: caching one that one check reads costs a
+    little and saves nothing); every view registered, by name, for ``_drop_views``."""
     views = {view: frame}
-    for name in dict.fromkeys(name for check in checks for name in check.companions):
+    readers = Counter(name for check in checks for name in check.companions)
+    for name, count in readers.items():
         companion = COMPANIONS[name](frame, files)
-        if cache:
+        if cache and count > 1:
             companion = companion.cache()
         companion.createOrReplaceTempView(f"{view}_{name}")
         views[f"{view}_{name}"] = companion

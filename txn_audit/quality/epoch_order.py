@@ -11,12 +11,13 @@ producer's spans in descending epoch order (nulls last), ``higher_offset`` is th
 (``min`` and ``min_by`` over ``ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING``). Its ``offset`` is
 the entry that breaks the rule: the span's first when it lies after ``higher_offset``, else its last.
 
-When the table's frame reads the files ingest wrote as they are, and their manifest is given
-(``txn_audit.manifest``), each task reads its replicas' three or four columns with pyarrow, a chunk
-at a time, groups them and walks the spans itself (``txn_audit.replica_tasks``), giving Spark the
-falls alone, usually none: a replica of producers that bump their epoch at every transaction
-(transaction version 2) has a span per transaction, hundreds of thousands in a GiB. Any other
-frame takes Spark's grouping and window. Grouping keys compare as SQL's ``GROUP BY`` does (a null
+When the table's frame reads the files ingest wrote as they are, their manifest is given
+(``txn_audit.manifest``) and they hold at least ``TASKS_MIN_ROWS`` rows, each task reads its
+replicas' three or four columns with pyarrow, a chunk at a time, groups them and walks the spans
+itself (``txn_audit.replica_tasks``), giving Spark the falls alone, usually none: a replica of
+producers that bump their epoch at every transaction (transaction version 2) has a span per
+transaction, hundreds of thousands in a GiB. Any other frame takes Spark's grouping and window.
+Grouping keys compare as SQL's ``GROUP BY`` does (a null
 key is a group of its own), ``min`` / ``max`` skip nulls and a comparison with a null is not true.
 """
 
@@ -46,8 +47,8 @@ from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["CHUNK_ROWS", "EPOCH_FALLS", "FALLS", "SPANS", "EpochOrder", "epoch_falls", "epoch_spans", "falls_frame",
-           "falls_of_spans"]
+__all__ = ["CHUNK_ROWS", "EPOCH_FALLS", "FALLS", "SPANS", "TASKS_MIN_ROWS", "EpochOrder", "epoch_falls", "epoch_spans",
+           "falls_frame", "falls_of_spans"]
 
 #: a producer's epoch on a replica and the lowest and highest offset it is seen at
 SPANS = pa.schema([
@@ -69,6 +70,11 @@ FALLS = pa.schema([
 
 #: rows a task groups at once, with the spans found so far (about 30 bytes a row)
 CHUNK_ROWS = 2_000_000
+
+#: fewest rows of a table read by tasks: below them Spark's grouping and window cost less than
+#: the tasks' Python workers (a small dump's batches suite: 4.7 s with the window, 7.0 s with
+#: tasks, on the 2-core VM of ``docs/performance.md``)
+TASKS_MIN_ROWS = 100_000
 
 _KEYS = ["producer_id", "epoch"]
 
@@ -228,7 +234,7 @@ def falls_frame(order: EpochOrder, table: DataFrame, files: TableManifest | None
     from txn_audit.replica_tasks import tasks_over_items
     from txn_audit.schemas import spark_schema
 
-    if files is not None and files.replicas() is not None:
+    if files is not None and files.replicas() is not None and files.rows >= TASKS_MIN_ROWS:
         return tasks_over_items(table.sparkSession, replica_file_items(files), REPLICA_FILES_ITEM,
                                 functools.partial(falls_over_files, order=order), spark_schema(FALLS))
     spans = (
