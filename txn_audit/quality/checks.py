@@ -7,8 +7,8 @@ they become no second finding. ``severity`` is the severity of the ``invariant_v
 finding a failure of any other check produces.
 
 Great Expectations is imported when a check builds its expectation, not with this module:
-quality's per-replica tasks (``replica_order``, ``epoch_order``) run in Python workers that import this package
-and never build one, and the import costs about 2 s of a core in each.
+quality's per-replica tasks (``replica_order``, ``epoch_order``) run in Python workers that
+import this package and never build one, and the import costs about 2 s of a core in each.
 """
 
 from __future__ import annotations
