@@ -37,7 +37,9 @@ import pyarrow.dataset as ds
 from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.reading import (
     REPLICA_FILES_ITEM,
+    int_values,
     item_list,
+    replica_columns,
     replica_file_items,
     replica_filter,
     table_dataset,
@@ -173,23 +175,16 @@ def _higher(new_producer: np.ndarray, first: np.ndarray, first_known: np.ndarray
     return lowest, known, lowest_epoch
 
 
-def _values(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """``column`` as int64 values (0 where null) and where it is not null, both new, writable
-    arrays: a read-only one would be another type to numba, compiled again."""
-    known = column.is_valid().to_numpy(zero_copy_only=False)
-    return np.array(column.fill_null(0).to_numpy(), dtype=np.int64), known
-
-
 def falls_of_spans(spans: pa.Table) -> pa.Table:
     """The falls among one replica's ``spans`` (``SPANS``): ``FALLS``' columns after the
     replica's."""
     spans = spans.take(pc.sort_indices(spans, sort_keys=[("producer_id", "ascending", "at_end"),
                                                          ("epoch", "descending", "at_end")]))
-    producer, producer_known = _values(spans.column("producer_id"))
-    first, first_known = _values(spans.column("first_offset"))
-    last, last_known = _values(spans.column("last_offset"))
+    producer, producer_known = int_values(spans.column("producer_id"))
+    first, first_known = int_values(spans.column("first_offset"))
+    last, last_known = int_values(spans.column("last_offset"))
     epoch_column = spans.column("epoch")
-    epoch, _ = _values(epoch_column)
+    epoch, _ = int_values(epoch_column)
     new_producer = np.ones(producer.size, np.bool_)
     new_producer[1:] = (producer[1:] != producer[:-1]) | (producer_known[1:] != producer_known[:-1])
     higher, higher_known, higher_epoch = _higher(new_producer, first, first_known, epoch.astype(np.int32))
@@ -209,8 +204,7 @@ def epoch_falls(item: Mapping[str, object], order: EpochOrder, chunk_rows: int =
     """The falls (``FALLS``) of ``item``'s replica (``reading.REPLICA_FILES_ITEM``), read from its files."""
     found = falls_of_spans(epoch_spans(item, order, chunk_rows))
     count = found.num_rows
-    columns = [pa.array([item[name]] * count, field.type) for name, field in zip(REPLICA_COLUMNS, REPLICA_FIELDS,
-                                                                                 strict=True)]
+    columns = replica_columns(item, count)
     columns += [found.column(name).combine_chunks() for name in FALLS.names[len(REPLICA_FIELDS):]]
     return pa.RecordBatch.from_arrays(columns, schema=FALLS)
 

@@ -24,8 +24,10 @@ from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.reading import (
     REPLICA_FILES_ITEM,
     SAMPLE_EVERY,
+    int_values,
     item_int,
     item_list,
+    replica_columns,
     replica_file_items,
     replica_filter,
     sampled_cuts,
@@ -90,19 +92,13 @@ def replica_neighbours(item: Mapping[str, object], window_rows: int = WINDOW_ROW
                                                   ("position", "ascending", "at_start")])
         base_column, last_column = table.column("base_offset").take(order), table.column("last_offset").take(order)
         del table, order
-        base, base_known = _values(base_column)
-        last, last_known = _values(last_column)
+        base, base_known = int_values(base_column)
+        last, last_known = int_values(last_column)
         del base_column, last_column
         flagged = _flagged(base, base_known, last, last_known, carried)
         if flagged.size:
             yield _neighbour_batch(item, flagged, base, base_known, last, last_known, carried)
         carried = (int(base[-1]), bool(base_known[-1]), int(last[-1]), bool(last_known[-1]))
-
-
-def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """``column`` as int64 values (0 where null) and where it is not null."""
-    known = column.is_valid().to_numpy(zero_copy_only=False)
-    return column.fill_null(0).to_numpy().astype(np.int64, copy=False), known
 
 
 def _flagged(base: np.ndarray, base_known: np.ndarray, last: np.ndarray, last_known: np.ndarray,
@@ -131,7 +127,7 @@ def _neighbour_batch(item: Mapping[str, object], flagged: np.ndarray, base: np.n
     def offsets(values: np.ndarray, known: np.ndarray) -> pa.Array:
         return pa.array(values, pa.int64(), mask=~known)
 
-    arrays = [pa.array([item[name]] * count, NEIGHBOURS.field(name).type) for name in REPLICA_COLUMNS]
+    arrays = replica_columns(item, count)
     arrays += [
         offsets(base[flagged], base_known[flagged]),
         offsets(last[flagged], last_known[flagged]),

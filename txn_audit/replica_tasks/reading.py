@@ -211,6 +211,18 @@ def replica_filter(item: Mapping[str, object]) -> ds.Expression:
     return condition
 
 
+def int_values(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``column`` as int64 values (0 where null) and where it is not null, both new, writable
+    arrays (a read-only one is another type to numba, compiled again)."""
+    known = column.is_valid().to_numpy(zero_copy_only=False)
+    return np.array(column.fill_null(0).to_numpy(), dtype=np.int64), known
+
+
+def replica_columns(item: Mapping[str, object], count: int) -> list[pa.Array]:
+    """``item``'s replica (``REPLICA_FIELDS``), repeated on ``count`` rows."""
+    return [pa.array([item[field.name]] * count, field.type) for field in REPLICA_FIELDS]
+
+
 def table_dataset(uris: list[str], schema: pa.Schema | None = None) -> ds.Dataset:
     """The Parquet files at ``uris`` (all on one file system, at least one) as one dataset, with
     ``schema`` (None: the first file's)."""
