@@ -94,7 +94,7 @@ def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan
 
 def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
         spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``rules.batches_of_files`` names few files in a filter Parquet answers from its statistics,
+    """``rules.batches_named`` names few files in a filter Parquet answers from its statistics,
     and joins many: the findings of the sample's damaged files are the same either way."""
     from txn_audit.detect import rules
     from txn_audit.tables import load_raw_tables
@@ -106,7 +106,7 @@ def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
         return sorted((row.asDict() for row in found.collect()), key=repr)
 
     named = findings()
-    monkeypatch.setattr(rules, "ISSUE_FILES_NAMED_MAX", 0)
+    monkeypatch.setattr(rules, "NAMED_MAX", 0)
     joined = findings()
     assert named == joined
     kinds = {f["kind"] for f in named}
@@ -118,7 +118,7 @@ def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
 
 def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
         spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``rules.batches_of_segments`` names few segments in a filter Parquet answers from its
+    """``rules.batches_named`` names few segments in a filter Parquet answers from its
     statistics, and joins many: the same batches as a semi join, and the sample's sequence gap
     found the same either way, with its file."""
     from pyspark.sql import functions as F
@@ -142,7 +142,7 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
     def rows(frame: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(r) for r in frame.select("file", "position", "base_offset").collect())
 
-    named = rules.batches_of_segments(batches, wanted)
+    named = rules.batches_named(batches, wanted, rules.SEGMENT_KEY)
     plan = named._jdf.queryExecution().executedPlan().toString()
     assert "PushedFilters" in plan and "segment_base_offset" in plan.split("PushedFilters")[1].split("]")[0]
     assert "Join" not in plan
@@ -155,9 +155,9 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
         return sorted((row.asDict() for row in found.collect()), key=repr)
 
     by_name = gaps()
-    monkeypatch.setattr(rules, "SEGMENTS_NAMED_MAX", 0)
-    assert "Join" in rules.batches_of_segments(batches, wanted)._jdf.queryExecution().executedPlan().toString()
-    assert rows(rules.batches_of_segments(batches, wanted)) == expected
+    monkeypatch.setattr(rules, "NAMED_MAX", 0)
+    assert "Join" in rules.batches_named(batches, wanted, rules.SEGMENT_KEY)._jdf.queryExecution().executedPlan().toString()
+    assert rows(rules.batches_named(batches, wanted, rules.SEGMENT_KEY)) == expected
     by_join = gaps()
     assert by_name == by_join
     assert [f["kind"] for f in by_name] == ["sequence_gap"] and by_name[0]["file"]

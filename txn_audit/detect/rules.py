@@ -829,7 +829,7 @@ def sequence_findings(producer_events: DataFrame, batches: DataFrame) -> DataFra
     where = ["topic", "partition", "segment_base_offset", "position"]
     gaps = prev.where(same_epoch_gap | new_epoch_bad)
     bad = (
-        batches_of_segments(batches, gaps.select(*SEGMENT_KEY).distinct()).select(*where, "file")
+        batches_named(batches, gaps.select(*SEGMENT_KEY).distinct(), SEGMENT_KEY).select(*where, "file")
         .join(F.broadcast(gaps), where)  # few rows: broadcast them
     )
     return finding(
@@ -982,46 +982,35 @@ def text_files(segments: DataFrame) -> DataFrame:
     return segments.where(text).select(F.col("path").alias("file")).distinct()
 
 
-ISSUE_FILES_NAMED_MAX = 1024
-
-
-def batches_of_files(batches: DataFrame, files: DataFrame) -> DataFrame:
-    """The rows of ``batches`` whose ``file`` is one of ``files`` (a frame of distinct ``file``
-    values, few: the files with a decode issue). Up to ``ISSUE_FILES_NAMED_MAX`` of them are
-    collected and named in a filter, which Parquet answers from its row groups' statistics (a
-    row group holds one segment's batches), so the other files' batches are not read; more are
-    broadcast to a semi join, which reads every batch."""
-    named = [row["file"] for row in files.limit(ISSUE_FILES_NAMED_MAX + 1).collect()]
-    if len(named) <= ISSUE_FILES_NAMED_MAX:
-        return batches.where(F.col("file").isin(named))
-    return batches.join(F.broadcast(files), "file", "left_semi")
-
+#: most keys ``batches_named`` names in a filter
+NAMED_MAX = 1024
 
 #: the columns that name a segment of a partition replica's log in ``batches``
 SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
 
-#: most segments ``batches_of_segments`` names in a filter
-SEGMENTS_NAMED_MAX = 1024
 
-
-def batches_of_segments(batches: DataFrame, segments: DataFrame) -> DataFrame:
-    """The rows of ``batches`` in one of ``segments`` (a frame of distinct ``SEGMENT_KEY`` rows,
-    few: those of a rule's findings). Up to ``SEGMENTS_NAMED_MAX`` of them are collected and named
-    in a filter, one term per partition, which Parquet answers from its row groups' statistics (a
-    row group holds one segment's batches), so the other segments' batches are not read; more
-    are broadcast to a semi join, which reads every batch. A key with a null matches nothing, as
-    in a join."""
-    named = segments.limit(SEGMENTS_NAMED_MAX + 1).collect()
-    if len(named) > SEGMENTS_NAMED_MAX:
-        return batches.join(F.broadcast(segments), list(SEGMENT_KEY), "left_semi")
-    by_partition: dict[tuple[str, int], list[int]] = {}
+def batches_named(batches: DataFrame, keys: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """The rows of ``batches`` whose ``columns`` equal a row of ``keys`` (a frame of distinct rows
+    of those columns, few: the files with a decode issue, the segments of a rule's findings). Up to
+    ``NAMED_MAX`` of them are collected and named in a filter, one ``IN`` of the last column per
+    value of the others, which Parquet answers from its row groups' statistics (a row group holds
+    one segment's batches), so the other batches are not read; more are broadcast to a semi join,
+    which reads every batch. A key with a null matches nothing, as in a join."""
+    named = keys.limit(NAMED_MAX + 1).collect()
+    if len(named) > NAMED_MAX:
+        return batches.join(F.broadcast(keys), list(columns), "left_semi")
+    *outer, last = columns
+    by_outer: dict[tuple[object, ...], list[object]] = {}
     for row in named:
-        if None not in (row["topic"], row["partition"], row["segment_base_offset"]):
-            by_partition.setdefault((row["topic"], row["partition"]), []).append(row["segment_base_offset"])
+        values = tuple(row[column] for column in columns)
+        if None not in values:
+            by_outer.setdefault(values[:-1], []).append(values[-1])
     condition = F.lit(False)
-    for (topic, partition), bases in sorted(by_partition.items()):
-        condition = condition | ((F.col("topic") == topic) & (F.col("partition") == partition)
-                                 & F.col("segment_base_offset").isin(sorted(bases)))
+    for prefix, lasts in sorted(by_outer.items()):
+        term = F.col(last).isin(sorted(lasts))
+        for column, value in zip(outer, prefix, strict=True):
+            term = (F.col(column) == value) & term
+        condition = condition | term
     return batches.where(condition)
 
 
@@ -1032,7 +1021,7 @@ def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFram
     issues = issues.join(F.broadcast(texts.withColumn("_line", F.lit(True))), "file", "left").withColumn(
         "_line", F.coalesce("_line", F.lit(False)))
     placed = issues.where(~F.col("_line"))
-    files = batches_of_files(batches, issues.select("file").distinct())
+    files = batches_named(batches, issues.select("file").distinct(), ("file",))
     at = files.select(
         "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
         F.col("max_timestamp").alias("_t"),
