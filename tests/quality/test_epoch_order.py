@@ -14,8 +14,8 @@ import pytest
 
 from tests.quality.test_replica_order import manifest_of
 from tests.quality.test_replica_order import write_files as write_replica_files
-from txn_audit.quality import epoch_order
 from txn_audit.quality.epoch_order import EPOCH_FALLS, FALLS, epoch_falls
+from txn_audit.replica_tasks import reading as reading_module
 from txn_audit.replica_tasks.reading import replica_file_items
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
@@ -121,7 +121,7 @@ def test_the_epoch_check_reads_the_falls_from_files_or_a_window(
     else:
         files = manifest_of(write_files(tmp_path, rows, 5))
         frame = spark.read.parquet(str(tmp_path))
-        monkeypatch.setattr(epoch_order, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
+        monkeypatch.setattr(reading_module, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
     (check,) = [c for c in CHECKS if c.name == "epochs_non_decreasing"]
     views = _with_companions(frame, "epoch_rows", [check], cache=False, files=files)
     plan = views["epoch_rows_producer_epoch_falls"]._jdf.queryExecution().analyzed().toString()

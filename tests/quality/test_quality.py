@@ -139,29 +139,34 @@ def test_each_row_check_runs_its_query_once_over_the_shared_results(
     assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("tmp_view_")]
 
 
-@pytest.mark.parametrize("reading", ["files", "window"])
-def test_replica_order_checks_find_every_copy_and_overlap(spark: Any, tmp_path: Path, reading: str) -> None:
+@pytest.mark.parametrize("reading", ["files", "few files", "window"])
+def test_replica_order_checks_find_every_copy_and_overlap(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reading: str
+) -> None:
     """one_batch_per_offset and no_overlap read the neighbours in replica order, from the files
-    (a read of files with their manifest) or from a Spark window (a frame without one):
-    against a plain count of copies and a walk over the sorted rows."""
+    (a read of files with their manifest, at least ``TASKS_MIN_ROWS`` rows) or from a Spark
+    window (fewer rows, or a frame without a manifest): against a plain count of copies and a
+    walk over the sorted rows."""
     from collections import Counter
 
     from tests.quality.test_replica_order import COLUMNS, batch_rows, walked, write_files
     from tests.quality.test_replica_order import manifest_of
     from txn_audit.quality import CHECKS, _drop_views, _with_companions
+    from txn_audit.replica_tasks import reading as reading_module
     from txn_audit.schemas import spark_schema
 
     rows = batch_rows(7, batches=60)
     files = None
-    if reading == "files":
+    if reading == "window":
+        frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
+    else:
         files = manifest_of(write_files(tmp_path, rows, 7))
         frame = spark.read.parquet(str(tmp_path))
-    else:
-        frame = spark.createDataFrame([tuple(r.values()) for r in rows], spark_schema(COLUMNS))
+        monkeypatch.setattr(reading_module, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
     checks = [c for c in CHECKS if c.table == "batches" and c.name in ("one_batch_per_offset", "no_overlap")]
     views = _with_companions(frame, "replica_order_rows", checks, cache=False, files=files)
     plan = views["replica_order_rows_replica_neighbours"]._jdf.queryExecution().analyzed().toString()
-    assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading == "window")
+    assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading != "files")
 
     def run(name: str) -> set[tuple[Any, ...]]:
         check = next(c for c in checks if c.name == name)

@@ -12,7 +12,7 @@ producer's spans in descending epoch order (nulls last), ``higher_offset`` is th
 the entry that breaks the rule: the span's first when it lies after ``higher_offset``, else its last.
 
 When the table's frame reads the files ingest wrote as they are, their manifest is given
-(``txn_audit.manifest``) and they hold at least ``TASKS_MIN_ROWS`` rows, each task reads its
+(``txn_audit.manifest``) and they hold at least ``reading.TASKS_MIN_ROWS`` rows, each task reads its
 replicas' three or four columns with pyarrow, a chunk at a time, groups them and walks the spans
 itself (``txn_audit.replica_tasks``), giving Spark the falls alone, usually none: a replica of
 producers that bump their epoch at every transaction (transaction version 2) has a span per
@@ -39,6 +39,7 @@ from txn_audit.replica_tasks.reading import (
     REPLICA_FILES_ITEM,
     int_values,
     item_list,
+    read_by_tasks,
     replica_columns,
     replica_file_items,
     replica_filter,
@@ -49,7 +50,7 @@ from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["CHUNK_ROWS", "EPOCH_FALLS", "FALLS", "SPANS", "TASKS_MIN_ROWS", "EpochOrder", "epoch_falls", "epoch_spans",
+__all__ = ["CHUNK_ROWS", "EPOCH_FALLS", "FALLS", "SPANS", "EpochOrder", "epoch_falls", "epoch_spans",
            "falls_frame", "falls_of_spans"]
 
 #: a producer's epoch on a replica and the lowest and highest offset it is seen at
@@ -72,11 +73,6 @@ FALLS = pa.schema([
 
 #: rows a task groups at once, with the spans found so far (about 30 bytes a row)
 CHUNK_ROWS = 2_000_000
-
-#: fewest rows of a table read by tasks: below them Spark's grouping and window cost less than
-#: the tasks' Python workers (a small dump's batches suite: 4.7 s with the window, 7.0 s with
-#: tasks, on the 2-core VM of ``docs/performance.md``)
-TASKS_MIN_ROWS = 100_000
 
 _KEYS = ["producer_id", "epoch"]
 
@@ -228,7 +224,7 @@ def falls_frame(order: EpochOrder, table: DataFrame, files: TableManifest | None
     from txn_audit.replica_tasks import tasks_over_items
     from txn_audit.schemas import spark_schema
 
-    if files is not None and files.replicas() is not None and files.rows >= TASKS_MIN_ROWS:
+    if read_by_tasks(files):
         return tasks_over_items(table.sparkSession, replica_file_items(files), REPLICA_FILES_ITEM,
                                 functools.partial(falls_over_files, order=order), spark_schema(FALLS))
     spans = (

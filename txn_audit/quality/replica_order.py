@@ -4,10 +4,12 @@ batch repeats or overlaps the previous one (``one_batch_per_offset``, ``no_overl
 The rows are those of a window ``lag(...) OVER (PARTITION BY broker_id, log_dir, topic, partition
 ORDER BY base_offset, position)`` where the batch repeats the previous one's base offset or starts
 at or before its last offset; nulls sort first and compare as SQL does. When the batches read
-the files ingest wrote as they are, and their manifest is given (``txn_audit.manifest``), each
-task reads its replicas' three offset columns from the files and sorts them itself
-(``txn_audit.replica_tasks``): a Spark window would shuffle and sort every batch with all four
-replica columns in its key. Any other frame takes the window.
+the files ingest wrote as they are, their manifest is given (``txn_audit.manifest``) and they
+hold at least ``reading.TASKS_MIN_ROWS`` rows, each task reads its replicas' three offset columns
+from the files and sorts them itself (``txn_audit.replica_tasks``): a Spark window would shuffle
+and sort every batch with all four replica columns in its key. Any other frame takes the
+window: a small dump's batches among them, for which it costs less than the tasks' Python
+workers.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from txn_audit.replica_tasks.reading import (
     int_values,
     item_int,
     item_list,
+    read_by_tasks,
     replica_columns,
     replica_file_items,
     replica_filter,
@@ -156,7 +159,7 @@ def neighbours_frame(batches: DataFrame, files: TableManifest | None = None) -> 
     from txn_audit.replica_tasks import tasks_over_items
     from txn_audit.schemas import spark_schema
 
-    if files is not None and files.replicas() is not None:
+    if read_by_tasks(files):
         return tasks_over_items(batches.sparkSession, replica_file_items(files), REPLICA_FILES_ITEM,
                                 neighbours_over_files, spark_schema(NEIGHBOURS))
     order = Window.partitionBy(*REPLICA_COLUMNS).orderBy("base_offset", "position")

@@ -15,7 +15,7 @@ import numbers
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +68,22 @@ REPLICA_FILES_ITEM = pa.schema([
     pa.field("files", pa.list_(pa.string())),
     pa.field("rows", pa.int64()),
 ])
+
+
+#: fewest rows of a table whose quality checks read it by tasks (``read_by_tasks``): below them
+#: Spark's own grouping or window costs less than the tasks' Python workers (on the 2.2 MB
+#: ``healthy`` dump, the 2-core VM of ``docs/performance.md``: the batches suite 4.7 s with the
+#: epoch check's window against 7.0 s with its tasks; the replica-order checks' first query
+#: 2.0 s with the window against 4.0 s with tasks)
+TASKS_MIN_ROWS = 100_000
+
+
+def read_by_tasks(table: TableManifest | None) -> TypeGuard[TableManifest]:
+    """Whether a quality check reads the table whose files ``table`` describes (None: a frame
+    that does not read files as they are) by a task per replica (``replica_file_items``) rather
+    than by Spark: when the manifest tells each file's replicas and the table holds at least
+    ``TASKS_MIN_ROWS`` rows."""
+    return table is not None and table.replicas() is not None and table.rows >= TASKS_MIN_ROWS
 
 
 def replica_file_items(table: TableManifest) -> list[dict[str, object]]:
