@@ -17,8 +17,8 @@ replicas' three or four columns with pyarrow, a chunk at a time, groups them and
 itself (``txn_audit.replica_tasks``), giving Spark the falls alone, usually none: a replica of
 producers that bump their epoch at every transaction (transaction version 2) has a span per
 transaction, hundreds of thousands in a GiB. Any other frame takes Spark's grouping and window.
-Grouping keys compare as SQL's ``GROUP BY`` does (a null
-key is a group of its own), ``min`` / ``max`` skip nulls and a comparison with a null is not true.
+Grouping keys compare as SQL's ``GROUP BY`` does (a null key is a group of its own), ``min`` /
+``max`` skip nulls and a comparison with a null is not true.
 """
 
 from __future__ import annotations

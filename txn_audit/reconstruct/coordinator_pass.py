@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
 from txn_audit.replica_tasks.commit import file_name
-from txn_audit.replica_tasks.reading import item_int, item_list, replica_filter, table_dataset
+from txn_audit.replica_tasks.reading import int_values, item_int, item_list, replica_filter, table_dataset
 from txn_audit.schemas import REPLICA_COLUMNS, TXN_LOG
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
@@ -196,11 +196,9 @@ def _newest_per_producer(records: pa.Table) -> pa.Table:
     if not rows.size:
         return records.slice(0, 0)
     ids = producers.take(pa.array(rows)).to_numpy(zero_copy_only=False)
-    offsets = records.column("offset").take(pa.array(rows))
+    offsets, known = int_values(records.column("offset").take(pa.array(rows)))
     # offset descending, an absent one last (as sort_indices places nulls)
-    known = offsets.is_valid().to_numpy(zero_copy_only=False)
-    later_first = np.where(known, -offsets.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64),
-                           np.iinfo(np.int64).max)
+    later_first = np.where(known, -offsets, np.iinfo(np.int64).max)
     order = np.lexsort((rows, later_first, ids))
     first = np.ones(order.size, bool)
     first[1:] = ids[order][1:] != ids[order][:-1]
