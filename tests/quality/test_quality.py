@@ -90,38 +90,41 @@ def test_corrupted_tables_fail_the_matching_checks(spark: Any, sample_scan: Samp
     assert saved["success"] is False and saved["statistics"]["failed"] == len(failed)
 
 
-def test_each_row_check_runs_its_query_once_over_the_shared_results(
+def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     spark: Any, sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GX runs a row check's query once, for its count; checks that share a subquery, or read a
-    companion view, are planned over its cached result."""
+    """GX counts every row check of a suite in one Spark query (``checks.row_counts``), and runs
+    none alone; checks that share a subquery, or read a companion view another check reads,
+    read its cached result in that query."""
     from pyspark.sql import SparkSession
 
     from txn_audit.quality import CHECKS, validate_tables
+    from txn_audit.quality.checks import BATCH_VIEW
     from txn_audit.schemas import ALL_TABLES
     from txn_audit.tables import load_tables
 
     tables = load_tables(spark, sample_scan.out / "tables", {"batches": ALL_TABLES["batches"]})
     batch_checks = [c for c in CHECKS if c.table == "batches"]
-    queries = {getattr(c.build({}), "unexpected_rows_query", None) for c in batch_checks} - {None}
-    seen: list[tuple[str, bool]] = []
+    queries = {c.query for c in batch_checks} - {None}
+    seen: list[tuple[str, str]] = []
     real_sql = type(spark).sql
 
     def spying_sql(session: SparkSession, query: str, *args: Any, **kwargs: Any) -> Any:
         frame = real_sql(session, query, *args, **kwargs)
-        plan = frame._jdf.queryExecution().withCachedData().toString()
-        seen.append((query, "InMemoryRelation" in plan))
+        seen.append((query, frame._jdf.queryExecution().withCachedData().toString()))
         return frame
 
     monkeypatch.setattr(type(spark), "sql", spying_sql)
     outcome = validate_tables(spark, tables, tmp_path / "quality")
     assert {r.check for r in outcome.results} == {c.name for c in batch_checks}
-    # every check but the columns' is a row check: one query each, run once (they all pass here,
-    # so no examples are fetched)
+    assert all(r.success for r in outcome.results if r.check != "crc_ok")  # the sample's one flipped bit
+    # every check but the columns' is a row check, all counted by one query (no examples are
+    # fetched for crc_ok, a check of the dump's health)
     assert len(queries) == len(batch_checks) - 1
-    for template in queries:
-        runs = [q for q, _ in seen if q == template.format(batch="tmp_view")]
-        assert len(runs) == 1, f"GX ran {template!r} {len(runs)} times"
+    formatted = {template.format(batch=BATCH_VIEW) for template in queries}  # type: ignore[union-attr]
+    counting = [plan for query, plan in seen if all(f"({one})" in query for one in formatted)]
+    assert len(counting) == 1, f"{len(counting)} queries count the suite's row checks"
+    assert not [query for query, _ in seen if query in formatted], "a row check ran on its own"
     sharing = [c for c in batch_checks if c.shared]
     assert {c.name for c in sharing} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size",
                                          "crc_ok"}
@@ -130,13 +133,51 @@ def test_each_row_check_runs_its_query_once_over_the_shared_results(
     # a companion is cached when several checks read it
     alone = {c.name for c in reading if sum(c.companions[0] in other.companions for other in reading) == 1}
     assert alone == {"epochs_non_decreasing"}
-    for check in sharing + reading:
-        query = check.build({}).unexpected_rows_query.format(batch="tmp_view")
-        assert next(cached for q, cached in seen if q == query) == (check.name not in alone), (
-            f"{check.name} reads the cached result of a subquery or view no other check reads, or does "
-            "not read that of one it shares")
+    # each check that shares a subquery or a companion reads one cached result, in its branch
+    assert counting[0].count("InMemoryRelation") == len(sharing) + len(reading) - len(alone)
     # the suite leaves no view of its own behind
-    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("tmp_view_")]
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith(f"{BATCH_VIEW}_")]
+
+
+def test_row_counts_count_each_query_and_keep_a_failing_one_apart(spark: Any) -> None:
+    """One query counts them all; when one cannot run, the others are still counted and it
+    alone carries its error."""
+    from txn_audit.quality.checks import row_counts
+
+    spark.range(10).createOrReplaceTempView("row_counts_ten")
+    try:
+        good = ["SELECT * FROM row_counts_ten WHERE id < 3", "SELECT * FROM row_counts_ten WHERE id > 20",
+                "SELECT id % 2 AS odd, count(*) FROM row_counts_ten GROUP BY id % 2"]
+        assert row_counts(spark, good) == {"counts": [3, 0, 2], "errors": [None, None, None]}
+        counted = row_counts(spark, [good[0], "SELECT no_such_column FROM row_counts_ten", good[2]])
+        assert counted["counts"] == [3, None, 2]
+        assert counted["errors"][0] is None and counted["errors"][2] is None
+        assert "no_such_column" in counted["errors"][1]
+    finally:
+        spark.catalog.dropTempView("row_counts_ten")
+
+
+def test_a_check_that_cannot_run_fails_alone_with_its_error(
+    spark: Any, sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row check whose query Spark cannot run fails with the error, and the other checks of
+    its suite still pass or fail on their rows."""
+    import txn_audit.quality as quality
+    from txn_audit.quality.checks import Check, RowsBuilder
+    from txn_audit.schemas import ALL_TABLES
+    from txn_audit.tables import load_tables
+
+    broken = Check("control_markers", "broken", "a query Spark cannot run",
+                   RowsBuilder("SELECT no_such_column FROM {batch}"))
+    monkeypatch.setattr(quality, "CHECKS", (*quality.CHECKS, broken))
+    tables = load_tables(spark, sample_scan.out / "tables", {"control_markers": ALL_TABLES["control_markers"]})
+    outcome = quality.validate_tables(spark, tables, tmp_path / "quality")
+    results = {r.check: r for r in outcome.results}
+    assert set(results) == {c.name for c in quality.CHECKS if c.table == "control_markers"}
+    assert not results["broken"].success and "no_such_column" in (results["broken"].error or "")
+    others = [r for name, r in results.items() if name != "broken"]
+    assert others and all(r.success and r.error is None for r in others)
+    assert all(r.unexpected_count == 0 for r in others if r.expectation != "expect_table_columns_to_match_set")
 
 
 @pytest.mark.parametrize("reading", ["files", "few files", "window"])
@@ -192,7 +233,6 @@ def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
     once, with the planted row as the example, and no other."""
     from pyspark.sql import functions as F
 
-    from txn_audit.quality import validate_tables
     from txn_audit.schemas import ALL_TABLES
     from txn_audit.tables import load_tables
 
@@ -225,7 +265,6 @@ def test_coordinator_log_checks_each_catch_only_their_own_fault(
     ``complete_lists_nothing`` alone, each once, with the planted record as the example."""
     from pyspark.sql import functions as F
 
-    from txn_audit.quality import validate_tables
     from txn_audit.schemas import ALL_TABLES
     from txn_audit.tables import load_tables
 

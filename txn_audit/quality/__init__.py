@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
-from txn_audit.quality.checks import CHECKS, Check
+from txn_audit.quality.checks import BATCH_VIEW, CHECKS, Check
 from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
 from txn_audit.quality.replica_order import neighbours_frame
 
@@ -189,25 +189,21 @@ def _offending_rows(frame: DataFrame, query: str, checks: list[Check],
         _drop_views(views)
 
 
-#: the view GX's query metrics put the batch under before running a row check's query
-GX_BATCH_VIEW = "tmp_view"
-
-
 def _computed_once(frame: DataFrame, checks: list[Check],
                    files: TableManifest | None = None) -> tuple[dict[str, DataFrame], list[DataFrame]]:
     """The views the checks read (``_with_companions``, companions cached) and the cached (lazily)
     subqueries several of them share (``Check.shared``).
 
-    Each row check runs its query once, for the count of its rows (``checks.no_unexpected_rows``).
-    Spark uses a cached result for any later query whose plan holds it, so a shared subquery (a
-    scan, a grouping or a window over every row) and a companion are computed once for all the
-    checks that read them; what is cached is only what they select, usually no row. Should GX name
-    its view differently, the plans differ and the caches go unused: slower, never different
-    results.
+    The row checks of a suite are counted in one query (``checks.row_counts``), a union of theirs.
+    Spark uses a cached result wherever a plan holds it, so a shared subquery (a scan, a grouping
+    or a window over every row) and a companion are computed once for all the checks that read
+    them, not once in each branch of the union; what is cached is only what they select, usually
+    no row. Should the metric name its view differently, the plans differ and the caches go
+    unused: slower, never different results.
     """
-    views = _with_companions(frame, GX_BATCH_VIEW, checks, cache=True, files=files)
+    views = _with_companions(frame, BATCH_VIEW, checks, cache=True, files=files)
     shared = dict.fromkeys(query for check in checks for query in check.shared)
-    return views, [frame.sparkSession.sql(_over(query, GX_BATCH_VIEW)).cache() for query in shared]
+    return views, [frame.sparkSession.sql(_over(query, BATCH_VIEW)).cache() for query in shared]
 
 
 def _site_config(docs_dir: Path) -> dict[str, Any]:
@@ -324,8 +320,10 @@ class SuiteRun:
         for table, checks in by_table.items():
             batch = self.source.add_dataframe_asset(name=table).add_batch_definition_whole_dataframe("whole")
             suite = context.suites.add(gx.ExpectationSuite(name=table))
+            # every row check of the suite is counted in one Spark query (``checks.row_counts``)
+            queries = tuple(dict.fromkeys(check.query for check in checks if check.query is not None))
             for check in checks:
-                suite.add_expectation(check.build({"check": check.name, "rule": check.rule}))
+                suite.add_expectation(check.build({"check": check.name, "rule": check.rule}, queries))
             definition = context.validation_definitions.add(gx.ValidationDefinition(name=table, data=batch,
                                                                                     suite=suite))
             checkpoint = context.checkpoints.add(gx.Checkpoint(

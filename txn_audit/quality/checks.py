@@ -13,13 +13,17 @@ import this package and never build one, and the import costs about 2 s of a cor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import SEVERITIES, Severity
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort",
               "Dead", "PrepareEpochFence")
@@ -30,7 +34,9 @@ class Check:
     table: str
     name: str
     rule: str  # one sentence a human can check
-    build: Callable[[dict[str, Any]], Any]  # meta -> expectation
+    #: (meta, the suite's row queries) -> expectation; the row queries (``Check.query``) of the
+    #: checks of one table, in order, which the suite counts in one Spark query (``SUITE_ROW_COUNTS``)
+    build: Callable[..., Any]
     severity: Severity = Severity.WARNING
     data_health: bool = False
     #: subqueries of the check's query (templates over ``{batch}``) that other checks read too:
@@ -40,38 +46,123 @@ class Check:
     #: builds each from the same frame (``quality.COMPANIONS``)
     companions: tuple[str, ...] = ()
 
+    @property
+    def query(self) -> str | None:
+        """A row check's query (a template over ``{batch}``: no row may come out), else None."""
+        return self.build.query if isinstance(self.build, RowsBuilder) else None
+
+
+#: the view the row checks' queries read their table from (``{batch}``), registered by
+#: ``SUITE_ROW_COUNTS`` as Great Expectations' own query metrics register theirs
+BATCH_VIEW = "tmp_view"
+#: the metric that counts the rows of every row check of a table's suite in one Spark query
+SUITE_ROW_COUNTS = "txn_audit.suite_row_counts"
+#: the column that tells apart the rows of each query in ``row_counts``' union
+_QUERY_INDEX = "txn_audit_query"
+
+
+def row_counts(spark: SparkSession, queries: list[str]) -> dict[str, list[Any]]:
+    """The rows each of ``queries`` (Spark SQL) returns, counted by one query: their rows, each
+    tagged with its query's index, in one union, counted per index. A query that Spark cannot
+    run would fail them all: then each is counted alone, and one that fails has its error in
+    its place (``{"counts": [int | None], "errors": [str | None]}``, in the order given).
+
+    Each query of a suite run on its own costs a Spark job, its planning and its result's trip
+    to the driver: on a small dump 0.1-0.5 s each, whatever its rows (docs/performance.md)."""
+    union = " UNION ALL ".join(f"SELECT {index} AS {_QUERY_INDEX} FROM ({query})"
+                               for index, query in enumerate(queries))
+    try:
+        found = {int(row[0]): int(row[1]) for row in spark.sql(
+            f"SELECT {_QUERY_INDEX}, count(*) FROM ({union}) GROUP BY {_QUERY_INDEX}").collect()}
+        return {"counts": [found.get(index, 0) for index in range(len(queries))], "errors": [None] * len(queries)}
+    except Exception:  # noqa: BLE001 - found again below, for the one query that causes it
+        counts: list[int | None] = []
+        errors: list[str | None] = []
+        for query in queries:
+            try:
+                counts.append(spark.sql(query).count())
+                errors.append(None)
+            except Exception as err:  # noqa: BLE001 - that check's result, not the suite's end
+                counts.append(None)
+                errors.append(f"{type(err).__name__}: {err}")
+        return {"counts": counts, "errors": errors}
+
 
 @cache
 def no_unexpected_rows() -> type:
     """``ExpectNoUnexpectedRows``: Great Expectations' ``UnexpectedRowsExpectation`` (no row of a
-    query may exist) computing only the rows' count.
+    query may exist), its rows counted with those of the other row checks of its suite.
 
-    Its parent also collects up to 200 of the rows, one more Spark query per check (about 0.1–0.3 s
-    each on a small dump, where queries, not rows, are the cost), which results in the ``SUMMARY``
-    format leave out: the suite fetches a few rows itself when a check fails
-    (``quality._offending_rows``). Defined on first use, since importing Great Expectations costs
-    seconds; defining it registers it with Great Expectations, once per process."""
+    Its parent runs a query for the count of the rows and another that collects up to 200 of
+    them, two Spark queries per check. This one depends on one metric for the whole suite,
+    ``SUITE_ROW_COUNTS`` (``row_counts``: one Spark query), whose value keys, the suite's
+    queries, are the same in each of its expectations: Great Expectations computes a metric once
+    per suite for all the expectations that name it. The suite fetches a few rows itself when a
+    check fails (``quality._offending_rows``). Defined on first use, since importing Great
+    Expectations costs seconds; defining it registers it and its metric with Great Expectations,
+    once per process."""
+    from great_expectations.compatibility import pydantic
+    from great_expectations.core.metric_domain_types import MetricDomainTypes
+    from great_expectations.execution_engine.sparkdf_execution_engine import SparkDFExecutionEngine
     from great_expectations.expectations.core.unexpected_rows_expectation import UnexpectedRowsExpectation
+    from great_expectations.expectations.metrics.metric_provider import metric_value
+    from great_expectations.expectations.metrics.query_metric_provider import QueryMetricProvider
+
+    class SuiteRowCounts(QueryMetricProvider):
+        metric_name = SUITE_ROW_COUNTS
+        value_keys = ("suite_queries",)
+
+        @metric_value(engine=SparkDFExecutionEngine)
+        def _spark(cls, execution_engine: Any, metric_domain_kwargs: dict[str, Any],
+                   metric_value_kwargs: dict[str, Any], metrics: dict[str, Any],
+                   runtime_configuration: dict[str, Any]) -> dict[str, list[Any]]:
+            frame, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs,
+                                                              domain_type=MetricDomainTypes.TABLE)
+            frame.createOrReplaceTempView(BATCH_VIEW)
+            queries = [query.format(batch=BATCH_VIEW) for query in json.loads(metric_value_kwargs["suite_queries"])]
+            return row_counts(execution_engine.spark, queries)
 
     class ExpectNoUnexpectedRows(UnexpectedRowsExpectation):
-        metric_dependencies: ClassVar[tuple[str, ...]] = ("unexpected_rows_query.row_count",)
+        #: the row queries of every check of the suite, in order, as a JSON list (a metric's value
+        #: keys are compared as values: the same text in each expectation of the suite)
+        suite_queries: str = pydantic.Field(description="The row queries of every check of the suite (JSON list).")
+        metric_dependencies: ClassVar[tuple[str, ...]] = (SUITE_ROW_COUNTS,)
+        #: the keys Great Expectations hands to the metrics (``suite_queries``: the metric's value key)
+        success_keys: ClassVar[tuple[str, ...]] = ("unexpected_rows_query", "suite_queries")
 
         def _validate(self, metrics: dict[str, Any], runtime_configuration: dict[str, Any] | None = None,
                       execution_engine: Any = None) -> dict[str, Any]:
-            count = metrics["unexpected_rows_query.row_count"]
+            counted = metrics[SUITE_ROW_COUNTS]
+            index = json.loads(self.suite_queries).index(self.unexpected_rows_query)
+            if counted["errors"][index] is not None:
+                raise RuntimeError(counted["errors"][index])  # Great Expectations keeps it as this check's error
+            count = counted["counts"][index]
             return {"success": count == 0, "result": {"observed_value": count}}
 
     return ExpectNoUnexpectedRows
 
 
-def _rows(sql: str) -> Callable[[dict[str, Any]], Any]:
-    def build(meta: dict[str, Any]) -> Any:
-        return no_unexpected_rows()(unexpected_rows_query=sql, meta=meta)
-    return build
+@dataclass(frozen=True)
+class RowsBuilder:
+    """The builder of a row check: its ``query`` (a template over ``{batch}``) as an
+    ``ExpectNoUnexpectedRows``, counted with the suite's other row queries (``suite``: all of
+    them, in order; empty: this one alone)."""
+
+    query: str
+
+    def __call__(self, meta: dict[str, Any], suite: tuple[str, ...] = ()) -> Any:
+        queries = list(suite) or [self.query]
+        if self.query not in queries:
+            raise ValueError(f"the suite's row queries do not hold this check's: {self.query!r}")
+        return no_unexpected_rows()(unexpected_rows_query=self.query, suite_queries=json.dumps(queries), meta=meta)
 
 
-def _columns_are(names: list[str]) -> Callable[[dict[str, Any]], Any]:
-    def build(meta: dict[str, Any]) -> Any:
+def _rows(sql: str) -> RowsBuilder:
+    return RowsBuilder(sql)
+
+
+def _columns_are(names: list[str]) -> Callable[..., Any]:
+    def build(meta: dict[str, Any], suite: tuple[str, ...] = ()) -> Any:
         from great_expectations.expectations.core.expect_table_columns_to_match_set import (
             ExpectTableColumnsToMatchSet,
         )
@@ -80,7 +171,7 @@ def _columns_are(names: list[str]) -> Callable[[dict[str, Any]], Any]:
     return build
 
 
-def _not_null(*columns: str) -> Callable[[dict[str, Any]], Any]:
+def _not_null(*columns: str) -> RowsBuilder:
     cond = " OR ".join(f"{c} IS NULL" for c in columns)
     return _rows(f"SELECT * FROM {{batch}} WHERE {cond}")
 
