@@ -8,6 +8,7 @@ real brokers' logs of the corpus, as a scan ingests them.
 
 from __future__ import annotations
 
+import importlib
 import random
 from pathlib import Path
 from typing import Any
@@ -24,20 +25,26 @@ T0 = 1_800_000_000_000
 DATA = [("a", 0), ("a", 1), ("b", 0)]
 
 
+#: the random logs' partition count
+LOG_PARTITIONS = 3
+
+
 def _random_log(seed: int, *, spread: bool = False) -> RawBuilder:
-    """Ids each in one partition of the log (by a hash, as Kafka places them); ``spread``: one id
-    also has records in another partition."""
+    """Ids each in one partition of the log (by their hash, as Kafka places them); ``spread``:
+    one id also has records in another partition."""
+    from txn_audit.formats.txn_state import txn_partition_for
+
     rng = random.Random(seed)
     b = RawBuilder()
     ids = [f"tx-{n}" for n in range(8)]
     pids = {tid: 100 + n for n, tid in enumerate(ids)}
     epochs = dict.fromkeys(ids, 0)
     # an id whose first record (after compaction) is of the last epoch
-    b.coordinator("tx-last", pid=99, epoch=32767, state="CompleteAbort", partitions=[], ts=T0, log_partition=2,
-                  version=2)
+    b.coordinator("tx-last", pid=99, epoch=32767, state="CompleteAbort", partitions=[], ts=T0,
+                  log_partition=txn_partition_for("tx-last", LOG_PARTITIONS), version=2)
     for step in range(rng.randint(20, 60)):
         tid = rng.choice(ids)
-        log_partition = ids.index(tid) % 3
+        log_partition = txn_partition_for(tid, LOG_PARTITIONS)
         ts = T0 + step * 10
         roll = rng.random()
         if roll < 0.06 or step == 5:
@@ -61,18 +68,43 @@ def _random_log(seed: int, *, spread: bool = False) -> RawBuilder:
             epochs[tid] = 32767
             b.coordinator(tid, state="Ongoing", partitions=listed, **common | {"epoch": 32767})
     if spread:  # the first id's next records in its own partition, then in another
-        for log_partition, state in ((0, "PrepareCommit"), (1, "CompleteCommit"), (0, "PrepareAbort")):
+        own = txn_partition_for(ids[0], LOG_PARTITIONS)
+        other = (own + 1) % LOG_PARTITIONS
+        for log_partition, state in ((own, "PrepareCommit"), (other, "CompleteCommit"), (own, "PrepareAbort")):
             b.coordinator(ids[0], pid=pids[ids[0]], epoch=epochs[ids[0]], state=state, partitions=DATA[:1],
                           ts=T0 + 1_000, log_partition=log_partition)
     b.batch("a", 0, ts=T0)  # a data partition, so that the dump has one
     return b
 
 
+@pytest.fixture
+def groupings(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    return _spied_groupings(monkeypatch)
+
+
+def _spied_groupings(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """What each grouping of the pass's ids for one in two partitions found, from now on: the
+    pass groups them only when an id is not where its hash places it."""
+    # the module (the package's ``transactions`` is a function of it)
+    transactions = importlib.import_module("txn_audit.reconstruct.transactions")
+
+    found: list[bool] = []
+    real = transactions._in_two_partitions
+
+    def grouping(passed: Any) -> bool:
+        found.append(real(passed))
+        return found[-1]
+
+    monkeypatch.setattr(transactions, "_in_two_partitions", grouping)
+    return found
+
+
 def _rows(frame: Any) -> list[dict[str, Any]]:
     return sorted((r.asDict(recursive=True) for r in frame.collect()), key=lambda r: repr(sorted(r.items())))
 
 
-def _assert_pass_equals_windows(records: Any, files: Any, prepares_dir: Path | None = None) -> Any:
+def _assert_pass_equals_windows(records: Any, files: Any, prepares_dir: Path | None = None,
+                                partitions: int | None = None) -> Any:
     """The pass's answers over ``records`` (through ``files``) equal the windows'; the log. With
     ``prepares_dir``, the Prepare* records are read from the files the pass's tasks wrote there,
     or that Spark wrote from the windows, as a task of the producer pass reads them."""
@@ -80,7 +112,7 @@ def _assert_pass_equals_windows(records: Any, files: Any, prepares_dir: Path | N
     from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, read_prepares
     from txn_audit.reconstruct.transactions import CoordinatorLog, epoch_candidates
 
-    log = CoordinatorLog.of(records, files, None if prepares_dir is None else str(prepares_dir))
+    log = CoordinatorLog.of(records, files, None if prepares_dir is None else str(prepares_dir), partitions)
     windows = _rows(prepare_records(records).select(*PREPARE_FIELDS.names))
     if log.passed is not None:
         assert _rows(log.prepares()) == windows
@@ -98,10 +130,13 @@ def _assert_pass_equals_windows(records: Any, files: Any, prepares_dir: Path | N
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_the_pass_over_each_partition_gives_what_the_windows_give(spark: Any, seed: int, tmp_path: Path) -> None:
+def test_the_pass_over_each_partition_gives_what_the_windows_give(spark: Any, seed: int, tmp_path: Path,
+                                                                  groupings: list[bool]) -> None:
     from txn_audit.tables import load_raw_tables
 
     b = _random_log(seed)
+    # the log's last partition holds records: the pass knows the partition count
+    assert max(r["partition"] for r in b.rows["txn_log"]) == LOG_PARTITIONS - 1
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
     # the Prepare* records among the pass's rows, or (every other seed) in files of its tasks
@@ -119,9 +154,10 @@ def test_the_pass_over_each_partition_gives_what_the_windows_give(spark: Any, se
                                          if (r["state"] or "").startswith("Prepare"))
     epochs = {r["producer_epoch"] for r in log.epoch_candidates().collect()}
     assert 32767 in epochs and epochs - {32767}  # both kinds of candidates
+    assert groupings == []  # every id where its hash places it: none was grouped
 
 
-def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path) -> None:
+def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path, groupings: list[bool]) -> None:
     """The pass orders each partition alone: an id with records in two of them (the log's
     partition count changed) makes the log take the windows, which order all its records."""
     from txn_audit.tables import load_raw_tables
@@ -135,6 +171,7 @@ def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path) -
     # the files of Prepare* records the pass's tasks wrote give way to the windows' records
     log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"), tmp_path / "prepares")
     assert log.passed is None
+    assert groupings == [True, True]  # the misplaced id made each log group the ids, which found it
 
 
 def test_frames_without_their_files_take_the_windows(spark: Any) -> None:
@@ -152,11 +189,13 @@ def test_frames_without_their_files_take_the_windows(spark: Any) -> None:
     CORPUS / "kafka-4.0.0" / "fenced-zombie",
     CORPUS / "kafka-2.8.2" / "healthy",
 ], ids=lambda path: f"{Path(path).parent.name}/{Path(path).name}")
-def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, dump: Path, tmp_path: Path) -> None:
+def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, dump: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The coordinator logs real brokers wrote, as a scan ingests them; on a dump of several
     brokers, the chosen copy of each partition, read through the manifest of their rows."""
     from txn_audit import api
     from txn_audit.reconstruct import on_replicas, ranked_replicas
+    from txn_audit.reconstruct.transactions import log_partitions
     from txn_audit.replica_tasks import replicas_rows
     from txn_audit.tables import load_raw_tables
 
@@ -165,6 +204,14 @@ def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, d
     ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
     keys = ranked.keys(1)
     records = on_replicas(raw["txn_log"], ranked.of_rank(1), keys, raw.files("txn_log"))
-    log = _assert_pass_equals_windows(records, replicas_rows(raw.files("txn_log"), keys), tmp_path / "prepares")
+    found = _spied_groupings(monkeypatch)  # after the scan: only this log's groupings
+    # the partition count as the scan finds it: every partition folder of the log, empty or not
+    partitions = log_partitions(keys)
+    log = _assert_pass_equals_windows(records, replicas_rows(raw.files("txn_log"), keys), tmp_path / "prepares",
+                                      partitions)
     assert log.passed is not None
     assert log.prepares().count() > 0 and log.current().count() > 0
+    # Kafka placed every id where its hash says, for the log's partition count (the corpus's
+    # brokers ran with transaction.state.log.num.partitions=3)
+    assert partitions == 3
+    assert found == []

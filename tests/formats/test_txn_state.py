@@ -17,8 +17,10 @@ from txn_audit.formats.txn_state import (
     encode_txn_log_key,
     encode_txn_log_value,
     java_string_hash,
+    java_string_hashes,
     kafka_abs,
     txn_partition_for,
+    txn_partitions_for,
 )
 
 T = 1_795_378_199_343
@@ -279,3 +281,19 @@ def test_partition_in_range(tid: str, n: int) -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError):
         txn_partition_for("x", 0)
+    with pytest.raises(ValueError):
+        txn_partitions_for(["x"], 0)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.text(max_size=80), max_size=40), st.integers(1, 1000))
+def test_many_ids_at_once_as_one_at_a_time(tids: list[str], n: int) -> None:
+    """The vectorised hash and partition equal the scalar ones, which follow Java's own."""
+    assert java_string_hashes(tids).tolist() == [java_string_hash(tid) for tid in tids]
+    assert txn_partitions_for(tids, n).tolist() == [txn_partition_for(tid, n) for tid in tids]
+
+
+def test_many_ids_at_once_keep_the_vectors() -> None:
+    tids = ["kafka-txn-0", "", "polygenelubricants", "my-txn-id", "\U0001f600", "x" * 5000]
+    assert txn_partitions_for(tids, 50).tolist()[:4] == [30, 0, 0, 11]
+    assert java_string_hashes(tids).tolist()[:5] == [-1469191130, 0, -2147483648, 1405732511, 0xD83D * 31 + 0xDE00]

@@ -15,7 +15,7 @@ beyond what the version's encoding uses):
 * a null value is a tombstone (the transactional id expired).
 
 The coordinator places a transactional id on partition ``Utils.abs(id.hashCode()) % P``
-(``txn_partition_for``).
+(``txn_partition_for``; ``txn_partitions_for`` for many ids at once).
 
 Kafka sources: ``TransactionLogKey.json``, ``TransactionLogValue.json``,
 ``TransactionLog.scala`` (``keyToBytes``/``valueToBytes``/``readTxnRecordKey``/
@@ -25,7 +25,10 @@ Kafka sources: ``TransactionLogKey.json``, ``TransactionLogValue.json``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
+
+import numpy as np
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.model import IssueKind, TopicPartitions, TxnLogKey, TxnLogValue
@@ -257,3 +260,37 @@ def txn_partition_for(transactional_id: str, num_partitions: int) -> int:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     return kafka_abs(java_string_hash(transactional_id)) % num_partitions
+
+
+#: ``String.hashCode`` and ``Utils.abs`` work on 32 bits
+_INT32_MASK: Final = (1 << 32) - 1
+
+
+def java_string_hashes(values: Sequence[str]) -> np.ndarray:
+    """``java_string_hash`` of each of ``values`` (int64), computed over all their UTF-16 units at
+    once: unit ``i`` of a string of ``n`` units weighs ``31 ** (n - 1 - i)``, modulo 2**32."""
+    encoded = [value.encode("utf-16-le", "surrogatepass") for value in values]
+    lengths = np.fromiter((len(units) >> 1 for units in encoded), np.int64, len(encoded))
+    hashes = np.zeros(len(encoded), np.uint64)
+    total = int(lengths.sum())
+    if total:
+        units = np.frombuffer(b"".join(encoded), "<u2").astype(np.uint64)
+        ends = np.cumsum(lengths)
+        from_end = np.repeat(ends, lengths) - np.arange(total) - 1
+        powers = np.ones(int(lengths.max()), np.uint64)
+        for exponent in range(1, powers.size):
+            powers[exponent] = (int(powers[exponent - 1]) * 31) & _INT32_MASK
+        terms = units * powers[from_end]  # below 2**48: no wrap
+        filled = lengths > 0
+        # sums wrap modulo 2**64, of which 2**32 is a divisor
+        hashes[filled] = np.add.reduceat(terms, (ends - lengths)[filled]) & np.uint64(_INT32_MASK)
+    signed = hashes.astype(np.int64)
+    return np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+
+
+def txn_partitions_for(transactional_ids: Sequence[str], num_partitions: int) -> np.ndarray:
+    """``txn_partition_for`` of each of ``transactional_ids`` (int64), at once."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    hashes = java_string_hashes(transactional_ids)
+    return np.where(hashes == INT32_MIN, 0, np.abs(hashes)) % num_partitions

@@ -25,9 +25,13 @@ producer pass reads them from files, the tasks write them to files instead, whic
 tasks read, each those of its own partitions (``prepare_follows.PrepareFile``).
 
 A transactional id's records are all in one partition of the log (its partition is the hash of
-the id), so these are the windows' answers; ``transactions.CoordinatorLog`` checks that on
-``current`` and takes the windows when an id is in two partitions. Producer ids are chosen
-again across partitions in Spark, over these few rows.
+the id), so these are the windows' answers; ``transactions.CoordinatorLog`` checks that and
+takes the windows when an id is in two partitions. To spare it a grouping of every ``current``
+row, each task also gives a ``misplaced`` row: how many of its partition's transactional ids
+are not on the partition their hash names (``txn_state.txn_partitions_for``) for the log's
+partition count as the pass is told it (every id, when it is not told). When no id of any
+partition is misplaced, no id can be in two partitions. Producer ids are chosen again across
+partitions in Spark, over these few rows.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
+from txn_audit.formats.txn_state import txn_partitions_for
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
 from txn_audit.replica_tasks.commit import file_name
 from txn_audit.replica_tasks.reading import int_values, item_int, item_list, replica_filter, table_dataset
@@ -65,24 +70,29 @@ EPOCH_FIELDS = pa.schema([
     pa.field("prev_producer_epoch", pa.int32()),
     pa.field("prev_offset", pa.int64()),
 ])
-#: the pass's rows: one of the four columns set in each (see the module docstring)
+#: the pass's rows: one of the five columns set in each (see the module docstring); ``misplaced``,
+#: one row per partition with records: how many of its transactional ids (its ``current`` rows)
+#: are not on the partition their hash names, or are null
 COORDINATOR_PASS = pa.schema([
     pa.field("prepare", pa.struct(list(PREPARE_FIELDS))),
     pa.field("current", pa.struct(list(CURRENT_FIELDS))),
     pa.field("producer", pa.struct(list(PRODUCER_FIELDS))),
     pa.field("epoch", pa.struct(list(EPOCH_FIELDS))),
+    pa.field("misplaced", pa.int64()),
 ])
 #: the columns a task reads
 _READ = sorted({*CURRENT_FIELDS.names, *PRODUCER_FIELDS.names, *REPLICA_COLUMNS, "file"})
 
 
 def coordinator_over_files(items: Iterator[pa.RecordBatch], *, prepares_dir: str | None = None,
-                           job: str = "") -> Iterator[pa.RecordBatch]:
+                           job: str = "", partitions: int | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``replica_tasks.reading.REPLICA_FILES_ITEM`` rows (a partition replica of
     the coordinator log each) in, ``COORDINATOR_PASS`` rows of each out. With ``prepares_dir``,
     the ``prepare`` rows are not given but written there, the task's as one file
     (``prepare_follows.PrepareFile``) named after its first item's partition and ``job``
-    (``replica_tasks.commit.file_name``; the items are the chosen replicas, one per partition)."""
+    (``replica_tasks.commit.file_name``; the items are the chosen replicas, one per partition).
+    ``partitions``: the log's partition count, which places each transactional id (``misplaced``
+    rows); None: not known, every id counts as misplaced."""
     with ExitStack() as stack:
         written: PrepareFile | None = None
         for batch in items:
@@ -95,6 +105,20 @@ def coordinator_over_files(items: Iterator[pa.RecordBatch], *, prepares_dir: str
                         written.add(pa.Table.from_struct_array(values))
                     else:
                         yield _only(column, values)
+                    if column == "current":
+                        count = misplaced(values.field("transactional_id"), item_int(item, "partition"), partitions)
+                        yield _only("misplaced", pa.array([count], pa.int64()))
+
+
+def misplaced(transactional_ids: pa.Array, partition: int, partitions: int | None) -> int:
+    """How many of ``transactional_ids`` (of a partition's records) are null or not on
+    ``partition`` by Kafka's placement (``txn_state.txn_partitions_for``) among ``partitions``
+    (None: not known, all of them)."""
+    if partitions is None:
+        return len(transactional_ids)
+    known = transactional_ids.drop_null().to_pylist()
+    placed = int(np.count_nonzero(txn_partitions_for(known, partitions) == partition))
+    return len(transactional_ids) - placed
 
 
 def _read(item: Mapping[str, object]) -> pa.Table:
@@ -211,7 +235,7 @@ def _struct(table: pa.Table, fields: pa.Schema) -> pa.StructArray:
                                       fields=list(fields))
 
 
-def _only(column: str, values: pa.StructArray) -> pa.RecordBatch:
+def _only(column: str, values: pa.Array) -> pa.RecordBatch:
     """``COORDINATOR_PASS`` rows with ``values`` in ``column`` and the others null."""
     return pa.RecordBatch.from_arrays(
         [values if f.name == column else pa.nulls(len(values), f.type) for f in COORDINATOR_PASS],

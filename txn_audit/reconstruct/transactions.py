@@ -10,17 +10,18 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 
 from txn_audit.formats.layout import COMPACTED_TOPICS  # their producers' sequences are not checked
+from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
 from txn_audit.reconstruct.ordered_pass import (
     DATA,
@@ -309,6 +310,23 @@ def epoch_candidates(txn_log: DataFrame) -> DataFrame:
                       | (F.col("producer_epoch") == F.col("prev_producer_epoch") + 2))
 
 
+def log_partitions(replicas: Iterable[Replica]) -> int | None:
+    """The coordinator log's partition count as far as a dump shows it: one more than the highest
+    partition of ``__transaction_state`` among ``replicas`` (every partition folder, records or
+    none); None without one. Kafka places a transactional id by that count: a dump without the
+    last partition's folder shows too few, and the ids then seem misplaced (never the reverse)."""
+    found = [partition for _, _, topic, partition in replicas
+             if topic == TRANSACTION_STATE_TOPIC and partition is not None]
+    return 1 + max(found) if found else None
+
+
+def _in_two_partitions(passed: DataFrame) -> bool:
+    """Whether a transactional id has records in two partitions of the coordinator log, from the
+    ``current`` rows of its pass (one per id and partition)."""
+    newest = _set_rows(passed, "current").select("transactional_id")
+    return not newest.groupBy("transactional_id").count().where(F.col("count") > 1).isEmpty()
+
+
 @dataclass(frozen=True)
 class CoordinatorLog:
     """What reconstruct reads of the coordinator log (``records``: the chosen replicas' records):
@@ -326,20 +344,28 @@ class CoordinatorLog:
     prepares_dir: str | None = None
 
     @classmethod
-    def of(cls, records: DataFrame, files: TableManifest | None, prepares_dir: str | None = None) -> CoordinatorLog:
+    def of(cls, records: DataFrame, files: TableManifest | None, prepares_dir: str | None = None,
+           partitions: int | None = None) -> CoordinatorLog:
         """``records``' log, passed over through ``files`` (the manifest of their rows) when
-        given; its Prepare* records written into ``prepares_dir`` when given."""
+        given; its Prepare* records written into ``prepares_dir`` when given. ``partitions``:
+        the log's partition count as far as the dump shows it (``log_partitions``; None: as far
+        as ``files`` show it), which tells the pass where each transactional id belongs."""
         items = [] if files is None else replica_file_items(files)
         if not items:
             return cls(records, prepares_dir=prepares_dir)
-        body = coordinator_over_files
+        if partitions is None:
+            partitions = 1 + max(item_int(item, "partition") for item in items)
+        body = functools.partial(coordinator_over_files, partitions=partitions)
         if prepares_dir is not None:
             start_table(prepares_dir)
-            body = functools.partial(coordinator_over_files, prepares_dir=prepares_dir, job=new_job())
+            body = functools.partial(body, prepares_dir=prepares_dir, job=new_job())
+        # how many ids are not where their hash places them, counted while the pass runs
+        placement = Observation()
         passed = tasks_over_items(records.sparkSession, items, REPLICA_FILES_ITEM, body,
-                                  spark_schema(COORDINATOR_PASS)).localCheckpoint(eager=True)
-        newest = _set_rows(passed, "current").select("transactional_id")
-        if not newest.groupBy("transactional_id").count().where(F.col("count") > 1).isEmpty():
+                                  spark_schema(COORDINATOR_PASS)).observe(
+            placement, F.coalesce(F.sum("misplaced"), F.lit(0)).alias("misplaced")).localCheckpoint(eager=True)
+        # every id where its hash places it: none is in two partitions, with no grouping of them
+        if placement.get["misplaced"] and _in_two_partitions(passed):
             # an id in two partitions: the Prepare* records' next states need the window
             if prepares_dir is not None:
                 drop_table(prepares_dir)
@@ -772,7 +798,8 @@ def reconstruct(
     directory = out.table_dir("partition_transactions")
     follows_dir, prepares_dir = out.work_dir("prepare_follows"), out.work_dir("prepares")
     # the pass's tasks write the Prepare* records to files, which the producer pass's tasks read
-    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys), prepares_dir)
+    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys), prepares_dir,
+                                        log_partitions(keys))
     snapshots = chosen("producer_snapshots")
     snapshot_files = replicas_rows(files("producer_snapshots"), keys)
     # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
