@@ -118,8 +118,8 @@ def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     outcome = validate_tables(spark, tables, tmp_path / "quality")
     assert {r.check for r in outcome.results} == {c.name for c in batch_checks}
     assert all(r.success for r in outcome.results if r.check != "crc_ok")  # the sample's one flipped bit
-    # every check but the columns' is a row check, all counted by one query (no examples are
-    # fetched for crc_ok, a check of the dump's health)
+    # every check but the columns' is a row check, all counted by one query (the examples of the
+    # failed crc_ok come from a query of their own, over a view of another name)
     assert len(queries) == len(batch_checks) - 1
     formatted = {template.format(batch=BATCH_VIEW) for template in queries}  # type: ignore[union-attr]
     counting = [plan for query, plan in seen if all(f"({one})" in query for one in formatted)]
