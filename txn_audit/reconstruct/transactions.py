@@ -353,8 +353,8 @@ class CoordinatorLog:
         items = [] if files is None else replica_file_items(files)
         if not items:
             return cls(records, prepares_dir=prepares_dir)
-        if partitions is None:
-            partitions = 1 + max(item_int(item, "partition") for item in items)
+        if partitions is None and files is not None:
+            partitions = log_partitions(files.replicas() or ())
         body = functools.partial(coordinator_over_files, partitions=partitions)
         if prepares_dir is not None:
             start_table(prepares_dir)
