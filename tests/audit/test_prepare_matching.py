@@ -149,6 +149,48 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     assert (max(shares) > 1) if split else not shares
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int, tmp_path: Any) -> None:
+    """The coordinator rule over the kept unsettled rows (``PrepareMatches.unsettled``) finds what
+    it finds over every row, and the settled rows are left out. Each producer also leaves a
+    transaction open on some partitions, written before its Prepare* records, so that markers can
+    be missing as well as stuck or of the other type."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.detect import DetectOptions
+    from txn_audit.detect.rules import coordinator_findings, prepare_marker_matches, unsettled
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    rng = random.Random(seed)
+    b = _random_log(seed)
+    for pid in range(1, 5):
+        for topic, partition in rng.sample(PARTITIONS, rng.randint(0, len(PARTITIONS))):
+            b.batch(topic, partition, pid=pid, epoch=rng.randint(0, 2), seq=0, ts=T0 - 5, txn=True)
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
+    opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
+    raw = tables.frames
+    present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+    matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, recon.prepare_follows)
+    last_markers = recon.markers.groupBy("topic", "partition", "producer_id").agg(
+        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
+        F.max("timestamp").alias("last_marker_timestamp"))
+
+    def findings(rows: Any) -> list[dict[str, Any]]:
+        found = coordinator_findings(rows, last_markers, recon.partition_transactions, opts).collect()
+        return sorted((r.asDict(recursive=True) for r in found), key=repr)
+
+    every = matches.every.collect()
+    kept = matches.unsettled.collect()
+    assert findings(matches.unsettled) == findings(matches.every)
+    assert sorted(map(repr, kept)) == sorted(map(repr, unsettled(matches.every).collect()))
+    settled = [r for r in every if r["has_marker"] and r["next_state"] is not None
+               and r["next_marker_type"] == r["decision"]]
+    assert len(kept) == len(every) - len(settled)
+
+
 def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:
     """``PREPARE_FIELDS`` rows of the Prepare* records listing ``topic``-``partition``; the
     ``untimed``-th record (by log offset) has no update time."""

@@ -474,16 +474,47 @@ def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class PrepareMatches:
+    """What followed each Prepare* record on each partition it lists (``_prepare_marker_matches``),
+    as the rules read it.
+
+    ``every``: every row. Read by the duplicate-marker rule, which joins it with few rows.
+    ``unsettled``: kept. The rows that may give a ``coordinator_findings`` finding: no marker
+    answered the record (``has_marker`` false or unknown), the coordinator wrote nothing after it
+    (``next_state`` null), or the marker's type differs from the decision. A healthy cluster's
+    matches hold one settled row per transaction and partition, so this is a small part of them.
+    """
+
+    every: DataFrame
+    unsettled: DataFrame
+
+
+def unsettled(matches: DataFrame) -> DataFrame:
+    """The rows of ``matches`` (``_prepare_marker_matches``) that may give a coordinator finding
+    (``PrepareMatches.unsettled``): each of the rule's kinds reads only such rows."""
+    return matches.where(
+        ~F.coalesce(F.col("has_marker"), F.lit(False))
+        | F.col("next_state").isNull()
+        | F.coalesce(F.col("next_marker_type") != F.col("decision"), F.lit(False))
+    )
+
+
 def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions,
-                           follows: DataFrame | None = None) -> DataFrame:
-    """``_prepare_marker_matches`` kept: several rules read it, so the markers are ordered once
-    (one row per Prepare* record and partition, few)."""
-    return _prepare_marker_matches(txn_log, markers, present, opts, follows).localCheckpoint()
+                           follows: DataFrame | None = None) -> PrepareMatches:
+    """``_prepare_marker_matches`` as the rules read it. From the pass's ``follows`` (files), every
+    row is read again by whichever rule needs it, and only the unsettled rows are kept. Ordered
+    by Spark, every row is kept, so that the markers are ordered once."""
+    matches = _prepare_marker_matches(txn_log, markers, present, opts, follows)
+    if follows is None:
+        matches = matches.localCheckpoint()
+    return PrepareMatches(every=matches, unsettled=unsettled(matches).localCheckpoint())
 
 
 def coordinator_findings(matches: DataFrame, last_markers: DataFrame, ptx: DataFrame, opts: DetectOptions) -> DataFrame:
     """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records
-    and what followed them (``prepare_marker_matches``). ``last_markers`` gives each producer's
+    and what followed them (``prepare_marker_matches``: every row, or only its unsettled ones,
+    which give the same findings). ``last_markers`` gives each producer's
     ``last_marker_timestamp`` on a partition.
 
     A missing marker is reported only where it matters and is certain: the partition is in
