@@ -67,7 +67,7 @@ def test_held_records_are_summed_over_the_held_range(spark: Any, seed: int, name
     stability = importlib.import_module("txn_audit.reconstruct.stability")
     ranges = []
     if not named:
-        monkeypatch.setattr(stability, "HELD_NAMED_MAX", 0)
+        monkeypatch.setattr(stability, "NAMED_MAX", 0)
     else:
         whole = stability.held_ranges
 

@@ -158,7 +158,7 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
     from pyspark.sql import functions as F
 
     from txn_audit.detect import DetectOptions
-    from txn_audit.detect.rules import coordinator_findings, prepare_marker_matches, unsettled
+    from txn_audit.detect.rules import coordinator_findings, last_markers_of, prepare_marker_matches, unsettled
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -174,12 +174,10 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
     raw = tables.frames
     present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
     matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, recon.prepare_follows)
-    last_markers = recon.markers.groupBy("topic", "partition", "producer_id").agg(
-        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
-        F.max("timestamp").alias("last_marker_timestamp"))
+    markers = last_markers_of(recon.markers)
 
     def findings(rows: Any) -> list[dict[str, Any]]:
-        found = coordinator_findings(rows, last_markers, recon.partition_transactions, opts).collect()
+        found = coordinator_findings(rows, markers, recon.partition_transactions, opts).collect()
         return sorted((r.asDict(recursive=True) for r in found), key=repr)
 
     every = matches.every.collect()

@@ -24,6 +24,7 @@ from txn_audit.detect.rules import (
     find_hanging_disagreement_findings,
     find_hanging_outputs,
     hw_beyond_log_end_findings,
+    last_markers_of,
     late_arrival_findings,
     open_transaction_findings,
     open_transactions,
@@ -114,10 +115,7 @@ def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructio
     txn_log = recon.coordinator_log.records
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
     # time, from one aggregation that two rules read
-    last_markers = markers.groupBy("topic", "partition", "producer_id").agg(
-        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
-        F.max("timestamp").alias("last_marker_timestamp"),
-    )
+    last_markers = last_markers_of(markers)
     present = recon.extent.select("topic", "partition", "covers_from")
     matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
     ptx, stability = recon.partition_transactions, recon.partition_stability

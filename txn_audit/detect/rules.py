@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from txn_audit.formats import input_kind
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH
-from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, prepare_decision, prepare_records
+from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, NAMED_MAX, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
 from txn_audit.severity import Severity
 
@@ -471,6 +471,15 @@ def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
         nxt.where(F.col("is_prepare"))
         .withColumn("has_marker", matched)
         .drop("is_prepare", "next_is_marker", "next_epoch", "marker_offset", "marker_type")
+    )
+
+
+def last_markers_of(markers: DataFrame) -> DataFrame:
+    """Per producer on a partition: its last marker's coordinator epoch (``last_coordinator_epoch``)
+    and its newest marker's time (``last_marker_timestamp``), from one aggregation of ``markers``."""
+    return markers.groupBy("topic", "partition", "producer_id").agg(
+        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
+        F.max("timestamp").alias("last_marker_timestamp"),
     )
 
 
@@ -1012,9 +1021,6 @@ def text_files(segments: DataFrame) -> DataFrame:
         input_kind.TRANSACTIONS_PREFIX)
     return segments.where(text).select(F.col("path").alias("file")).distinct()
 
-
-#: most keys ``batches_named`` names in a filter
-NAMED_MAX = 1024
 
 #: the columns that name a segment of a partition replica's log in ``batches``
 SEGMENT_KEY = ("topic", "partition", "segment_base_offset")

@@ -26,7 +26,7 @@ and what holds it back.
 
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.reconstruct.replicas import RankedReplicas, chosen_replicas, on_replicas, ranked_replicas
-from txn_audit.reconstruct.stability import partition_stability
+from txn_audit.reconstruct.stability import NAMED_MAX, partition_stability
 from txn_audit.reconstruct.transactions import (
     DerivedOutput,
     Reconstruction,
@@ -45,6 +45,7 @@ from txn_audit.reconstruct.transactions import (
 
 __all__ = [
     "AHEAD",
+    "NAMED_MAX",
     "BEHIND",
     "CONFLICT",
     "DerivedOutput",

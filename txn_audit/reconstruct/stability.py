@@ -21,9 +21,10 @@ from pyspark.sql import functions as F
 from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, REPLICA_COLUMNS
 
-#: at most this many replicas whose records are held are named in the filter of the batches read
-#: for their held records and bytes (``held_ranges``); with more, every batch is read
-HELD_NAMED_MAX = 1024
+#: the most keys a filter of the batches names, so that Parquet answers it from its row groups'
+#: statistics: the replicas whose records are held (``held_ranges``), the files and segments a
+#: rule reads (``detect.rules.batches_named``); with more, every batch is read
+NAMED_MAX = 1024
 
 #: replica columns ``partition_stability`` carries through from its ``replicas`` rows
 PASSED_THROUGH = ("cleaner_offset", "replica_rank", "replica_name", "replica_choice_reason", "chosen_replica",
@@ -108,11 +109,11 @@ def partition_stability(
         .localCheckpoint()  # one row per replica, read twice below
     )
     held_partitions = stab.where(_held()).select(*keys, "last_stable_offset", "hw")
-    named = held_partitions.limit(HELD_NAMED_MAX + 1).collect()
+    named = held_partitions.limit(NAMED_MAX + 1).collect()
     if not named:  # the usual case: no partition holds records, no batch need be read
         return _with_held(stab, None, as_of_ms, keys)
     read = batches.where(~F.col("is_control"))
-    if len(named) <= HELD_NAMED_MAX:
+    if len(named) <= NAMED_MAX:
         read = read.where(held_ranges(named, keys))
     held = (
         read
@@ -134,14 +135,15 @@ def partition_stability(
 
 def held_ranges(held: list[Row], keys: tuple[str, ...]) -> Column:
     """A filter of the batches that may hold records of the ``held`` replicas (rows of ``keys``,
-    ``last_stable_offset`` and ``hw``): on one of them, ending at or after its LSO and starting
-    below its HW. Parquet answers it from its row groups' statistics (a row group holds a part of
-    one segment's batches, in offset order), so the batches of other partitions and the older
-    segments are not read. A key with a null matches nothing, as in the join."""
+    ``last_stable_offset`` and ``hw``, both set where records are held): on one of them, ending
+    at or after its LSO and starting below its HW. Parquet answers it from its row groups'
+    statistics (a row group holds a part of one segment's batches, in offset order), so the
+    batches of other partitions and the older segments are not read. A key with a null matches
+    nothing, as in the join."""
     condition = F.lit(False)
     for row in held:
         values = [row[key] for key in keys]
-        if None in values or row["last_stable_offset"] is None or row["hw"] is None:
+        if None in values:
             continue
         term = (F.col("last_offset") >= row["last_stable_offset"]) & (F.col("base_offset") < row["hw"])
         for key, value in zip(keys, values, strict=True):
