@@ -148,6 +148,56 @@ def test_the_local_workers_import_nothing_from_archives(spark: Any) -> None:
     assert module == pyspark.__file__
 
 
+def test_a_task_run_through_the_wrapper_leaves_its_survivors_frozen_and_its_cycles_collected() -> None:
+    """After a task, the worker's objects are frozen (later collections skip them); the garbage
+    cycles the task made are collected first, not frozen; the task's result and errors pass."""
+    import gc
+
+    from txn_audit.spark_daemon import frozen_after_each_task
+
+    freed: list[bool] = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            freed.append(True)
+
+    def task(value: int) -> int:
+        Cycle()  # unreachable at once, but only the cyclic collector can free it
+        if value < 0:
+            raise ValueError(value)
+        return value * 2
+
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        assert frozen_after_each_task(task)(21) == 42
+        assert freed == [True]  # collected before the freeze, not kept for ever
+        assert gc.get_freeze_count() > 0
+        gc.unfreeze()
+        with pytest.raises(ValueError):
+            frozen_after_each_task(task)(-1)
+        assert freed == [True, True] and gc.get_freeze_count() > 0  # after a failed task too
+    finally:
+        gc.unfreeze()
+
+
+def test_the_local_workers_freeze_their_objects_after_each_task(spark: Any) -> None:
+    """A local session's reused workers run their tasks through ``frozen_after_each_task``: a
+    worker's second task finds the objects of its first frozen."""
+
+    def frozen(_: object) -> int:
+        import gc
+
+        return gc.get_freeze_count()
+
+    context = spark.sparkContext
+    context.parallelize(range(4), 4).map(frozen).collect()  # every worker has run a task
+    assert max(context.parallelize(range(4), 4).map(frozen).collect()) > 0
+
+
 def test_processes_started_in_the_block_lose_the_jvms_notices_only(capfd: pytest.CaptureFixture[str]) -> None:
     """What a child (the session's JVM) writes on stderr reaches ours, less the JVM's notices; our
     own stderr is ours again after the block."""

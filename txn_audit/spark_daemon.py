@@ -1,5 +1,6 @@
 """The Python daemon of txn-audit's local Spark sessions: PySpark's own daemon, started on an
-import path without the archives whose modules are installed anyway.
+import path without the archives whose modules are installed anyway, its workers freezing
+their objects after each task.
 
 Spark puts three archives first on its Python workers' path: ``pyspark.zip`` and the py4j zip
 from ``$SPARK_HOME/python/lib``, and the ``spark-core`` jar. Before every task a worker calls
@@ -18,15 +19,24 @@ takes such archives off the path, then runs ``pyspark.daemon``. An archive that 
 module found nowhere else stays. ``spark.build_session`` selects it
 (``spark.python.daemon.module``) for the local sessions it starts, never under spark-submit or
 on a cluster, whose workers may have nothing but the archives.
+
+PySpark's daemon also runs a full garbage collection in a reused worker after each task, over
+every object the worker tracks, most of them those of the modules it imported: about 0.15 s
+of a core each time once a task has imported pyarrow, numba and txn-audit. Each worker here
+collects and freezes its objects after each task instead (``frozen_after_each_task``), so
+that the daemon's collection, and the next task's, see only what is new.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import zipfile
+from collections.abc import Callable
 from importlib.machinery import PathFinder
+from typing import Any
 
-__all__ = ["ARCHIVE_SUFFIXES", "archive_modules", "redundant_archives", "main"]
+__all__ = ["ARCHIVE_SUFFIXES", "archive_modules", "frozen_after_each_task", "redundant_archives", "main"]
 
 #: path entries that are archives Python imports from with ``zipimport``
 ARCHIVE_SUFFIXES = (".zip", ".jar", ".egg")
@@ -62,8 +72,32 @@ def redundant_archives(path: list[str]) -> list[str]:
     return found
 
 
+def frozen_after_each_task(task_main: Callable[..., Any]) -> Callable[..., Any]:
+    """``task_main`` (PySpark's worker loop for one task), after which the worker collects its
+    garbage and freezes what is left (``gc.freeze``): the objects a task leaves alive, above
+    all the modules it imported, are then not traversed by later collections.
+
+    A reused worker's daemon runs a full ``gc.collect()`` after each of its tasks. A worker that
+    has imported pyarrow, numba and txn-audit tracks about 170,000 objects, and each of those
+    collections takes about 0.15 s of a core: several seconds of a scan's few hundred Python
+    tasks, whatever the dump's size. Collected and frozen after each task, each worker pays a
+    full collection once; the daemon's own collection then finds little new. Frozen objects
+    are still freed when no reference to them is left; only a reference cycle made of them
+    once they are unreachable is not collected."""
+
+    def run(*args: Any) -> Any:
+        try:
+            return task_main(*args)
+        finally:
+            gc.collect()
+            gc.freeze()
+
+    return run
+
+
 def main() -> None:
-    """Drop the redundant archives from the import path, then serve as PySpark's daemon."""
+    """Drop the redundant archives from the import path, then serve as PySpark's daemon, each
+    worker freezing its objects after each task (``frozen_after_each_task``)."""
     dropped = set(redundant_archives(sys.path))
     sys.path[:] = [entry for entry in sys.path if entry not in dropped]
     for key in [key for key in sys.path_importer_cache if key in dropped or key.startswith(
@@ -71,6 +105,8 @@ def main() -> None:
         del sys.path_importer_cache[key]
     from pyspark import daemon
 
+    if callable(getattr(daemon, "worker_main", None)):  # the name the daemon calls each task by
+        daemon.worker_main = frozen_after_each_task(daemon.worker_main)
     daemon.manager()  # type: ignore[no-untyped-call]  # pyspark.daemon has no annotations
 
 
