@@ -49,6 +49,26 @@ def test_the_process_ends_with_the_commands_code_and_output(tmp_path: Path, args
         assert (tmp_path / "dump").is_dir() and any((tmp_path / "dump").iterdir())
 
 
+def test_the_libraries_a_scan_imports_early_are_frozen_and_not_collected_while_they_load() -> None:
+    """A scan imports Great Expectations and the report on a thread while the JVM starts
+    (``api._import_early``): no collection runs while they load, and what they loaded is frozen
+    (later collections skip it) once they are in; the collector is on again after."""
+    script = ("import gc\n"
+              "from txn_audit import api\n"
+              "full = []\n"
+              "gc.callbacks.append(lambda phase, info: full.append(1) if phase == 'stop' and info['generation'] == 2"
+              " else None)\n"
+              "api._import_early(quality=True, report=True).join()\n"
+              "import great_expectations, txn_audit.report\n"
+              "print(gc.isenabled(), gc.get_freeze_count(), len(full))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    enabled, frozen, collections = done.stdout.split()
+    assert enabled == "True"
+    assert int(frozen) > 100_000  # the libraries' objects
+    assert collections == "0"
+
+
 def test_missing_dump_is_a_usage_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
