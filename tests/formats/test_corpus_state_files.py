@@ -43,7 +43,7 @@ from txn_audit.formats.offset_index import batch_boundaries, decode_offset_index
 from txn_audit.formats.primitives import Reader
 from txn_audit.formats.snapshot import decode_producer_snapshot, first_sequence, has_batch_metadata
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value, txn_partition_for
-from txn_audit.formats.txnindex import decode_txn_index
+from txn_audit.formats.txnindex import decode_txn_index, decode_txn_index_columns
 
 pytestmark = needs_corpus
 
@@ -196,14 +196,16 @@ def test_every_snapshot_file_has_a_valid_crc() -> None:
 def test_txn_indexes_match_dump(scenario: str, dumped: DumpedFile) -> None:
     name = parse_log_file_name(Path(dumped.path).name)
     assert name is not None
-    entries, issues = decode_txn_index(
-        (scenario_dir(scenario) / dumped.path).read_bytes(), segment_base_offset=name.base_offset
-    )
+    data = (scenario_dir(scenario) / dumped.path).read_bytes()
+    entries, issues = decode_txn_index(data, segment_base_offset=name.base_offset)
+    printed = [tuple(int(line[k]) for k in ("version", "producerId", "firstOffset", "lastOffset", "lastStableOffset"))
+               for line in dumped.lines]
     assert issues == []
-    assert [(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in entries] == [
-        tuple(int(line[k]) for k in ("version", "producerId", "firstOffset", "lastOffset", "lastStableOffset"))
-        for line in dumped.lines
-    ]
+    assert [(e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in entries] == printed
+    columns, column_issues = decode_txn_index_columns(data, segment_base_offset=name.base_offset)
+    assert column_issues == []
+    assert list(zip(columns.version.tolist(), columns.producer_id.tolist(), columns.first_offset.tolist(),
+                    columns.last_offset.tolist(), columns.last_stable_offset.tolist(), strict=True)) == printed
 
 
 @pytest.mark.parametrize(("scenario", "dumped"), LOGS, ids=_ids(LOGS))

@@ -51,7 +51,7 @@ from txn_audit.formats.record_batch import MARKER_TYPE_NAMES, control_marker_of
 from txn_audit.formats.segment import iter_batches, iter_records
 from txn_audit.formats.snapshot import decode_producer_snapshot
 from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
-from txn_audit.formats.txnindex import decode_txn_index
+from txn_audit.formats.txnindex import decode_txn_index_columns
 from txn_audit.ingest.storage import is_remote_path, open_buffer, open_regular
 from txn_audit.ingest.tasks import FileTask, TableRows
 from txn_audit.ingest.text import decode_text_task
@@ -574,16 +574,24 @@ def _decode_snapshot(task: FileTask, data: bytes, out: TableRows) -> None:
 
 
 def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
-    entries, issues = decode_txn_index(data, segment_base_offset=task.base_offset)
+    """``aborted_txns`` rows of an index, column by column (``decode_txn_index_columns``)."""
+    columns, issues = decode_txn_index_columns(data, segment_base_offset=task.base_offset)
     for issue in issues:
         out.issue(task, issue)
-    for e in entries:
-        out.add(
-            "aborted_txns",
-            task.replica()
-            + (task.base_offset, e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset,
-               task.rel_path),
-        )
+    n = len(columns)
+    if not n:
+        return
+    values: dict[str, Any] = {
+        **_replica_columns(task, n),
+        "segment_base_offset": np.full(n, task.base_offset, np.int64),
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
+    }
+    schema = WORKER_OUTPUTS["aborted_txns"]
+    arrays = []
+    for f in schema:
+        value = values[f.name] if f.name in values else getattr(columns, f.name)
+        arrays.append(value if isinstance(value, pa.Array) else pa.array(value, type=f.type))
+    out.add_struct("aborted_txns", pa.StructArray.from_arrays(arrays, fields=list(schema)))
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
