@@ -411,8 +411,9 @@ def _import_early(*, quality: bool, report: bool) -> threading.Thread | None:
     """Import Great Expectations (``quality``) and the report (``report``) on a daemon thread,
     which it returns.
 
-    Great Expectations takes about 2 s of a core to import and the report's plotly about 0.5 s,
-    and they are needed last; a scan starts this before the JVM, whose start leaves the Python
+    Great Expectations takes about 5 s of a core to import on a small VM (with the scipy,
+    pandas, altair and pyspark modules it loads) and the report's plotly about 0.5 s, and they
+    are needed last; a scan starts this before the JVM, whose start leaves the Python
     process waiting, so they are loaded by the time they are needed (an ``import`` of a module
     still loading waits for it to end). The libraries both threads import (pyspark's SQL
     package, pandas, pyarrow) are imported first, on the calling thread, so that neither thread

@@ -21,7 +21,7 @@ from __future__ import annotations
 import mmap
 import os
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import asdict, replace
 from typing import Any, cast
@@ -247,10 +247,16 @@ def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
         "crc_ok": cols.crc_ok,
         "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
-    schema = WORKER_OUTPUTS["batches"]
+    return _struct_of("batches", values, cols)
+
+
+def _struct_of(table: str, values: Mapping[str, Any], columns: object) -> pa.StructArray:
+    """Rows of ``table`` (``WORKER_OUTPUTS``), each column ``values``' of its name or else the
+    attribute of ``columns`` of that name (NumPy arrays or Arrow arrays), of the column's type."""
+    schema = WORKER_OUTPUTS[table]
     arrays = []
     for f in schema:
-        value = values[f.name] if f.name in values else getattr(cols, f.name)
+        value = values[f.name] if f.name in values else getattr(columns, f.name)
         arrays.append(value if isinstance(value, pa.Array) else pa.array(value, type=f.type))
     return pa.StructArray.from_arrays(arrays, fields=list(schema))
 
@@ -586,12 +592,7 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
         "segment_base_offset": np.full(n, task.base_offset, np.int64),
         "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
-    schema = WORKER_OUTPUTS["aborted_txns"]
-    arrays = []
-    for f in schema:
-        value = values[f.name] if f.name in values else getattr(columns, f.name)
-        arrays.append(value if isinstance(value, pa.Array) else pa.array(value, type=f.type))
-    out.add_struct("aborted_txns", pa.StructArray.from_arrays(arrays, fields=list(schema)))
+    out.add_struct("aborted_txns", _struct_of("aborted_txns", values, columns))
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
