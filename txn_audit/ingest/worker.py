@@ -226,13 +226,15 @@ _CODECS = pa.array([CODEC_NAMES.get(c, f"unknown({c})") for c in range(8)], pa.s
 _TIMESTAMP_TYPES = pa.array([TIMESTAMP_TYPE_NAMES.get(t, str(t)) for t in range(2)], pa.string())
 
 
-def _replica_columns(task: FileTask, n: int) -> dict[str, pa.Array]:
-    """The replica columns every row of ``task`` shares, ``n`` times."""
+def _task_columns(task: FileTask, n: int) -> dict[str, pa.Array]:
+    """The columns every row of ``task`` shares, ``n`` times: its replica, segment and file."""
     return {
         "broker_id": pa.repeat(pa.scalar(task.broker_id, pa.int32()), n),
         "log_dir": pa.repeat(pa.scalar(task.log_dir, pa.string()), n),
         "topic": pa.repeat(pa.scalar(task.topic, pa.string()), n),
         "partition": pa.repeat(pa.scalar(task.partition, pa.int32()), n),
+        "segment_base_offset": pa.repeat(pa.scalar(task.base_offset, pa.int64()), n),
+        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
 
 
@@ -240,17 +242,15 @@ def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
     """``batches`` rows of one chunk, column by column (the same values the tuple path writes)."""
     n = len(cols)
     values: dict[str, Any] = {
-        **_replica_columns(task, n),
-        "segment_base_offset": np.full(n, task.base_offset, np.int64),
+        **_task_columns(task, n),
         "codec": _CODECS.take(cols.compression),
         "timestamp_type": _TIMESTAMP_TYPES.take(cols.timestamp_type),
         "crc_ok": cols.crc_ok,
-        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
     return _struct_of("batches", values, cols)
 
 
-def _struct_of(table: str, values: Mapping[str, Any], columns: object) -> pa.StructArray:
+def _struct_of(table: str, values: Mapping[str, Any], columns: object = None) -> pa.StructArray:
     """Rows of ``table`` (``WORKER_OUTPUTS``), each column ``values``' of its name or else the
     attribute of ``columns`` of that name (NumPy arrays or Arrow arrays), of the column's type."""
     schema = WORKER_OUTPUTS[table]
@@ -347,7 +347,7 @@ def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns,
     rows = fast.rows[part]
     n = len(rows)
     values: dict[str, Any] = {
-        **_replica_columns(task, n),
+        **_task_columns(task, n),
         "offset": fast.offset[part],
         "producer_id": fast.producer_id[part],
         "producer_epoch": fast.producer_epoch[part],
@@ -357,13 +357,9 @@ def _marker_struct(task: FileTask, cols: HeaderColumns, fast: MarkerColumns,
         "timestamp": fast.timestamp[part],
         "key_version": fast.key_version[part],
         "value_version": fast.value_version[part],
-        "segment_base_offset": np.full(n, task.base_offset, np.int64),
         "position": cols.position[rows],
-        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
     }
-    schema = WORKER_OUTPUTS["control_markers"]
-    arrays = [v if isinstance(v := values[f.name], pa.Array) else pa.array(v, type=f.type) for f in schema]
-    return pa.StructArray.from_arrays(arrays, fields=list(schema))
+    return _struct_of("control_markers", values)
 
 
 def _add_marker(task: FileTask, buf: bytes | mmap.mmap, h: BatchHeader, out: TableRows) -> None:
@@ -452,11 +448,7 @@ def _decode_coordinator_log(task: FileTask, buf: bytes | mmap.mmap, out: TableRo
 def _coordinator_struct(task: FileTask, table: str, rows: pa.Table) -> pa.StructArray:
     """``txn_log`` / ``offset_commits`` rows decoded column-wise, with the task's columns."""
     n = rows.num_rows
-    values: dict[str, Any] = {
-        **_replica_columns(task, n),
-        "segment_base_offset": pa.array(np.full(n, task.base_offset, np.int64)),
-        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
-    }
+    values = _task_columns(task, n)
     schema = WORKER_OUTPUTS[table]
     arrays = [values[f.name] if f.name in values else rows.column(f.name).combine_chunks() for f in schema]
     return pa.StructArray.from_arrays(arrays, fields=list(schema))
@@ -587,12 +579,7 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
     n = len(columns)
     if not n:
         return
-    values: dict[str, Any] = {
-        **_replica_columns(task, n),
-        "segment_base_offset": np.full(n, task.base_offset, np.int64),
-        "file": pa.repeat(pa.scalar(task.rel_path, pa.string()), n),
-    }
-    out.add_struct("aborted_txns", _struct_of("aborted_txns", values, columns))
+    out.add_struct("aborted_txns", _struct_of("aborted_txns", _task_columns(task, n), columns))
 
 
 def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
