@@ -411,14 +411,14 @@ def _import_early(*, quality: bool, report: bool) -> threading.Thread | None:
     """Import Great Expectations (``quality``) and the report (``report``) on a daemon thread,
     which it returns.
 
-    Great Expectations takes about 5 s of a core to import on a small VM (with the scipy,
-    pandas, altair and pyspark modules it loads) and the report's plotly about 0.5 s, and they
-    are needed last; a scan starts this before the JVM, whose start leaves the Python
-    process waiting, so they are loaded by the time they are needed (an ``import`` of a module
-    still loading waits for it to end). The libraries both threads import (pyspark's SQL
-    package, pandas, pyarrow) are imported first, on the calling thread, so that neither thread
-    waits for a module the other is half-way through. A failed import here is left for the
-    code that needs the module to meet and report.
+    Great Expectations takes 2–3.5 s of a core to import on a small VM (with the scipy and
+    pyspark modules it loads, ``quality.DEFERRED_MODULES`` left to run on first use) and the
+    report's plotly about 0.5 s, and they are needed last; a scan starts this before the JVM,
+    whose start leaves the Python process waiting, so they are loaded by the time they are
+    needed (an ``import`` of a module still loading waits for it to end). The libraries both
+    threads import (pyspark's SQL package, pandas, pyarrow) are imported first, on the calling
+    thread, so that neither thread waits for a module the other is half-way through. A failed
+    import here is left for the code that needs the module to meet and report.
 
     The cyclic garbage collector is off while they load, and what is alive once they are
     loaded is frozen (``gc.freeze``): modules make objects that live as long as the process and

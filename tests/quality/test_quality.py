@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,37 @@ def test_docs_are_written_and_read_offline(sample_scan: SampleScan) -> None:
         assert not remote.search(page.read_text(errors="replace")), f"{page} loads something from the network"
     index = (docs / "index.html").read_text()
     assert "validations/batches/" in index and "validations/partition_stability/" in index
+
+
+def test_the_suites_and_their_docs_never_run_the_modules_left_deferred(sample_scan: SampleScan) -> None:
+    """The sample scan ran every suite and wrote the Data Docs in this process, with Great
+    Expectations imported through ``import_great_expectations``: the modules it defers
+    (``DEFERRED_MODULES``) were never needed, so never run."""
+    from txn_audit.quality import DEFERRED_MODULES
+
+    assert (sample_scan.out / "quality" / "docs" / "index.html").is_file()
+    assert all(name in sys.modules for name in DEFERRED_MODULES)  # imported with Great Expectations
+    ran = {name for name in DEFERRED_MODULES if type(sys.modules[name]) is types.ModuleType}
+    assert not ran, f"the suites ran {sorted(ran)}: they are no longer worth deferring"
+
+
+def test_great_expectations_loads_with_its_deferred_modules_run_on_first_use() -> None:
+    """``import_great_expectations`` leaves ``scipy.stats`` and ``altair`` unexecuted (none of
+    their submodules loaded), its finder defers nothing afterwards, and each module runs in
+    full, working, the first time it is used."""
+    script = ("import sys\n"
+              "from txn_audit.quality import import_great_expectations\n"
+              "import_great_expectations()\n"
+              "import great_expectations as gx\n"
+              "loaded = sorted(m for m in sys.modules if m.startswith(('scipy.stats.', 'altair.')))\n"
+              "print([f.deferring for f in sys.meta_path if type(f).__module__ == 'txn_audit.quality.gx_import'] == [False], loaded,"
+              " callable(gx.get_context))\n"
+              "from scipy import stats\n"
+              "import altair\n"
+              "print(stats.norm.cdf(0.0), altair.Chart.__name__, type(sys.modules['scipy.stats']).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "[]", "True", "0.5", "Chart", "module"]
 
 
 def _corrupted(spark: Any, tables_dir: Path) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from html import escape as html_escape
 import re
 import shutil
@@ -28,12 +27,14 @@ from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
 from txn_audit.quality.checks import BATCH_VIEW, CHECKS, Check
 from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
+from txn_audit.quality.gx_import import DEFERRED_MODULES, import_great_expectations
 from txn_audit.quality.replica_order import neighbours_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["CHECKS", "QualityResult", "SuiteRun", "TABLE_ORDER", "import_great_expectations", "validate_tables"]
+__all__ = ["CHECKS", "DEFERRED_MODULES", "QualityResult", "SuiteRun", "TABLE_ORDER", "import_great_expectations",
+           "validate_tables"]
 
 SAMPLE_ROWS = 5
 
@@ -259,13 +260,6 @@ def _make_offline(docs_dir: Path) -> None:
         html = _REMOTE_CSS.sub("none", html)
         html = html.replace("</head>", _OFFLINE_CSS + "</head>", 1)
         page.write_text(html, encoding="utf-8")
-
-
-def import_great_expectations() -> None:
-    """Import Great Expectations with its usage analytics off (no call out of the machine): the
-    one place that imports it first, for the suites and for a scan's early import."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations  # noqa: F401
 
 
 def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path, *,

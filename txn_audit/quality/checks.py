@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from txn_audit.quality.gx_import import import_great_expectations
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 
@@ -101,6 +102,7 @@ def no_unexpected_rows() -> type:
     check fails (``quality._offending_rows``). Defined on first use, since importing Great
     Expectations costs seconds; defining it registers it and its metric with Great Expectations,
     once per process."""
+    import_great_expectations()
     from great_expectations.compatibility import pydantic
     from great_expectations.core.metric_domain_types import MetricDomainTypes
     from great_expectations.execution_engine.sparkdf_execution_engine import SparkDFExecutionEngine
@@ -163,6 +165,7 @@ def _rows(sql: str) -> RowsBuilder:
 
 def _columns_are(names: list[str]) -> Callable[..., Any]:
     def build(meta: dict[str, Any], suite: tuple[str, ...] = ()) -> Any:
+        import_great_expectations()
         from great_expectations.expectations.core.expect_table_columns_to_match_set import (
             ExpectTableColumnsToMatchSet,
         )
