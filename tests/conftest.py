@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from txn_audit.api import ScanResult
+
+
+def fresh_python(script: str) -> list[str]:
+    """The words ``script`` prints when run in a fresh interpreter, which imports modules as a
+    new process does; its error output fails the test if it fails."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
 
 
 @pytest.fixture(scope="session")

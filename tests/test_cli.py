@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import fresh_python
 from txn_audit.cli import app
 
 runner = CliRunner()
@@ -61,9 +62,7 @@ def test_the_libraries_a_scan_imports_early_are_frozen_and_not_collected_while_t
               "api._import_early(quality=True, report=True).join()\n"
               "import great_expectations, txn_audit.report\n"
               "print(gc.isenabled(), gc.get_freeze_count(), len(full))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    enabled, frozen, collections = done.stdout.split()
+    enabled, frozen, collections = fresh_python(script)
     assert enabled == "True"
     assert int(frozen) > 100_000  # the libraries' objects
     assert collections == "0"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SampleScan
+from tests.conftest import SampleScan, fresh_python
 
 pytestmark = pytest.mark.spark
 
@@ -64,14 +63,12 @@ def test_great_expectations_loads_with_its_deferred_modules_run_on_first_use() -
               "import_great_expectations()\n"
               "import great_expectations as gx\n"
               "loaded = sorted(m for m in sys.modules if m.startswith(('scipy.stats.', 'altair.')))\n"
-              "print([f.deferring for f in sys.meta_path if type(f).__module__ == 'txn_audit.quality.gx_import'] == [False], loaded,"
-              " callable(gx.get_context))\n"
+              "finders = [f for f in sys.meta_path if type(f).__module__ == 'txn_audit.quality.gx_import']\n"
+              "print([f.deferring for f in finders] == [False], loaded, callable(gx.get_context))\n"
               "from scipy import stats\n"
               "import altair\n"
               "print(stats.norm.cdf(0.0), altair.Chart.__name__, type(sys.modules['scipy.stats']).__name__)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "[]", "True", "0.5", "Chart", "module"]
+    assert fresh_python(script) == ["True", "[]", "True", "0.5", "Chart", "module"]
 
 
 def _corrupted(spark: Any, tables_dir: Path) -> dict[str, Any]:

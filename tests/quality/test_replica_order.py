@@ -5,8 +5,6 @@ files' order, the other replicas in them and the windows a large replica is read
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import fresh_python
 from txn_audit.quality import replica_order
 from txn_audit.quality.replica_order import NEIGHBOURS, replica_neighbours
 from txn_audit.replica_tasks.reading import replica_file_items
@@ -147,5 +146,4 @@ def test_the_tasks_module_imports_without_great_expectations() -> None:
     module (and its package): Great Expectations, about 2 s of a core to import, stays out."""
     code = ("import sys, txn_audit.quality.replica_order, txn_audit.quality.epoch_order, txn_audit.quality.checks; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'great_expectations', 'pyspark'}))")
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert found.stdout.split() == ["[]"]
+    assert fresh_python(code) == ["[]"]
