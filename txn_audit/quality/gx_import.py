@@ -48,7 +48,7 @@ _DEFERRED = _DeferredModules()
 def import_great_expectations() -> None:
     """Import Great Expectations with its usage analytics off (no call out of the machine), with
     ``DEFERRED_MODULES`` left to run on first use: the one place that imports it first, for the
-    suites and for a scan's early import."""
+    suites, the expectations a check builds and a scan's early import."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     if "great_expectations" in sys.modules:
         return
