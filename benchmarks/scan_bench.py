@@ -352,6 +352,10 @@ def expected_findings(dump: Path) -> dict[str, int]:
 
 SMALL_RATIO, SMALL_AIM = 2.5, 1.5
 WALL_1GIB_S = 30.0
+#: the SparkSession baseline (start and one trivial query) on the VM the 30 s target was set on:
+#: 14-15 s. The 30 s target as a ratio to the baseline measured in the same run, which holds
+#: on a VM of any speed: 30 / 14.5 = 2.07.
+TARGET_VM_BASELINE_S = 14.5
 MARGINAL_RATIO = 0.5
 WORKER_MIB = 1024
 COORDINATOR_RATE = 1e6
@@ -386,6 +390,12 @@ def target_table(m: Measurements) -> list[str]:
         lines.append(_row("1 GiB scan wall, JVM start included", workload,
                           f"{one.wall_s:.1f} s" if one else "not measured", f"<= {WALL_1GIB_S:g} s",
                           one.wall_s / WALL_1GIB_S if one else None, one.wall_s <= WALL_1GIB_S if one else None))
+        if one and m.baseline_s:
+            limit = WALL_1GIB_S / TARGET_VM_BASELINE_S
+            lines.append(_row("1 GiB scan wall / SparkSession baseline", workload,
+                              f"{one.wall_s / m.baseline_s:.2f}x (SparkSession {m.baseline_s:.1f} s)",
+                              f"<= {limit:.2f}x (30 s at a {TARGET_VM_BASELINE_S:g} s baseline)",
+                              one.wall_s / m.baseline_s / limit, one.wall_s / m.baseline_s <= limit))
         kp = m.kafka_python_s_per_gib.get(workload)
         if len(ok) >= 2 and kp:
             a, b = min(ok, key=lambda r: r.size_gib), max(ok, key=lambda r: r.size_gib)
