@@ -167,4 +167,4 @@ def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int
     # as in a scan, every intermediate is computed once: detection reads each several times
     recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms, output=output)
     opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
-    return [r.asDict() for r in detect(raw.frames, recon, opts).collect()]
+    return [r.asDict() for r in detect(raw, recon, opts).collect()]

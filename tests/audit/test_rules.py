@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +37,65 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
     assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
 
 
-def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without an open transaction, or a marker that ends no data, the rules that judge only
-    those are not built at all (their queries cost seconds on a small dump)."""
+#: every rule function ``detect.rules`` builds only when the rows its findings would be of exist
+GATED_RULES = ("open_transaction_findings", "stuck_lso_findings", "late_arrival_findings", "absorbed_findings",
+               "coordinator_findings", "duplicate_marker_findings", "coordinator_epoch_findings", "sequence_findings",
+               "epoch_findings", "pending_offset_commit_findings", "retention_findings",
+               "replica_divergence_findings", "hw_beyond_log_end_findings", "decode_issue_findings",
+               "find_hanging_disagreement_findings")
+
+
+def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """On a healthy dump's tables, as a scan reads them (files with their manifest), no rule is
+    built at all: each has nothing to judge (their queries cost seconds on a small dump). Once a
+    transaction is open, the rules that judge open transactions are."""
     import txn_audit.detect as detect
 
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a rule with nothing to judge was built")
 
-    monkeypatch.setattr(detect, "open_transaction_findings", never)
-    monkeypatch.setattr(detect, "duplicate_marker_findings", never)
+    for name in GATED_RULES:
+        monkeypatch.setattr(detect, name, never)
     b = RawBuilder()
     b.coordinator("app", pid=7, epoch=0, state="Ongoing", partitions=[("t", 0)], ts=T0 + 1, start=T0 + 1)
     b.batch("t", 0, pid=7, epoch=0, seq=0, count=2, ts=T0 + 2, txn=True)
     b.coordinator("app", pid=7, epoch=0, state="PrepareCommit", partitions=[("t", 0)], ts=T0 + 3, start=T0 + 1)
     b.marker("t", 0, pid=7, epoch=0, kind="COMMIT", ts=T0 + 4)
     b.coordinator("app", pid=7, epoch=0, state="CompleteCommit", partitions=[], ts=T0 + 3, start=T0 + 1)
-    assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
+    assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN, files=tmp_path / "healthy") == []
     b.batch("t", 0, pid=7, epoch=0, seq=2, ts=T0 + 5, txn=True)  # now a transaction is open
     with pytest.raises(AssertionError, match="nothing to judge"):
-        run_rules(spark, b, as_of_ms=T0 + 60 * MIN)
+        run_rules(spark, b, as_of_ms=T0 + 60 * MIN, files=tmp_path / "open")
+
+
+def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_scan: Any) -> None:
+    """``detect.Rule.idle`` is sound: on the sample dump's tables, which hold an anomaly of every
+    kind the sample plants, each rule that says it can find nothing gives no row when built
+    anyway, and the rules that are not idle give every finding of the scan."""
+    from txn_audit.detect import DetectOptions, rules
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    result = sample_scan.result
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    assert raw.manifest is not None
+    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
+                        output=DerivedOutput(None))
+    found: dict[str, int] = {}
+    idle = 0
+    for rule in rules(raw, recon, opts):
+        counted = {r["kind"]: r["count"] for r in rule.build().groupBy("kind").count().collect()}
+        if rule.idle():
+            idle += 1
+            assert counted == {}, f"a rule said to find nothing found {counted}"
+        for kind, count in counted.items():
+            found[kind] = found.get(kind, 0) + count
+    # the scan's findings, but for those of the data-quality suites (``quality.QualityResult.findings``)
+    scanned = Counter(f.kind for f in result.findings if not f.evidence.startswith("data-quality check"))
+    assert found == dict(scanned)
+    assert 0 < idle < len(rules(raw, recon, opts))  # the sample leaves some rules nothing to judge
 
 
 def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:

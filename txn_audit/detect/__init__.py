@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from pathlib import Path
@@ -15,14 +17,18 @@ from pyspark.sql import functions as F
 from txn_audit.detect.rules import (
     DetectOptions,
     absorbed_findings,
+    absorbing_transactions,
     bare_markers,
+    capped_partitions,
     coordinator_epoch_findings,
     coordinator_findings,
     decode_issue_findings,
+    divergent_copies,
     duplicate_marker_findings,
     epoch_findings,
     find_hanging_disagreement_findings,
     find_hanging_outputs,
+    held_partitions,
     hw_beyond_log_end_findings,
     last_markers_of,
     late_arrival_findings,
@@ -33,6 +39,7 @@ from txn_audit.detect.rules import (
     replica_divergence_findings,
     retention_findings,
     sequence_findings,
+    snapshot_transactions,
     stuck_lso_findings,
     text_files,
 )
@@ -42,8 +49,8 @@ from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
-__all__ = ["DetectOptions", "FINDING_KINDS", "add_findings", "detect", "finding_order", "rule_builders",
-           "rule_findings", "write_detected", "write_findings"]
+__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "detect", "finding_order", "rule_findings",
+           "rules", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -82,13 +89,15 @@ def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructi
     """Write the ``findings`` table of ``detect`` to ``path``. Each rule's findings are built and
     computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
     union of what they computed is ordered and written as one file. Findings are few rows."""
-    computed = side_by_side(recon.batches.sparkSession,
-                            [partial(_computed, build) for build in rule_builders(raw, recon, opts)])
-    write_findings(_ordered(_union(computed)), path)
+    spark = recon.batches.sparkSession
+    computed = [frame for frame in side_by_side(spark, [partial(_computed, rule) for rule in rules(raw, recon, opts)])
+                if frame is not None]
+    write_findings(_ordered(_union(computed or [no_findings(spark)])), path)
 
 
-def _computed(build: Callable[[], DataFrame]) -> DataFrame:
-    return build().localCheckpoint(eager=True)
+def _computed(rule: Rule) -> DataFrame | None:
+    """The rule's findings computed (``localCheckpoint``), or None when it can find nothing."""
+    return None if rule.idle() else rule.build().localCheckpoint(eager=True)
 
 
 def _union(frames: Sequence[DataFrame]) -> DataFrame:
@@ -101,15 +110,48 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
 def rule_findings(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
                   opts: DetectOptions) -> list[DataFrame]:
     """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
-    return [build() for build in rule_builders(raw, recon, opts)]
+    return [no_findings(recon.batches.sparkSession) if rule.idle() else rule.build()
+            for rule in rules(raw, recon, opts)]
 
 
-def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
-                  opts: DetectOptions) -> list[Callable[[], DataFrame]]:
-    """Builders of the findings of every rule (or group of rules), in ``FINDINGS``' columns. What
-    several rules read is computed once, here; each builder builds its rules' frame. ``raw``:
-    the raw tables, with the manifest of their files when they read them as they are (it tells
-    a table without rows, whose rule need not run)."""
+def _never() -> bool:
+    """A rule's ``idle`` when no row tells that it can find nothing."""
+    return False
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule (or group of rules) of ``rules``: ``build`` builds its findings' frame; ``idle``
+    tells, without building it, that the rule can find nothing, because every finding it gives is
+    of rows that are absent (a table without rows, by its manifest or one small job). Building
+    and computing a rule's query costs more than that check: on a small dump, seconds of
+    planning and stages over all the rules that find nothing."""
+
+    build: Callable[[], DataFrame]
+    idle: Callable[[], bool] = _never
+
+
+class _Absent:
+    """Whether ``rows`` holds no row, found out once (one small job), whichever rule asks first;
+    the rules' threads (``spark.side_by_side``) wait for it."""
+
+    def __init__(self, rows: DataFrame) -> None:
+        self._rows = rows
+        self._lock = threading.Lock()
+        self._absent: bool | None = None
+
+    def __call__(self) -> bool:
+        with self._lock:
+            if self._absent is None:
+                self._absent = self._rows.isEmpty()
+            return self._absent
+
+
+def rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> list[Rule]:
+    """Every rule (or group of rules), whose findings are in ``FINDINGS``' columns. What several
+    rules read is computed once, here; each rule builds its own frame. ``raw``: the raw tables,
+    with the manifest of their files when they read them as they are (it tells a table without
+    rows, whose rules need not run)."""
     tables = RawTables.of(raw)
     batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
     txn_log = recon.coordinator_log.records
@@ -123,40 +165,45 @@ def rule_builders(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructio
     def open_findings() -> DataFrame:
         return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
 
-    def unless_none(rows: DataFrame, build: Callable[[], DataFrame]) -> Callable[[], DataFrame]:
-        """``build``, a rule whose every finding is of one of ``rows``, or no finding when
-        ``rows`` holds none: one small job instead of the rule's query, which on a small dump
-        costs seconds of planning and stages (a healthy dump has no open transaction and no
-        marker without data)."""
-        def built() -> DataFrame:
-            return no_findings(rows.sparkSession) if rows.isEmpty() else build()
-        return built
+    def unrecorded(name: str) -> Callable[[], bool]:
+        """Whether raw table ``name`` holds no row, by its manifest (no job; False when not known)."""
+        return partial(tables.holds_no_rows, name)
+
+    # the rows every finding of the late-arrival, sequence and epoch rules is of: a healthy dump has none
+    no_events = _Absent(recon.producer_events)
+
+    def nothing_reported() -> bool:
+        reported = tables["reported_transactions"]
+        # nothing to compare with (the usual dump): the open transactions are not classified again
+        return tables.holds_no_rows("reported_transactions") or find_hanging_outputs(reported).isEmpty()
 
     def disagreement() -> DataFrame:
-        reported = tables["reported_transactions"]
-        if tables.holds_no_rows("reported_transactions") or find_hanging_outputs(reported).isEmpty():
-            # nothing to compare with (the usual dump): the open transactions are not classified again
-            return no_findings(reported.sparkSession)
         hanging = open_findings().where(F.col("kind") == "hanging_transaction")
-        return find_hanging_disagreement_findings(reported, hanging, ptx, opts)
+        return find_hanging_disagreement_findings(tables["reported_transactions"], hanging, ptx, opts)
 
+    candidates = recon.coordinator_log.epoch_candidates()
+    # the pass's candidates are computed rows, asked at little cost; the window's would be computed twice
+    no_candidates = _Absent(candidates) if recon.coordinator_log.passed is not None else _never
+    # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
+    # has none of them (no open transaction, no marker without data, no held LSO, ...)
     return [
-        unless_none(open_transactions(ptx), open_findings),
-        lambda: stuck_lso_findings(stability, ptx),
-        lambda: late_arrival_findings(recon.events, opts),
-        lambda: absorbed_findings(ptx),
-        lambda: coordinator_findings(matches.unsettled, last_markers, ptx, opts),
-        unless_none(bare_markers(ptx), lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids)),
-        lambda: coordinator_epoch_findings(recon.coordinator_log.epoch_candidates()),
-        lambda: sequence_findings(recon.producer_events, batches),
-        lambda: epoch_findings(recon.producer_events),
-        lambda: pending_offset_commit_findings(commits, ptx),
-        lambda: retention_findings(ptx, stability),
-        lambda: replica_divergence_findings(recon.replica_stability, stability),
-        lambda: hw_beyond_log_end_findings(stability),
-        lambda: decode_issue_findings(tables["decode_issues"], tables["batches"],
-                                      text_files(tables["segments"])),
-        disagreement,
+        Rule(open_findings, _Absent(open_transactions(ptx))),
+        Rule(lambda: stuck_lso_findings(stability, ptx), _Absent(held_partitions(stability))),
+        Rule(lambda: late_arrival_findings(recon.events, opts), no_events),
+        Rule(lambda: absorbed_findings(ptx), _Absent(absorbing_transactions(ptx))),
+        Rule(lambda: coordinator_findings(matches.unsettled, last_markers, ptx, opts), _Absent(matches.unsettled)),
+        Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids), _Absent(bare_markers(ptx))),
+        Rule(lambda: coordinator_epoch_findings(candidates), no_candidates),
+        Rule(lambda: sequence_findings(recon.producer_events, batches), no_events),
+        Rule(lambda: epoch_findings(recon.producer_events), no_events),
+        Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
+        Rule(lambda: retention_findings(ptx, stability), _Absent(snapshot_transactions(ptx))),
+        Rule(lambda: replica_divergence_findings(recon.replica_stability, stability),
+             _Absent(divergent_copies(recon.replica_stability))),
+        Rule(lambda: hw_beyond_log_end_findings(stability), _Absent(capped_partitions(stability))),
+        Rule(lambda: decode_issue_findings(tables["decode_issues"], tables["batches"],
+                                           text_files(tables["segments"])), unrecorded("decode_issues")),
+        Rule(disagreement, nothing_reported),
     ]
 
 

@@ -224,6 +224,11 @@ HW_SOURCE_TEXT = {
 }
 
 
+def held_partitions(stability: DataFrame) -> DataFrame:
+    """The partitions whose LSO is behind their HW: every ``stuck_lso_findings`` row is of one."""
+    return stability.where(F.col("lso_below_hw"))
+
+
 def stuck_lso_findings(stability: DataFrame, ptx: DataFrame) -> DataFrame:
     """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
     info and says that the gap may be records not yet replicated rather than a stuck LSO.
@@ -233,7 +238,7 @@ def stuck_lso_findings(stability: DataFrame, ptx: DataFrame) -> DataFrame:
     where the LSO itself stays."""
     known = F.col("hw_source") != "log_end"
     hw = F.col("effective_high_watermark")
-    held = stability.where(F.col("lso_below_hw"))
+    held = held_partitions(stability)
     culprits = F.broadcast(held.select(  # one row per held partition: few
         "topic", "partition", F.col("culprit_producer_id").alias("producer_id"), F.col("effective_high_watermark")))
     # unstable as ``reconstruct.stability`` counts it: open, or its marker not yet below the HW
@@ -285,6 +290,11 @@ def stuck_lso_findings(stability: DataFrame, ptx: DataFrame) -> DataFrame:
 DIVERGENCE_SEVERITY = {CONFLICT: CRITICAL, BEHIND: WARNING, AHEAD: INFO}
 
 
+def divergent_copies(replica_stability: DataFrame) -> DataFrame:
+    """The copies that differ from the chosen copy: every ``replica_divergence_findings`` row is of one."""
+    return replica_stability.where(F.col("divergence").isNotNull())
+
+
 def replica_divergence_findings(replica_stability: DataFrame, stability: DataFrame) -> DataFrame:
     """A copy of a partition that differs from the chosen copy (``reconstruct.divergence``):
     critical where the same offset holds different batches, warning where it lacks offsets below
@@ -293,7 +303,7 @@ def replica_divergence_findings(replica_stability: DataFrame, stability: DataFra
     chosen = stability.select("topic", "partition", "chosen_replica", "replica_choice_reason",
                               F.col("high_watermark").alias("_chosen_hw"),
                               F.col("hw_source").alias("_chosen_hw_source"))
-    rows = replica_stability.where(F.col("divergence").isNotNull()).join(chosen, ["topic", "partition"])
+    rows = divergent_copies(replica_stability).join(chosen, ["topic", "partition"])
     me = F.col("replica_name")
     where = F.format_string("%s: %s holds %s; %s, the copy audited, holds %s", F.col("divergent_offset").cast("string"),
                             me, F.col("replica_holds"), F.col("chosen_replica"), F.col("chosen_holds"))
@@ -333,10 +343,16 @@ def replica_divergence_findings(replica_stability: DataFrame, stability: DataFra
     )
 
 
+def capped_partitions(stability: DataFrame) -> DataFrame:
+    """The partitions whose checkpointed HW lies beyond the chosen copy's log end: every
+    ``hw_beyond_log_end_findings`` row is of one."""
+    return stability.where(F.col("hw_source") == HW_CAPPED)
+
+
 def hw_beyond_log_end_findings(stability: DataFrame) -> DataFrame:
     """The chosen copy's checkpointed HW lies beyond its own log end: an invariant of every
     replica broken. The audit caps the HW at the log end (``reconstruct.stability``)."""
-    rows = stability.where(F.col("hw_source") == HW_CAPPED)
+    rows = capped_partitions(stability)
     return finding(
         rows, "invariant_violation", WARNING,
         F.format_string(
@@ -383,8 +399,13 @@ def late_arrival_findings(events: DataFrame, opts: DetectOptions) -> DataFrame:
     )
 
 
+def absorbing_transactions(ptx: DataFrame) -> DataFrame:
+    """The transactions a marker ended with late batches in them: every ``absorbed_findings`` row is of one."""
+    return ptx.where((F.col("late_batches") > 0) & F.col("marker_type").isNotNull())
+
+
 def absorbed_findings(ptx: DataFrame) -> DataFrame:
-    closed = ptx.where((F.col("late_batches") > 0) & F.col("marker_type").isNotNull())
+    closed = absorbing_transactions(ptx)
     known = F.col("marker_type").isin(*KNOWN_MARKERS) & F.col("prev_marker_type").isin(*KNOWN_MARKERS)
     flipped = known & (F.col("marker_type") != F.col("prev_marker_type"))
     return finding(
@@ -992,8 +1013,13 @@ def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) ->
     )
 
 
+def snapshot_transactions(ptx: DataFrame) -> DataFrame:
+    """The open transactions only a producer snapshot shows: every ``retention_findings`` row is of one."""
+    return ptx.where(F.col("source") == "snapshot")
+
+
 def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
-    lost = ptx.where(F.col("source") == "snapshot").join(
+    lost = snapshot_transactions(ptx).join(
         stability.select("topic", "partition", "log_start_offset"), ["topic", "partition"]
     ).where(F.col("first_offset") < F.col("log_start_offset"))  # not one past a torn log's end
     return finding(
