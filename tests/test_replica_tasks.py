@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from txn_audit.manifest import FileEntry, RowGroupEntry, TableManifest
-from txn_audit.replica_tasks import each_item, pack
+from txn_audit.replica_tasks import ONE_TASK_WEIGHT, TASKS_PER_CORE, each_item, pack, task_count
 from txn_audit.replica_tasks.commit import TableFile, commit_file, file_name, finish_table, start_table
 from txn_audit.replica_tasks.reading import (
     Piece,
@@ -155,6 +155,16 @@ def test_items_are_packed_into_tasks_of_about_equal_weight(weights: list[int], t
     if items:
         assert max(loads) <= sum(weights) / len(groups) + max(weights)
         assert [item["rows"] for item in groups[0]] == sorted((item["rows"] for item in groups[0]), reverse=True)
+
+
+def test_items_of_a_small_dump_go_to_one_task() -> None:
+    """Up to ``ONE_TASK_WEIGHT`` in all, the items make one task (one Python worker); beyond it,
+    ``TASKS_PER_CORE`` a core, each weighed as asked."""
+    small = [{"rows": ONE_TASK_WEIGHT // 4} for _ in range(4)]
+    assert task_count(small, 2) == 1
+    assert task_count([], 2) == 1
+    assert task_count([*small, {"rows": 1}], 2) == TASKS_PER_CORE * 2
+    assert task_count(small, 8, weight=lambda item: 2 * int(item["rows"])) == TASKS_PER_CORE * 8  # type: ignore[call-overload]
 
 
 def test_a_packed_task_gives_its_body_one_item_a_batch_with_the_shared_columns() -> None:

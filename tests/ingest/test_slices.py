@@ -168,6 +168,18 @@ def test_batch_running_over_a_boundary(clean_dump: Path, tmp_path: Path) -> None
     assert stitched == whole
 
 
+def test_a_small_dump_is_decoded_in_one_task(clean_dump: Path) -> None:
+    """Up to ``job.ONE_TASK_BYTES`` the files make one bin (one Python worker); beyond, three a
+    core, never more than the files."""
+    tasks = split_large_logs(discover(clean_dump).tasks, SLICE)
+    total = sum(t.size_bytes for t in tasks)
+    assert total <= job.ONE_TASK_BYTES and len(tasks) > 6
+    assert job.bin_count(tasks, 2) == 1
+    big = [replace(t, size_bytes=job.ONE_TASK_BYTES) for t in tasks]
+    assert job.bin_count(big, 2) == 6
+    assert job.bin_count(big[:4], 2) == 4
+
+
 @pytest.mark.spark
 def test_spark_ingest_in_slices_equals_whole_file(
     spark: Any, clean_dump: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -177,6 +189,7 @@ def test_spark_ingest_in_slices_equals_whole_file(
     _offset_back_at_boundary(log, slices[2].start)
     _length_over_boundary(log, slices[5].start)
     inventory = discover(dump)
+    monkeypatch.setattr(job, "ONE_TASK_BYTES", 0)  # the slices in several tasks, as a large dump's are
 
     def tables(name: str, slice_bytes: int) -> dict[str, list[dict[str, Any]]]:
         out = job.write_raw_tables(spark, inventory, tmp_path / name, slice_bytes=slice_bytes)

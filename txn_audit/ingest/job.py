@@ -58,6 +58,20 @@ class IngestOutput:
     manifest: Manifest | None = None
 
 
+#: a dump of at most this many bytes is decoded in one task (a few tenths of a second of a core):
+#: a second task would start a second Python worker, whose imports cost more than a second of a
+#: core (docs/performance.md), and the later stages' tasks reuse the one worker
+ONE_TASK_BYTES = 64 << 20
+
+
+def bin_count(tasks: list[FileTask], parallelism: int) -> int:
+    """How many bins (Spark tasks) ``tasks`` are decoded in: three a core, at most one a file, and
+    one for a dump of at most ``ONE_TASK_BYTES``."""
+    if sum(task.size_bytes for task in tasks) <= ONE_TASK_BYTES:
+        return 1
+    return max(1, min(len(tasks), parallelism * 3))
+
+
 def _bins(tasks: list[FileTask], n_bins: int) -> list[list[FileTask]]:
     """Largest-first greedy packing of files into ``n_bins`` bins of similar total size."""
     heap = [(0, i) for i in range(n_bins)]
@@ -70,7 +84,7 @@ def _bins(tasks: list[FileTask], n_bins: int) -> list[list[FileTask]]:
 
 
 def _tasks_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
-    """One row per task, packed into bins of similar size, one Spark partition per bin."""
+    """One row per task, packed into bins of similar size (``bin_count``), one Spark partition per bin."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
     longs = ("base_offset", "size_bytes", "start", "end", "task", "prev_last_offset")
@@ -81,8 +95,7 @@ def _tasks_frame(spark: SparkSession, tasks: list[FileTask]) -> DataFrame:
             for name in TASK_FIELDS
         ]
     )
-    n_bins = max(1, min(len(tasks), spark.sparkContext.defaultParallelism * 3))
-    bins = _bins(tasks, n_bins) or [[]]
+    bins = _bins(tasks, bin_count(tasks, spark.sparkContext.defaultParallelism)) or [[]]
     rdd = spark.sparkContext.parallelize([task_rows(b) for b in bins], len(bins)).flatMap(lambda rows: rows)
     return spark.createDataFrame(rdd.map(lambda r: tuple(r[f] for f in TASK_FIELDS)), task_schema)
 

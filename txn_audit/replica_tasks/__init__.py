@@ -36,12 +36,18 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["TASKS_PER_CORE", "commit_file", "drop_table", "each_item", "file_name", "finish_table", "new_job",
-           "pack", "read_as_is", "replicas_rows", "start_table", "tasks_over_items"]
+__all__ = ["ONE_TASK_WEIGHT", "TASKS_PER_CORE", "commit_file", "drop_table", "each_item", "file_name",
+           "finish_table", "new_job", "pack", "read_as_is", "replicas_rows", "start_table", "task_count",
+           "tasks_over_items"]
 
 #: tasks per core the items are packed into: more than one, so that a core that finishes early
 #: takes the next task while the other still works
 TASKS_PER_CORE = 2
+
+#: items of at most this weight in all (rows, a small dump's) go to one task: a second task would
+#: start a second Python worker, whose imports cost a core more than a second (1.5 s of the
+#: workers' CPU on the 2.2 MB ``healthy`` dump, docs/performance.md) for a fraction of that in work
+ONE_TASK_WEIGHT = 100_000
 
 #: the column of a task's row that holds its items
 ITEMS_COLUMN = "items"
@@ -71,6 +77,15 @@ def replicas_rows(table: TableManifest | None, replicas: frozenset[Replica]) -> 
 def rows_weight(item: Mapping[str, object]) -> float:
     """An item's weight when nothing else is known: its ``rows``."""
     return item_int(item, "rows")
+
+
+def task_count(items: Sequence[Mapping[str, object]], cores: int,
+               weight: Callable[[Mapping[str, object]], float] = rows_weight) -> int:
+    """How many tasks ``items`` are packed into on ``cores`` cores: ``TASKS_PER_CORE`` a core, or
+    one when they weigh ``ONE_TASK_WEIGHT`` or less in all."""
+    if sum(weight(item) for item in items) <= ONE_TASK_WEIGHT:
+        return 1
+    return TASKS_PER_CORE * max(1, cores)
 
 
 def pack(items: Sequence[Mapping[str, object]], tasks: int,
@@ -113,14 +128,14 @@ def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]],
                      body: Body, output: StructType, shared: DataFrame | None = None,
                      weight: Callable[[Mapping[str, object]], float] = rows_weight) -> DataFrame:
     """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), which are
-    packed into ``TASKS_PER_CORE`` Spark tasks per core by their ``weight`` (``pack``); ``body``
+    packed into Spark tasks by their ``weight`` (``pack``, ``task_count``); ``body``
     receives them one item a batch. ``shared``, a frame of one row, adds its columns to every
     item (broadcast: each task receives them once)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, StructField
     from pyspark.sql.types import StructType as SparkStruct
 
-    groups = pack(items, TASKS_PER_CORE * max(1, spark.sparkContext.defaultParallelism), weight)
+    groups = pack(items, task_count(items, spark.sparkContext.defaultParallelism, weight), weight)
     rows = [([tuple(item[name] for name in item_schema.names) for item in group],) for group in groups]
     schema = SparkStruct([StructField(ITEMS_COLUMN, ArrayType(spark_schema(item_schema), containsNull=False))])
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), schema)
