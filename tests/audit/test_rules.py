@@ -37,7 +37,7 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
     assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
 
 
-#: every rule function ``detect.rules`` builds only when the rows its findings would be of exist
+#: every rule function ``detect.detection_rules`` builds only when the rows its findings would be of exist
 GATED_RULES = ("open_transaction_findings", "stuck_lso_findings", "late_arrival_findings", "absorbed_findings",
                "coordinator_findings", "duplicate_marker_findings", "coordinator_epoch_findings", "sequence_findings",
                "epoch_findings", "pending_offset_commit_findings", "retention_findings",
@@ -73,7 +73,7 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
     """``detect.Rule.idle`` is sound: on the sample dump's tables, which hold an anomaly of every
     kind the sample plants, each rule that says it can find nothing gives no row when built
     anyway, and the rules that are not idle give every finding of the scan."""
-    from txn_audit.detect import DetectOptions, rules
+    from txn_audit.detect import DetectOptions, detection_rules
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -85,7 +85,7 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
                         output=DerivedOutput(None))
     found: dict[str, int] = {}
     idle = 0
-    for rule in rules(raw, recon, opts):
+    for rule in detection_rules(raw, recon, opts):
         counted = {r["kind"]: r["count"] for r in rule.build().groupBy("kind").count().collect()}
         if rule.idle():
             idle += 1
@@ -95,7 +95,7 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
     # the scan's findings, but for those of the data-quality suites (``quality.QualityResult.findings``)
     scanned = Counter(f.kind for f in result.findings if not f.evidence.startswith("data-quality check"))
     assert found == dict(scanned)
-    assert 0 < idle < len(rules(raw, recon, opts))  # the sample leaves some rules nothing to judge
+    assert 0 < idle < len(detection_rules(raw, recon, opts))  # the sample leaves some rules nothing to judge
 
 
 def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:

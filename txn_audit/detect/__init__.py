@@ -49,8 +49,8 @@ from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
-__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "detect", "finding_order", "rule_findings",
-           "rules", "write_detected", "write_findings"]
+__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "detect", "detection_rules", "finding_order",
+           "rule_findings", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -90,7 +90,8 @@ def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructi
     computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
     union of what they computed is ordered and written as one file. Findings are few rows."""
     spark = recon.batches.sparkSession
-    computed = [frame for frame in side_by_side(spark, [partial(_computed, rule) for rule in rules(raw, recon, opts)])
+    every = detection_rules(raw, recon, opts)
+    computed = [frame for frame in side_by_side(spark, [partial(_computed, rule) for rule in every])
                 if frame is not None]
     write_findings(_ordered(_union(computed or [no_findings(spark)])), path)
 
@@ -111,7 +112,7 @@ def rule_findings(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructio
                   opts: DetectOptions) -> list[DataFrame]:
     """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
     return [no_findings(recon.batches.sparkSession) if rule.idle() else rule.build()
-            for rule in rules(raw, recon, opts)]
+            for rule in detection_rules(raw, recon, opts)]
 
 
 def _never() -> bool:
@@ -121,11 +122,11 @@ def _never() -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule (or group of rules) of ``rules``: ``build`` builds its findings' frame; ``idle``
-    tells, without building it, that the rule can find nothing, because every finding it gives is
-    of rows that are absent (a table without rows, by its manifest or one small job). Building
-    and computing a rule's query costs more than that check: on a small dump, seconds of
-    planning and stages over all the rules that find nothing."""
+    """A rule (or group of rules) of ``detection_rules``: ``build`` builds its findings' frame;
+    ``idle`` tells, without building it, that the rule can find nothing, because every finding it
+    gives is of rows that are absent (a table without rows, by its manifest or one small job).
+    Building and computing a rule's query costs more than that check: on a small dump, seconds
+    of planning and stages over all the rules that find nothing."""
 
     build: Callable[[], DataFrame]
     idle: Callable[[], bool] = _never
@@ -147,7 +148,8 @@ class _Absent:
             return self._absent
 
 
-def rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> list[Rule]:
+def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
+                    opts: DetectOptions) -> list[Rule]:
     """Every rule (or group of rules), whose findings are in ``FINDINGS``' columns. What several
     rules read is computed once, here; each rule builds its own frame. ``raw``: the raw tables,
     with the manifest of their files when they read them as they are (it tells a table without
