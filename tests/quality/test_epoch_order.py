@@ -123,7 +123,7 @@ def test_the_epoch_check_reads_the_falls_from_files_or_a_window(
         frame = spark.read.parquet(str(tmp_path))
         monkeypatch.setattr(reading_module, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
     (check,) = [c for c in CHECKS if c.name == "epochs_non_decreasing"]
-    views = _with_companions(frame, "epoch_rows", [check], cache=False, files=files)
+    views = _with_companions(frame, "epoch_rows", [check], files=files)
     plan = views["epoch_rows_producer_epoch_falls"]._jdf.queryExecution().analyzed().toString()
     assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading != "files")
     try:

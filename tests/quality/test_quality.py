@@ -157,13 +157,20 @@ def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     outcome = validate_tables(spark, tables, tmp_path / "quality")
     assert {r.check for r in outcome.results} == {c.name for c in batch_checks}
     assert all(r.success for r in outcome.results if r.check != "crc_ok")  # the sample's one flipped bit
-    # every check but the columns' is a row check, all counted by one query (the examples of the
-    # failed crc_ok come from a query of their own, over a view of another name)
+    # every check but the columns' is a row check, all counted by one query
     assert len(queries) == len(batch_checks) - 1
     formatted = {template.format(batch=BATCH_VIEW) for template in queries}  # type: ignore[union-attr]
     counting = [plan for query, plan in seen if all(f"({one})" in query for one in formatted)]
     assert len(counting) == 1, f"{len(counting)} queries count the suite's row checks"
-    assert not [query for query, _ in seen if query in formatted], "a row check ran on its own"
+    # only the failed crc_ok runs its query again, for its examples, and it reads the cached rows
+    # of the subquery it shares, not every batch
+    crc_query = next(c.query for c in batch_checks if c.name == "crc_ok").format(batch=BATCH_VIEW)  # type: ignore[union-attr]
+    alone = [(query, plan) for query, plan in seen if query in formatted]
+    assert [query for query, _ in alone] == [crc_query], "a row check ran on its own"
+    above_cache, _, cached = alone[0][1].partition("InMemoryRelation")
+    assert cached and "Relation [" not in above_cache, "the examples read the table, not the cached rows"
+    crc = next(r for r in outcome.results if r.check == "crc_ok")
+    assert crc.unexpected_count == 1 and crc.examples and crc.examples[0]["crc_ok"] is False
     sharing = [c for c in batch_checks if c.shared]
     assert {c.name for c in sharing} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size",
                                          "crc_ok"}
@@ -244,7 +251,7 @@ def test_replica_order_checks_find_every_copy_and_overlap(
         frame = spark.read.parquet(str(tmp_path))
         monkeypatch.setattr(reading_module, "TASKS_MIN_ROWS", len(rows) + (reading == "few files"))
     checks = [c for c in CHECKS if c.table == "batches" and c.name in ("one_batch_per_offset", "no_overlap")]
-    views = _with_companions(frame, "replica_order_rows", checks, cache=False, files=files)
+    views = _with_companions(frame, "replica_order_rows", checks, files=files)
     plan = views["replica_order_rows_replica_neighbours"]._jdf.queryExecution().analyzed().toString()
     assert ("MapInArrow" in plan) == (reading == "files") and ("Window" in plan) == (reading != "files")
 

@@ -14,7 +14,6 @@ import json
 from html import escape as html_escape
 import re
 import shutil
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -147,16 +146,16 @@ COMPANIONS: dict[str, Callable[[DataFrame, TableManifest | None], DataFrame]] = 
 }
 
 
-def _with_companions(frame: DataFrame, view: str, checks: list[Check], *, cache: bool,
+def _with_companions(frame: DataFrame, view: str, checks: list[Check],
                      files: TableManifest | None = None) -> dict[str, DataFrame]:
-    """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``
-    (if ``cache``, cached when several checks read it: caching one that one check reads costs a
-    little and saves nothing); every view registered, by name, for ``_drop_views``."""
+    """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``,
+    cached when several checks read it (caching one that one check reads costs a little and
+    saves nothing); every view registered, by name, for ``_drop_views``."""
     views = {view: frame}
     readers = Counter(name for check in checks for name in check.companions)
     for name, count in readers.items():
         companion = COMPANIONS[name](frame, files)
-        if cache and count > 1:
+        if count > 1:
             companion = companion.cache()
         companion.createOrReplaceTempView(f"{view}_{name}")
         views[f"{view}_{name}"] = companion
@@ -173,21 +172,31 @@ def _drop_views(views: dict[str, DataFrame]) -> None:
         frame.sparkSession.catalog.dropTempView(name)
 
 
-def _offending_rows(frame: DataFrame, query: str, checks: list[Check],
-                    files: TableManifest | None = None) -> list[dict[str, Any]]:
-    """A few rows a failed row check found: GX's SUMMARY results carry only their count."""
-    view = f"txn_audit_quality_{uuid.uuid4().hex}"
-    views = _with_companions(frame, view, checks, cache=False, files=files)
+def _offending_rows(spark: SparkSession, query: str) -> list[dict[str, Any]]:
+    """A few rows a failed row check found (GX's SUMMARY results carry only their count), read
+    by its query over the views of the suite still running (``_computed_once``): its shared
+    subqueries and companions are cached there, so the query reads their few rows, not the table."""
     try:
-        found = frame.sparkSession.sql(_over(query, view))
+        found = spark.sql(_over(query, BATCH_VIEW))
         # ordered so the examples, and the findings quoting them, are the same on every run
         keys = [f.name for f in found.schema.fields if f.dataType.typeName() != "map"]
         rows = found.orderBy(*keys).limit(SAMPLE_ROWS).collect()
         return [_json_safe(r.asDict(recursive=True)) for r in rows]
     except Exception:  # noqa: BLE001 - examples are a courtesy; the count stands without them
         return []
-    finally:
-        _drop_views(views)
+
+
+def _outcome(result: Any, spark: SparkSession) -> tuple[int | None, list[dict[str, Any]], str | None]:
+    """A suite result's count of offending rows, a few of them, and its error if it raised;
+    the examples of a failed row check are fetched (``_offending_rows``) while its suite runs."""
+    info = result.exception_info or {}
+    error = str(info.get("exception_message") or "expectation raised") if info.get("raised_exception") else None
+    count, examples = _examples(dict(result.result or {}))
+    config = result.expectation_config
+    query = None if config is None else (config.kwargs or {}).get("unexpected_rows_query")
+    if not result.success and not examples and query and error is None:
+        examples = _offending_rows(spark, query)
+    return count, examples, error
 
 
 def _computed_once(frame: DataFrame, checks: list[Check],
@@ -202,7 +211,7 @@ def _computed_once(frame: DataFrame, checks: list[Check],
     no row. Should the metric name its view differently, the plans differ and the caches go
     unused: slower, never different results.
     """
-    views = _with_companions(frame, BATCH_VIEW, checks, cache=True, files=files)
+    views = _with_companions(frame, BATCH_VIEW, checks, files=files)
     shared = dict.fromkeys(query for check in checks for query in check.shared)
     return views, [frame.sparkSession.sql(_over(query, BATCH_VIEW)).cache() for query in shared]
 
@@ -332,6 +341,7 @@ class SuiteRun:
                 views, cached = _computed_once(tables[table], checks, _files(manifest, table))
                 run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
                 suite_results = [r for v in run.run_results.values() for r in v.results]
+                outcomes = [_outcome(r, tables[table].sparkSession) for r in suite_results]
             except Exception as err:  # noqa: BLE001 - one broken suite must not stop the others
                 results.extend(CheckResult(table, c.name, c.rule, "suite", False, None, [], c.data_health, c.severity,
                                            error=f"{type(err).__name__}: {err}") for c in checks)
@@ -340,22 +350,13 @@ class SuiteRun:
                 for frame in cached:
                     frame.unpersist()
                 _drop_views(views)
-            for r in suite_results:
+            for r, (count, examples, error) in zip(suite_results, outcomes, strict=True):
                 config = r.expectation_config
                 found = None if config is None else by_name.get((config.meta or {}).get("check", ""))
                 if config is None or found is None:
                     continue
-                check = found
-                error = None
-                info = r.exception_info or {}
-                if info.get("raised_exception"):
-                    error = str(info.get("exception_message") or "expectation raised")
-                count, examples = _examples(dict(r.result or {}))
-                query = (config.kwargs or {}).get("unexpected_rows_query")
-                if not r.success and not examples and query and error is None:
-                    examples = _offending_rows(tables[table], query, checks, _files(manifest, table))
-                results.append(CheckResult(table, check.name, check.rule, config.type, bool(r.success), count,
-                                           examples, check.data_health, check.severity, error))
+                results.append(CheckResult(table, found.name, found.rule, config.type, bool(r.success), count,
+                                           examples, found.data_health, found.severity, error))
 
     def finish(self) -> QualityResult:
         """Render the Data Docs once for every suite run, save ``results.json`` (results in
