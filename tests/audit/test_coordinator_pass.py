@@ -174,6 +174,27 @@ def test_an_id_in_two_partitions_takes_the_windows(spark: Any, tmp_path: Path, g
     assert groupings == [True, True]  # the misplaced id made each log group the ids, which found it
 
 
+def test_a_partition_of_tombstones_alone_gives_no_epoch_or_producer_row(spark: Any, tmp_path: Path) -> None:
+    """Compaction can leave a partition of the log with nothing but its ids' tombstones: the pass
+    gives each id's tombstone as its newest record, and no producer or epoch row, as the windows."""
+    from txn_audit.formats.txn_state import txn_partition_for
+    from txn_audit.tables import load_raw_tables
+
+    b = _random_log(2)
+    gone = "gone"
+    log_partition = txn_partition_for(gone, LOG_PARTITIONS)
+    b.rows["txn_log"] = [r for r in b.rows["txn_log"] if r["partition"] != log_partition]
+    b.coordinator_tombstone(gone, ts=T0, log_partition=log_partition)
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    log = _assert_pass_equals_windows(tables["txn_log"], tables.files("txn_log"), tmp_path / "prepares",
+                                      LOG_PARTITIONS)
+    assert log.passed is not None
+    assert [r["transactional_id"] for r in log.current().where(f"partition = {log_partition}").collect()] == [gone]
+    assert log.producer_ids().where(f"transactional_id = '{gone}'").isEmpty()
+    assert log.epoch_candidates().where(f"partition = {log_partition}").isEmpty()
+
+
 def test_frames_without_their_files_take_the_windows(spark: Any) -> None:
     from txn_audit.reconstruct.transactions import CoordinatorLog
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -82,6 +83,12 @@ COORDINATOR_PASS = pa.schema([
 ])
 #: the columns a task reads
 _READ = sorted({*CURRENT_FIELDS.names, *PRODUCER_FIELDS.names, *REPLICA_COLUMNS, "file"})
+#: the columns of a Prepare* record its ``prepare`` rows give
+_PREPARE_READ = ["producer_id", "producer_epoch", "txn_last_update_timestamp", "partition", "offset",
+                 "transactional_id", "state", "txn_start_timestamp", "txn_timeout_ms"]
+#: the string columns of ``_READ`` a task reads dictionary-encoded, as ingest writes them
+#: (``schemas.dictionary_columns``): a partition's records name few files, replicas, states and ids
+_DICTIONARIES = ("file", "log_dir", "topic", "state", "transactional_id")
 
 
 def coordinator_over_files(items: Iterator[pa.RecordBatch], *, prepares_dir: str | None = None,
@@ -122,42 +129,86 @@ def misplaced(transactional_ids: pa.Array, partition: int, partitions: int | Non
 
 
 def _read(item: Mapping[str, object]) -> pa.Table:
-    """``item``'s records, the columns the pass reads."""
-    dataset = table_dataset(item_list(item, "files"))
+    """``item``'s records, the columns the pass reads; those of strings that repeat (``_DICTIONARIES``)
+    as the files' dictionaries, decoded only in the rows the pass gives."""
+    dataset = table_dataset(item_list(item, "files"), dictionaries=_DICTIONARIES)
     return dataset.to_table(columns=_READ, filter=replica_filter(item), use_threads=False,
                             batch_readahead=1, fragment_readahead=1)
 
 
 def partition_parts(records: pa.Table) -> Iterator[tuple[str, pa.StructArray]]:
-    """What one partition's ``records`` (the coordinator log's columns ``_READ`` at least) give:
-    the values of each ``COORDINATOR_PASS`` column, in its order."""
+    """What one partition's ``records`` (the coordinator log's columns ``_READ`` at least; string
+    columns plain or dictionary-encoded) give: the values of each ``COORDINATOR_PASS`` column, in
+    its order. The records are ordered by transactional id, then offset, as row numbers
+    (``IdOrder``): only the rows each answer keeps are taken, never the whole partition."""
     if not records.num_rows:
         return
-    order = pc.sort_indices(records, [("transactional_id", "ascending"), ("offset", "ascending")])
-    records = records.take(order).combine_chunks()
-    ids = records.column("transactional_id").combine_chunks()
-    count = records.num_rows
-    # the next record is the same id's
-    same_next = np.zeros(count, bool)
-    if count > 1:
-        same_next[:-1] = pc.fill_null(pc.equal(ids.slice(0, count - 1), ids.slice(1)), False).to_numpy(
-            zero_copy_only=False)
-    following = np.minimum(np.arange(1, count + 1), count - 1)
-    next_state = pc.if_else(pa.array(same_next), records.column("state").take(pa.array(following)),
-                            pa.nulls(count, pa.string()))
-    yield "prepare", _prepares(records, next_state)
-    yield "current", _struct(records.filter(pa.array(~same_next)), CURRENT_FIELDS)
-    yield "producer", _struct(_newest_per_producer(records), PRODUCER_FIELDS)
-    yield "epoch", _struct(epoch_candidates(records), EPOCH_FIELDS)
+    ids = IdOrder.of(records)
+    yield "prepare", _prepares(records, ids)
+    yield "current", _struct(records.take(pa.array(ids.order[~ids.same_next])), CURRENT_FIELDS)
+    yield "producer", _struct(records.take(pa.array(_newest_per_producer(records, ids.order))), PRODUCER_FIELDS)
+    yield "epoch", _struct(epoch_candidates(records, ids), EPOCH_FIELDS)
 
 
-def _prepares(records: pa.Table, next_state: pa.ChunkedArray | pa.Array) -> pa.StructArray:
-    """The ``prepare`` rows: each Prepare* record once per partition it lists."""
-    is_prepare = pc.fill_null(pc.is_in(records.column("state"), pa.array(PREPARE_STATES)), False)
-    prepares = records.append_column("next_state", next_state).filter(is_prepare)
-    listed = prepares.column("topic_partitions").combine_chunks()
+@dataclass(frozen=True)
+class IdOrder:
+    """A partition's records ordered by transactional id (nulls last), then offset, as row
+    numbers, rows of one id and offset in their order (as ``pc.sort_indices`` orders them)."""
+
+    order: np.ndarray  # the row numbers in that order
+    same_next: np.ndarray  # per place of ``order``: the next row is of the same id (never a null one)
+    keys: np.ndarray  # per row: its id's rank among the ids (``_id_keys``)
+    known: np.ndarray  # per row: its id is not null
+
+    @classmethod
+    def of(cls, records: pa.Table) -> IdOrder:
+        keys, known = _id_keys(records.column("transactional_id"))
+        offsets, _ = int_values(records.column("offset"))
+        order = np.lexsort((offsets, keys))
+        return cls(order, _same_next(keys[order], known[order]), keys, known)
+
+
+def _same_next(keys: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Per place: the next place's key is the same known key."""
+    same = np.zeros(keys.size, bool)
+    same[:-1] = (keys[:-1] == keys[1:]) & known[:-1]
+    return same
+
+
+def _id_keys(ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, a number that orders transactional ids as strings (equal for equal ids; nulls
+    the highest), and whether the id is not null: the ids' distinct values are ranked once, the
+    rows take their value's rank."""
+    encoded = ids.combine_chunks()
+    if not pa.types.is_dictionary(encoded.type):
+        encoded = pc.dictionary_encode(encoded)
+    ranks = pc.rank(encoded.dictionary, sort_keys="ascending", tiebreaker="dense").to_numpy(zero_copy_only=False)
+    codes, known = int_values(encoded.indices)
+    keys = np.where(known, ranks.astype(np.int64)[codes] if ranks.size else 0, ranks.size + 1)
+    return keys, known
+
+
+def _plain(values: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``values`` as one array, a dictionary-encoded one decoded."""
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _prepares(records: pa.Table, ids: IdOrder) -> pa.StructArray:
+    """The ``prepare`` rows: each Prepare* record once per partition it lists, with the state of
+    its id's next record, null when it is the id's newest."""
+    order = ids.order
+    states = records.column("state")
+    is_prepare = pc.fill_null(pc.is_in(states, value_set=pa.array(PREPARE_STATES)), False).to_numpy(
+        zero_copy_only=False)
+    at = np.flatnonzero(is_prepare[order])  # places of the Prepare* records in the order
+    following = np.minimum(at + 1, order.size - 1)
+    next_state = pc.if_else(pa.array(ids.same_next[at]), _plain(states.take(pa.array(order[following]))),
+                            pa.nulls(at.size, pa.string()))
+    listed = records.column("topic_partitions").take(pa.array(order[at])).combine_chunks()
     parents = pc.list_parent_indices(listed)
-    each = prepares.take(parents)
+    # each record's row once per partition it lists: only the columns given taken
+    each = records.select(_PREPARE_READ).take(pa.array(order[at][parents.to_numpy(zero_copy_only=False)]))
     tps = pc.list_flatten(listed)
     columns = {
         "topic": pc.struct_field(tps, "topic"),
@@ -169,64 +220,64 @@ def _prepares(records: pa.Table, next_state: pa.ChunkedArray | pa.Array) -> pa.S
         "txn_log_offset": each.column("offset"),
         "transactional_id": each.column("transactional_id"),
         "state": each.column("state"),
-        "next_state": each.column("next_state"),
+        "next_state": next_state.take(parents),
         "started": each.column("txn_start_timestamp"),
         "timeout_ms": each.column("txn_timeout_ms"),
     }
     return _struct(pa.table(columns), PREPARE_FIELDS)
 
 
-def epoch_candidates(records: pa.Table) -> pa.Table:
-    """The ``epoch`` rows of ``records`` (ordered by transactional id, then offset): the records
-    that are no tombstone whose epoch is the last or two above the id's previous such record's."""
-    kept = records.filter(pc.invert(records.column("tombstone")))
-    count = kept.num_rows
-    if not count:
-        return kept
-    ids = kept.column("transactional_id").combine_chunks()
+def epoch_candidates(records: pa.Table, ids: IdOrder) -> pa.Table:
+    """The ``epoch`` rows of ``records``: the records that are no tombstone whose epoch is the
+    last or two above the id's previous such record's, in ``ids``' order."""
+    tombstone = pc.fill_null(records.column("tombstone"), True).to_numpy(zero_copy_only=False)
+    kept = ids.order[~tombstone[ids.order]]  # the records that are no tombstone, in the order
+    count = kept.size
+    keys, known = ids.keys[kept], ids.known[kept]
     same_prev = np.zeros(count, bool)  # the previous record is the same id's
-    same_prev[1:] = pc.fill_null(pc.equal(ids.slice(1), ids.slice(0, count - 1)), False).to_numpy(
-        zero_copy_only=False)
-    last_of_id = np.append(~same_prev[1:], True)
+    same_prev[1:] = (keys[1:] == keys[:-1]) & known[1:]
+    last_of_id = np.ones(count, bool)
+    last_of_id[:-1] = ~same_prev[1:]
     # each record's id's newest record: the last of its run of the id
     newest = np.minimum.accumulate(np.where(last_of_id, np.arange(count), count)[::-1])[::-1]
-    previous = pa.array(np.maximum(np.arange(count) - 1, 0))
-    before = pa.array(same_prev)
+    epochs, has_epoch = int_values(records.column("producer_epoch").take(pa.array(kept)))
+    previous = np.maximum(np.arange(count) - 1, 0)
+    flagged = has_epoch & ((epochs == LAST_PRODUCER_EPOCH)
+                           | (same_prev & has_epoch[previous] & (epochs == epochs[previous] + 2)))
+    at = np.flatnonzero(flagged)
+    before = pa.array(same_prev[at])
 
     def prev(name: str) -> pa.Array:
-        values = kept.column(name).take(previous)
-        return pc.if_else(before, values, pa.nulls(count, values.type))
+        values = _plain(records.column(name).take(pa.array(kept[previous[at]])))
+        return pc.if_else(before, values, pa.nulls(at.size, values.type))
 
-    previous_record = {name: prev(name) for name in ("state", "producer_id", "producer_epoch", "offset")}
-    epochs = kept.column("producer_epoch")
-    flagged = pc.or_kleene(pc.equal(epochs, LAST_PRODUCER_EPOCH),
-                           pc.equal(pc.cast(epochs, pa.int64()),
-                                    pc.add(pc.cast(previous_record["producer_epoch"], pa.int64()), 2)))
-    with_previous = kept.append_column("now_producer_id", kept.column("producer_id").take(pa.array(newest)))
-    for name, values in previous_record.items():
-        with_previous = with_previous.append_column(f"prev_{name}", values)
-    return with_previous.filter(pc.fill_null(flagged, False))
+    candidates = records.take(pa.array(kept[at])).append_column(
+        "now_producer_id", records.column("producer_id").take(pa.array(kept[newest[at]])))
+    for name in ("state", "producer_id", "producer_epoch", "offset"):
+        candidates = candidates.append_column(f"prev_{name}", prev(name))
+    return candidates
 
 
-def _newest_per_producer(records: pa.Table) -> pa.Table:
-    """Per producer id: its newest record that is no tombstone (by offset, then the lowest
-    transactional id). ``records`` are ordered by transactional id (nulls last), then offset: of
-    two records at one offset, the one first in that order has the lower id, so a sort of the
-    kept rows' numbers (producer id, offset descending, row) finds them, and only those rows are
-    taken."""
+def _newest_per_producer(records: pa.Table, order: np.ndarray) -> np.ndarray:
+    """Per producer id: the row number of its newest record that is no tombstone (by offset,
+    then the lowest transactional id), in producer id order. ``order``: the row numbers by
+    transactional id (nulls last), then offset (``IdOrder``): of two records at one offset,
+    the one first in that order has the lower id, so a sort of the kept rows' numbers
+    (producer id, offset descending, place in the order) finds them."""
     producers = records.column("producer_id")
     kept = pc.fill_null(pc.and_(pc.invert(records.column("tombstone")), pc.greater_equal(producers, 0)), False)
-    rows = np.flatnonzero(kept.to_numpy(zero_copy_only=False))
-    if not rows.size:
-        return records.slice(0, 0)
-    ids = producers.take(pa.array(rows)).to_numpy(zero_copy_only=False)
+    places = np.flatnonzero(kept.to_numpy(zero_copy_only=False)[order])
+    if not places.size:
+        return places
+    rows = order[places]
+    ids, _ = int_values(producers.take(pa.array(rows)))
     offsets, known = int_values(records.column("offset").take(pa.array(rows)))
     # offset descending, an absent one last (as sort_indices places nulls)
     later_first = np.where(known, -offsets, np.iinfo(np.int64).max)
-    order = np.lexsort((rows, later_first, ids))
-    first = np.ones(order.size, bool)
-    first[1:] = ids[order][1:] != ids[order][:-1]
-    return records.take(pa.array(rows[order][first]))
+    by_producer = np.lexsort((places, later_first, ids))
+    first = np.ones(by_producer.size, bool)
+    first[1:] = ids[by_producer][1:] != ids[by_producer][:-1]
+    return rows[by_producer][first]
 
 
 def _struct(table: pa.Table, fields: pa.Schema) -> pa.StructArray:

@@ -239,11 +239,14 @@ def replica_columns(item: Mapping[str, object], count: int) -> list[pa.Array]:
     return [pa.array([item[field.name]] * count, field.type) for field in REPLICA_FIELDS]
 
 
-def table_dataset(uris: list[str], schema: pa.Schema | None = None) -> ds.Dataset:
+def table_dataset(uris: list[str], schema: pa.Schema | None = None, dictionaries: Sequence[str] = ()) -> ds.Dataset:
     """The Parquet files at ``uris`` (all on one file system, at least one) as one dataset, with
-    ``schema`` (None: the first file's)."""
+    ``schema`` (None: the first file's); string columns ``dictionaries`` read as dictionary
+    arrays (with no ``schema``), which spares decoding each row's string."""
     filesystem, _ = fs.FileSystem.from_uri(uris[0])
-    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format="parquet", filesystem=filesystem,
+    form = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionaries))) \
+        if dictionaries else "parquet"
+    return ds.dataset([fs.FileSystem.from_uri(uri)[1] for uri in uris], format=form, filesystem=filesystem,
                       schema=schema)
 
 
