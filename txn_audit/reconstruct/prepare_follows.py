@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from txn_audit.replica_tasks.commit import TableFile, located
+from txn_audit.replica_tasks.reading import int_values
 
 #: one Prepare* record on one partition it lists, as a pass task receives it: the columns of
 #: ``transactions.prepare_records`` but ``decision`` (which its ``state`` gives)
@@ -142,8 +143,9 @@ class PrepareFollower:
         # the best candidate so far: its time and offset (``_NONE``: none yet), epoch and type
         self.marker_ts = np.full(n, _NONE, np.int64)
         self.marker_offset = np.full(n, _NONE, np.int64)
-        self.marker_epoch: list[int | None] = [None] * n
-        self.marker_type: list[str | None] = [None] * n
+        self.marker_epoch = np.zeros(n, np.int64)
+        self.marker_epoch_known = np.zeros(n, bool)
+        self.marker_type = np.full(n, None, object)
         self.wanted = np.unique(self.producers[self.timed])
 
     def add(self, rows: pa.RecordBatch) -> None:
@@ -181,41 +183,37 @@ class PrepareFollower:
         better = same & earlier
         prepare, marker = prepare[better], marker[better]
         self.marker_ts[prepare], self.marker_offset[prepare] = times[marker], offsets[marker]
+        # each Prepare* record is at most once among ``prepare``
         chosen = pa.array(marker, pa.int64())
-        epochs = markers.column("epoch").take(chosen).to_pylist()
-        types = markers.column("marker_type").take(chosen).to_pylist()
-        for row, epoch, marker_type in zip(prepare.tolist(), epochs, types, strict=True):
-            self.marker_epoch[row], self.marker_type[row] = epoch, marker_type
+        self.marker_epoch[prepare], self.marker_epoch_known[prepare] = int_values(markers.column("epoch").take(chosen))
+        self.marker_type[prepare] = markers.column("marker_type").take(chosen).to_numpy(zero_copy_only=False)
 
     def rows(self) -> pa.Table:
-        """``FOLLOW_FIELDS`` for every Prepare* record."""
-        n = self.prepares.num_rows
-        epochs = self.prepares.column("epoch").to_pylist()
-        has_marker: list[bool | None] = [False] * n
-        next_type: list[str | None] = [None] * n
-        next_offset: list[int | None] = [None] * n
-        for row in range(n):
-            if self.marker_ts[row] == _NONE:
-                continue  # no marker after it (an untimed record, sorted before every marker, gets none)
-            after = row + 1
-            if after < n and self.producers[after] == self.producers[row] and \
-                    self.times[after] <= self.marker_ts[row]:
-                continue  # the next Prepare* comes first (before a marker of its own time)
-            next_type[row], next_offset[row] = self.marker_type[row], int(self.marker_offset[row])
-            epoch, marker_epoch = epochs[row], self.marker_epoch[row]
-            has_marker[row] = None if epoch is None or marker_epoch is None else epoch == marker_epoch
+        """``FOLLOW_FIELDS`` for every Prepare* record: the marker found for it, unless none was
+        (an untimed record, sorted before every marker, gets none) or the producer's next
+        Prepare* record comes first (before a marker of its own time)."""
+        found = self.marker_ts != _NONE
+        next_first = np.zeros(found.size, bool)
+        next_first[:-1] = (self.producers[1:] == self.producers[:-1]) & (self.times[1:] <= self.marker_ts[:-1])
+        followed = found & ~next_first
+        epochs, known = int_values(self.prepares.column("epoch"))
+        comparable = followed & known & self.marker_epoch_known
+        has_marker = pa.array(np.where(comparable, epochs == self.marker_epoch, False),
+                              mask=followed & ~comparable)
+        types = self.marker_type.copy()
+        types[~followed] = None
+        next_type = pa.array(types, pa.string())
+        next_offset = pa.array(self.marker_offset, mask=~followed)
         return _with_outcomes(self.prepares, has_marker, next_type, next_offset)
 
 
 def unfollowed(prepares: pa.Table) -> pa.Table:
     """``FOLLOW_FIELDS`` for Prepare* records on partitions no task reads: no marker follows them."""
     n = prepares.num_rows
-    return _with_outcomes(prepares, [False] * n, [None] * n, [None] * n)
+    return _with_outcomes(prepares, pa.array(np.zeros(n, bool)), pa.nulls(n, pa.string()), pa.nulls(n, pa.int64()))
 
 
-def _with_outcomes(prepares: pa.Table, has_marker: list[bool | None], next_type: list[str | None],
-                   next_offset: list[int | None]) -> pa.Table:
-    outcomes = [pa.array(has_marker, pa.bool_()), pa.array(next_type, pa.string()),
-                pa.array(next_offset, pa.int64())]
-    return pa.Table.from_arrays([*(prepares.column(f.name) for f in PREPARE_FIELDS), *outcomes],
-                                schema=FOLLOW_FIELDS)
+def _with_outcomes(prepares: pa.Table, has_marker: pa.Array, next_type: pa.Array, next_offset: pa.Array) -> pa.Table:
+    """``prepares`` with the outcome columns (``OUTCOME_FIELDS``), in their order."""
+    return pa.Table.from_arrays([*(prepares.column(f.name) for f in PREPARE_FIELDS), has_marker, next_type,
+                                 next_offset], schema=FOLLOW_FIELDS)
