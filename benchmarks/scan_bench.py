@@ -22,8 +22,10 @@ aborted, idempotent and plain producers), written once into ``--data-dir`` (Java
 Central needed; without them the table says why it is missing).
 
 Single scans of the same dump move by several seconds on a small machine, so each size is
-scanned ``--repeat`` times, the sizes taking turns, and kafka-python timed as often; the table
-shows each size's median scan and kafka-python's median time, and lists every scan's time.
+scanned ``--repeat`` times, the sizes taking turns, and kafka-python timed in each turn right
+after that turn's scans of the workload (a VM's speed drifts within the hour: the marginal ratio
+compares figures of the same minutes); the table shows each size's median scan and
+kafka-python's median time, and lists every scan's time.
 """
 
 from __future__ import annotations
@@ -508,6 +510,7 @@ def main(argv: list[str] | None = None) -> None:
     scans: dict[tuple[str, float], list[ScanRun]] = {key: [] for key in workloads}
     small_runs: dict[str, list[ScanRun]] = {scenario_name(p): [] for p in scenarios}
     baselines: list[float] = []
+    kp_runs: dict[str, list[tuple[float, int, int]]] = {w: [] for w in args.workload}
     real_logdirs, real_missing = real_broker_dump(args.data_dir, args.real_broker_mb) if args.real_broker_mb else (
         None, "not asked for (--real-broker-mb 0)")
     real_gib = 0.0
@@ -533,23 +536,25 @@ def main(argv: list[str] | None = None) -> None:
             print(f"# scan {turn + 1}/{args.repeat} of the real-broker dump ({real_gib:.2f} GiB): "
                   f"{real_runs[-1].wall_s:.1f} s, exit {real_runs[-1].exit_code}, {real_runs[-1].findings} findings",
                   file=sys.stderr)
-        for w, size in workloads:
-            dump = dumps[(w, size)]
-            warmed = warm(dump)
-            run = run_scan(dump, args.data_dir / f"out-{w}-{size:g}g", size, flags, args.driver_memory)
-            scans[(w, size)].append(run)
-            print(f"# scan {turn + 1}/{args.repeat} of the {w} {size:g} GiB dump ({warmed / GIB:.2f} GiB of files): "
-                  f"{run.wall_s:.1f} s, exit {run.exit_code}, {run.findings} findings, rows {run.rows}",
-                  file=sys.stderr)
+        for w in args.workload:
+            for size in [s for s in args.sizes if (w, s) in dumps]:
+                dump = dumps[(w, size)]
+                warmed = warm(dump)
+                run = run_scan(dump, args.data_dir / f"out-{w}-{size:g}g", size, flags, args.driver_memory)
+                scans[(w, size)].append(run)
+                print(f"# scan {turn + 1}/{args.repeat} of the {w} {size:g} GiB dump ({warmed / GIB:.2f} GiB of "
+                      f"files): {run.wall_s:.1f} s, exit {run.exit_code}, {run.findings} findings, rows {run.rows}",
+                      file=sys.stderr)
+            if args.sizes:  # right after this turn's scans of the workload, in the same minutes
+                smallest = dumps[(w, min(args.sizes))]
+                kp_runs[w].append(kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB)))
+                print(f"# kafka-python {turn + 1}/{args.repeat} on the {w} segments: {kp_runs[w][-1][0]:.1f} s "
+                      f"for {kp_runs[w][-1][2] / GIB:.2f} GiB", file=sys.stderr)
     kp: dict[str, tuple[float, list[tuple[float, int, int]]]] = {}
-    for w in args.workload:
-        if not args.sizes:
-            continue
-        smallest = dumps[(w, min(args.sizes))]
-        timings = sorted(kafka_python_seconds(data_logs(smallest), int(args.kafka_python_gib * GIB))
-                         for _ in range(args.repeat))
-        kp_s, _, kp_bytes = timings[(len(timings) - 1) // 2]
-        kp[w] = (kp_s / (kp_bytes / GIB), timings)
+    for w, timed in kp_runs.items():
+        if timed:
+            kp_s, _, kp_bytes = sorted(timed)[(len(timed) - 1) // 2]
+            kp[w] = (kp_s / (kp_bytes / GIB), timed)
     realistic = [dumps[("realistic", s)] for s in sorted(args.sizes) if ("realistic", s) in dumps]
     rate, rate_records = coordinator_rate(realistic[-1] if realistic else None, args.repeat)
     load_after = os.getloadavg()
@@ -571,8 +576,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"= {info['coordinator_records'] / (info['coordinator_records'] + info['data_batches']):.1%} of "
                   f"the batches")
     for w, (per_gib, timings) in kp.items():
-        print(f"kafka-python on the {w} segments: {per_gib:.1f} s/GiB on one core "
-              f"(median of {', '.join(f'{t[0]:.1f} s for {t[2] / GIB:.2f} GiB' for t in timings)})")
+        print(f"kafka-python on the {w} segments: {per_gib:.1f} s/GiB on one core (median of "
+              f"{', '.join(f'{t[0]:.1f} s for {t[2] / GIB:.2f} GiB' for t in timings)}, one after each turn's scans)")
     print(f"coordinator records: {rate_records:,} decoded at {rate / 1e6:.2f} M/s on one core (best of {args.repeat})")
     if baselines:
         print(f"SparkSession start and range(10).count(): {', '.join(f'{b:.1f}' for b in baselines)} s")
