@@ -6,9 +6,9 @@ over all of them (``transactions.prepare_records``, ``coordinator_current``,
 record's state, the newest record of each id, and the newest transactional id of each
 producer id; and the coordinator epoch rule a fourth (``transactions.epoch_candidates``). Each
 is a shuffle and a sort of every record in Spark. Here a task reads a partition's records from
-the files ingest wrote (``txn_audit.replica_tasks``), orders them by transactional id and offset
-with pyarrow, and gives all four at once, as rows of ``COORDINATOR_PASS``, each with one of its
-four columns set:
+the files ingest wrote (``txn_audit.replica_tasks``), orders their row numbers by transactional
+id and offset (``IdOrder``), and gives all four at once, as rows of ``COORDINATOR_PASS``, each
+with one of its four columns set:
 
 * ``prepare``: a Prepare* record, once per partition it lists (``PREPARE_FIELDS``), with the
   state of the id's next record in the partition (null when it is the newest there);
