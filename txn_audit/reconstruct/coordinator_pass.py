@@ -83,9 +83,18 @@ COORDINATOR_PASS = pa.schema([
 ])
 #: the columns a task reads
 _READ = sorted({*CURRENT_FIELDS.names, *PRODUCER_FIELDS.names, *REPLICA_COLUMNS, "file"})
-#: the columns of a Prepare* record its ``prepare`` rows give
-_PREPARE_READ = ["producer_id", "producer_epoch", "txn_last_update_timestamp", "partition", "offset",
-                 "transactional_id", "state", "txn_start_timestamp", "txn_timeout_ms"]
+#: the ``PREPARE_FIELDS`` a Prepare* record gives each of its ``prepare`` rows, and its column of each
+_PREPARE_COLUMNS = {
+    "producer_id": "producer_id",
+    "epoch": "producer_epoch",
+    "ts": "txn_last_update_timestamp",
+    "txn_log_partition": "partition",
+    "txn_log_offset": "offset",
+    "transactional_id": "transactional_id",
+    "state": "state",
+    "started": "txn_start_timestamp",
+    "timeout_ms": "txn_timeout_ms",
+}
 #: the string columns of ``_READ`` a task reads dictionary-encoded, as ingest writes them
 #: (``schemas.dictionary_columns``): a partition's records name few files, replicas, states and ids
 _DICTIONARIES = ("file", "log_dir", "topic", "state", "transactional_id")
@@ -208,21 +217,14 @@ def _prepares(records: pa.Table, ids: IdOrder) -> pa.StructArray:
     listed = records.column("topic_partitions").take(pa.array(order[at])).combine_chunks()
     parents = pc.list_parent_indices(listed)
     # each record's row once per partition it lists: only the columns given taken
-    each = records.select(_PREPARE_READ).take(pa.array(order[at][parents.to_numpy(zero_copy_only=False)]))
+    each = records.select(list(_PREPARE_COLUMNS.values())).take(
+        pa.array(order[at][parents.to_numpy(zero_copy_only=False)]))
     tps = pc.list_flatten(listed)
     columns = {
         "topic": pc.struct_field(tps, "topic"),
         "partition": pc.struct_field(tps, "partition"),
-        "producer_id": each.column("producer_id"),
-        "epoch": each.column("producer_epoch"),
-        "ts": each.column("txn_last_update_timestamp"),
-        "txn_log_partition": each.column("partition"),
-        "txn_log_offset": each.column("offset"),
-        "transactional_id": each.column("transactional_id"),
-        "state": each.column("state"),
         "next_state": next_state.take(parents),
-        "started": each.column("txn_start_timestamp"),
-        "timeout_ms": each.column("txn_timeout_ms"),
+        **{name: each.column(column) for name, column in _PREPARE_COLUMNS.items()},
     }
     return _struct(pa.table(columns), PREPARE_FIELDS)
 
@@ -233,11 +235,10 @@ def epoch_candidates(records: pa.Table, ids: IdOrder) -> pa.Table:
     tombstone = pc.fill_null(records.column("tombstone"), True).to_numpy(zero_copy_only=False)
     kept = ids.order[~tombstone[ids.order]]  # the records that are no tombstone, in the order
     count = kept.size
-    keys, known = ids.keys[kept], ids.known[kept]
+    same_next = _same_next(ids.keys[kept], ids.known[kept])
     same_prev = np.zeros(count, bool)  # the previous record is the same id's
-    same_prev[1:] = (keys[1:] == keys[:-1]) & known[1:]
-    last_of_id = np.ones(count, bool)
-    last_of_id[:-1] = ~same_prev[1:]
+    same_prev[1:] = same_next[:-1]
+    last_of_id = ~same_next
     # each record's id's newest record: the last of its run of the id
     newest = np.minimum.accumulate(np.where(last_of_id, np.arange(count), count)[::-1])[::-1]
     epochs, has_epoch = int_values(records.column("producer_epoch").take(pa.array(kept)))
