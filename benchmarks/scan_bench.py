@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{real_runs[-1].wall_s:.1f} s, exit {real_runs[-1].exit_code}, {real_runs[-1].findings} findings",
                   file=sys.stderr)
         for w in args.workload:
-            for size in [s for s in args.sizes if (w, s) in dumps]:
+            for size in args.sizes:
                 dump = dumps[(w, size)]
                 warmed = warm(dump)
                 run = run_scan(dump, args.data_dir / f"out-{w}-{size:g}g", size, flags, args.driver_memory)
