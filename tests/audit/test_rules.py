@@ -99,6 +99,45 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
     assert 0 < idle < len(every)  # the sample leaves some rules nothing to judge
 
 
+def _table_scans(frame: Any, table: str) -> int:
+    """How many times ``frame``'s physical plan reads the Parquet files of raw or derived ``table``."""
+    conf = frame.sparkSession.conf
+    before = conf.get("spark.sql.maxMetadataStringLength")
+    conf.set("spark.sql.maxMetadataStringLength", "100000")  # each scan's folder in full
+    try:
+        plan = frame._jdf.queryExecution().executedPlan().toString()
+    finally:
+        conf.set("spark.sql.maxMetadataStringLength", before)
+    return sum(f"/{table}" in line for line in plan.splitlines() if "Scan parquet" in line or "FileScan" in line)
+
+
+def test_rules_read_partition_transactions_and_markers_once(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
+    """The open-transaction rule reads ``partition_transactions`` in one scan, every open
+    transaction given its kind (a union of one branch per kind read it three times), and the
+    markers' last coordinator epochs and times, which that rule and the coordinator rule read
+    (the latter twice), are aggregated once for all the rules: no rule's query reads every
+    marker again."""
+    from txn_audit.detect import DetectOptions, detection_rules
+    from txn_audit.detect.rules import last_markers_of, open_transaction_findings
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    result = sample_scan.result
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
+                        output=DerivedOutput(str(tmp_path)))  # derived tables as a scan writes them
+    # the markers table is where the raw tables are: a plan reading it names its folder
+    assert _table_scans(recon.markers, "control_markers") == 1
+    opened = open_transaction_findings(recon.partition_transactions, recon.coordinator,
+                                       last_markers_of(recon.markers).localCheckpoint(), opts)
+    assert _table_scans(opened, "partition_transactions") == 1
+    assert {r["kind"] for r in opened.select("kind").distinct().collect()} >= {
+        "hanging_transaction", "open_transaction"}  # the sample plants both
+    every = detection_rules(raw, recon, opts)
+    assert sum(_table_scans(rule.build(), "control_markers") for rule in every if not rule.idle()) == 0
+
+
 def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
     b = RawBuilder()
     # pid 1: stray batch on t-1 never added; coordinator moved on to CompleteCommit

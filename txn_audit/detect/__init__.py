@@ -132,6 +132,23 @@ class Rule:
     idle: Callable[[], bool] = _never
 
 
+class _Shared:
+    """Rows that several rules read (their query small, its input large), computed once
+    (``localCheckpoint``) by whichever rule reads them first; the rules' threads
+    (``spark.side_by_side``) wait for it. A rule left idle computes nothing."""
+
+    def __init__(self, rows: DataFrame) -> None:
+        self._rows = rows
+        self._lock = threading.Lock()
+        self._computed: DataFrame | None = None
+
+    def __call__(self) -> DataFrame:
+        with self._lock:
+            if self._computed is None:
+                self._computed = self._rows.localCheckpoint(eager=True)
+            return self._computed
+
+
 class _Absent:
     """Whether ``rows`` holds no row, found out once (one small job), whichever rule asks first;
     the rules' threads (``spark.side_by_side``) wait for it."""
@@ -158,14 +175,14 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
     txn_log = recon.coordinator_log.records
     # per producer on a partition: its last marker's coordinator epoch and its newest marker's
-    # time, from one aggregation that two rules read
-    last_markers = last_markers_of(markers)
+    # time, from one aggregation of every marker that two rules read, one of them three times
+    last_markers = _Shared(last_markers_of(markers))
     present = recon.extent.select("topic", "partition", "covers_from")
     matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
     ptx, stability = recon.partition_transactions, recon.partition_stability
 
     def open_findings() -> DataFrame:
-        return open_transaction_findings(ptx, recon.coordinator, last_markers, opts)
+        return open_transaction_findings(ptx, recon.coordinator, last_markers(), opts)
 
     def unrecorded(name: str) -> Callable[[], bool]:
         """Whether raw table ``name`` holds no row, by its manifest (no job; False when not known)."""
@@ -193,7 +210,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         Rule(lambda: stuck_lso_findings(stability, ptx), _Absent(held_partitions(stability))),
         Rule(lambda: late_arrival_findings(recon.events, opts), no_events),
         Rule(lambda: absorbed_findings(ptx), _Absent(absorbing_transactions(ptx))),
-        Rule(lambda: coordinator_findings(matches.unsettled, last_markers, ptx, opts), _Absent(matches.unsettled)),
+        Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts), _Absent(matches.unsettled)),
         Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids), _Absent(bare_markers(ptx))),
         Rule(lambda: coordinator_epoch_findings(candidates), no_candidates),
         Rule(lambda: sequence_findings(recon.producer_events, batches), no_events),

@@ -157,64 +157,53 @@ def open_transaction_findings(
         "first_timestamp_ms": F.col("first_timestamp"),
         "last_timestamp_ms": F.col("producer_last_timestamp"),
     }
-    hanging_rows = finding(
-        open_.where(hanging),
-        "hanging_transaction",
-        CRITICAL,
-        F.format_string(
-            "producer %d (epoch %d) has a transaction open on %s since offset %d%s; its last write here was "
-            "at %s, %s before the audit time (more than the %s maximum transaction timeout), and %s, so no "
-            "marker will ever close it",
-            F.col("producer_id"), epoch, here, F.col("first_offset"), since, ts("producer_last_timestamp"),
-            duration(idle_ms), duration(F.lit(opts.max_transaction_timeout_ms)), where_coord,
-        ),
-        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("first_offset")),
-        remediation_pre_3_0=abort_command_pre_3_0(F.col("topic"), F.col("partition"), F.col("producer_id"), epoch,
-                                                  F.col("last_coordinator_epoch")),
-        **base_cols,
+    hanging_evidence = F.format_string(
+        "producer %d (epoch %d) has a transaction open on %s since offset %d%s; its last write here was "
+        "at %s, %s before the audit time (more than the %s maximum transaction timeout), and %s, so no "
+        "marker will ever close it",
+        F.col("producer_id"), epoch, here, F.col("first_offset"), since, ts("producer_last_timestamp"),
+        duration(idle_ms), duration(F.lit(opts.max_transaction_timeout_ms)), where_coord,
     )
-    mismatch_rows = finding(
-        open_.where(mismatch),
-        "open_transaction_epoch_mismatch",
-        WARNING,
-        F.format_string(
-            "producer %d has a transaction open on %s since offset %d at epoch %d, while its transactional id %s "
-            "lists %s in a %s transaction at epoch %d; find-hanging does not report this (it ignores epochs), "
-            "and the current transaction's marker will decide these older records too",
-            F.col("producer_id"), here, F.col("first_offset"), epoch, F.col("cur_tid"), here, F.col("cur_state"),
-            F.col("cur_epoch"),
-        ),
-        **base_cols,
+    mismatch_evidence = F.format_string(
+        "producer %d has a transaction open on %s since offset %d at epoch %d, while its transactional id %s "
+        "lists %s in a %s transaction at epoch %d; find-hanging does not report this (it ignores epochs), "
+        "and the current transaction's marker will decide these older records too",
+        F.col("producer_id"), here, F.col("first_offset"), epoch, F.col("cur_tid"), here, F.col("cur_state"),
+        F.col("cur_epoch"),
     )
     age = F.lit(opts.as_of_ms) - F.coalesce("cur_start", "first_timestamp")
     overdue = (F.col("cur_state") == "Ongoing") & F.col("cur_timeout").isNotNull() & (age > F.col("cur_timeout"))
-    open_sev = F.when(~listed, WARNING).when(overdue, WARNING).otherwise(INFO)
-    open_rows = finding(
-        open_.where(~hanging & ~mismatch),
-        "open_transaction",
-        open_sev,
-        F.when(
-            listed,
-            F.format_string(
-                "producer %d (transactional id %s, epoch %d) has a transaction open on %s since offset %d, "
-                "started %s (%s before the audit time); the coordinator lists %s in its %s transaction%s",
-                F.col("producer_id"), F.col("cur_tid"), epoch, here, F.col("first_offset"),
-                ts(F.coalesce("cur_start", "first_timestamp")), duration(age), here, F.col("cur_state"),
-                F.when(overdue, F.format_string(", which is older than its %d ms transaction.timeout.ms: the "
-                                                "coordinator should already have aborted it", F.col("cur_timeout")))
-                .otherwise(F.lit("")),
-            ),
-        ).otherwise(
-            F.format_string(
-                "producer %d (epoch %d) has a transaction open on %s since offset %d, last write %s (%s before the "
-                "audit time) and %s; find-hanging reports it once that last write is older than %s",
-                F.col("producer_id"), epoch, here, F.col("first_offset"), ts("producer_last_timestamp"),
-                duration(idle_ms), where_coord, duration(F.lit(opts.max_transaction_timeout_ms)),
-            )
+    open_evidence = F.when(
+        listed,
+        F.format_string(
+            "producer %d (transactional id %s, epoch %d) has a transaction open on %s since offset %d, "
+            "started %s (%s before the audit time); the coordinator lists %s in its %s transaction%s",
+            F.col("producer_id"), F.col("cur_tid"), epoch, here, F.col("first_offset"),
+            ts(F.coalesce("cur_start", "first_timestamp")), duration(age), here, F.col("cur_state"),
+            F.when(overdue, F.format_string(", which is older than its %d ms transaction.timeout.ms: the "
+                                            "coordinator should already have aborted it", F.col("cur_timeout")))
+            .otherwise(F.lit("")),
         ),
+    ).otherwise(
+        F.format_string(
+            "producer %d (epoch %d) has a transaction open on %s since offset %d, last write %s (%s before the "
+            "audit time) and %s; find-hanging reports it once that last write is older than %s",
+            F.col("producer_id"), epoch, here, F.col("first_offset"), ts("producer_last_timestamp"),
+            duration(idle_ms), where_coord, duration(F.lit(opts.max_transaction_timeout_ms)),
+        )
+    )
+    # each open transaction is of one kind: the joined rows are read once, not once per kind
+    return finding(
+        open_,
+        F.when(hanging, "hanging_transaction").when(mismatch, "open_transaction_epoch_mismatch")
+        .otherwise("open_transaction"),
+        F.when(hanging, CRITICAL).when(mismatch | ~listed | overdue, WARNING).otherwise(INFO),
+        F.when(hanging, hanging_evidence).when(mismatch, mismatch_evidence).otherwise(open_evidence),
+        remediation=F.when(hanging, abort_command(F.col("topic"), F.col("partition"), F.col("first_offset"))),
+        remediation_pre_3_0=F.when(hanging, abort_command_pre_3_0(
+            F.col("topic"), F.col("partition"), F.col("producer_id"), epoch, F.col("last_coordinator_epoch"))),
         **base_cols,
     )
-    return hanging_rows.unionByName(mismatch_rows).unionByName(open_rows)
 
 
 HW_SOURCE_TEXT = {
