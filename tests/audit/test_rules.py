@@ -69,6 +69,26 @@ def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest
         run_rules(spark, b, as_of_ms=T0 + 60 * MIN, files=tmp_path / "open")
 
 
+def test_the_rules_gates_are_found_out_by_one_query(spark: Any) -> None:
+    """Whether each gated frame holds rows is found out for every frame at once: the answers of
+    one query (at most two jobs: its shuffle and its result), not a job for each frame."""
+    from txn_audit.detect import _Gates
+
+    gates = _Gates()
+    sizes = [0, 3, 0, 1, 250]
+    idle = [gates.absent(spark.range(n).where("id >= 0")) for n in sizes]
+    group = "txn-audit-gates-test"
+    spark.sparkContext.setJobGroup(group, "gates")
+    try:
+        assert [check() for check in idle] == [n == 0 for n in sizes]
+        assert [check() for check in reversed(idle)] == [n == 0 for n in reversed(sizes)]  # asked again: no job
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert 1 <= len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) <= 2
+    with pytest.raises(RuntimeError, match="after the gates were computed"):
+        gates.absent(spark.range(1))
+
+
 def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_scan: Any) -> None:
     """``detect.Rule.idle`` is sound: on the sample dump's tables, which hold an anomaly of every
     kind the sample plants, each rule that says it can find nothing gives no row when built

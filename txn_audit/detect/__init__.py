@@ -124,7 +124,8 @@ def _never() -> bool:
 class Rule:
     """A rule (or group of rules) of ``detection_rules``: ``build`` builds its findings' frame;
     ``idle`` tells, without building it, that the rule can find nothing, because every finding it
-    gives is of rows that are absent (a table without rows, by its manifest or one small job).
+    gives is of rows that are absent (a table without rows, by its manifest, or frames without rows,
+    found out for every rule by one query: ``_Gates``).
     Building and computing a rule's query costs more than that check: on a small dump, seconds
     of planning and stages over all the rules that find nothing."""
 
@@ -149,20 +150,31 @@ class _Shared:
             return self._computed
 
 
-class _Absent:
-    """Whether ``rows`` holds no row, found out once (one small job), whichever rule asks first;
-    the rules' threads (``spark.side_by_side``) wait for it."""
+class _Gates:
+    """Which of the frames the rules are gated on (``Rule.idle``) hold no row, found out for all
+    of them at once, by one query (each frame's rows tagged with its index, the distinct tags
+    collected), whichever rule asks first; the rules' threads (``spark.side_by_side``) wait for
+    it. A query for each costs its planning and its job: about ten of them, on every dump.
+    ``absent(rows)`` registers a frame before any rule is asked."""
 
-    def __init__(self, rows: DataFrame) -> None:
-        self._rows = rows
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
         self._lock = threading.Lock()
-        self._absent: bool | None = None
+        self._present: frozenset[int] | None = None
 
-    def __call__(self) -> bool:
+    def absent(self, rows: DataFrame) -> Callable[[], bool]:
+        """A ``Rule.idle``: whether ``rows`` holds no row."""
+        if self._present is not None:
+            raise RuntimeError("a gate was added after the gates were computed")
+        self._frames.append(rows)
+        return partial(self._absent, len(self._frames) - 1)
+
+    def _absent(self, index: int) -> bool:
         with self._lock:
-            if self._absent is None:
-                self._absent = self._rows.isEmpty()
-            return self._absent
+            if self._present is None:
+                tagged = [rows.select(F.lit(i).alias("_gate")) for i, rows in enumerate(self._frames)]
+                self._present = frozenset(row[0] for row in _union(tagged).distinct().collect())
+            return index not in self._present
 
 
 def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
@@ -188,8 +200,9 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         """Whether raw table ``name`` holds no row, by its manifest (no job; False when not known)."""
         return partial(tables.holds_no_rows, name)
 
+    gates = _Gates()
     # the rows every finding of the late-arrival, sequence and epoch rules is of: a healthy dump has none
-    no_events = _Absent(recon.producer_events)
+    no_events = gates.absent(recon.producer_events)
 
     def nothing_reported() -> bool:
         reported = tables["reported_transactions"]
@@ -202,24 +215,26 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 
     candidates = recon.coordinator_log.epoch_candidates()
     # the pass's candidates are computed rows, asked at little cost; the window's would be computed twice
-    no_candidates = _Absent(candidates) if recon.coordinator_log.passed is not None else _never
+    no_candidates = gates.absent(candidates) if recon.coordinator_log.passed is not None else _never
     # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
     # has none of them (no open transaction, no marker without data, no held LSO, ...)
     return [
-        Rule(open_findings, _Absent(open_transactions(ptx))),
-        Rule(lambda: stuck_lso_findings(stability, ptx), _Absent(held_partitions(stability))),
+        Rule(open_findings, gates.absent(open_transactions(ptx))),
+        Rule(lambda: stuck_lso_findings(stability, ptx), gates.absent(held_partitions(stability))),
         Rule(lambda: late_arrival_findings(recon.events, opts), no_events),
-        Rule(lambda: absorbed_findings(ptx), _Absent(absorbing_transactions(ptx))),
-        Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts), _Absent(matches.unsettled)),
-        Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids), _Absent(bare_markers(ptx))),
+        Rule(lambda: absorbed_findings(ptx), gates.absent(absorbing_transactions(ptx))),
+        Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts),
+             gates.absent(matches.unsettled)),
+        Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids),
+             gates.absent(bare_markers(ptx))),
         Rule(lambda: coordinator_epoch_findings(candidates), no_candidates),
         Rule(lambda: sequence_findings(recon.producer_events, batches), no_events),
         Rule(lambda: epoch_findings(recon.producer_events), no_events),
         Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
-        Rule(lambda: retention_findings(ptx, stability), _Absent(snapshot_transactions(ptx))),
+        Rule(lambda: retention_findings(ptx, stability), gates.absent(snapshot_transactions(ptx))),
         Rule(lambda: replica_divergence_findings(recon.replica_stability, stability),
-             _Absent(divergent_copies(recon.replica_stability))),
-        Rule(lambda: hw_beyond_log_end_findings(stability), _Absent(capped_partitions(stability))),
+             gates.absent(divergent_copies(recon.replica_stability))),
+        Rule(lambda: hw_beyond_log_end_findings(stability), gates.absent(capped_partitions(stability))),
         Rule(lambda: decode_issue_findings(tables["decode_issues"], tables["batches"],
                                            text_files(tables["segments"])), unrecorded("decode_issues")),
         Rule(disagreement, nothing_reported),
