@@ -192,7 +192,8 @@ def open_transaction_findings(
             duration(idle_ms), where_coord, duration(F.lit(opts.max_transaction_timeout_ms)),
         )
     )
-    # each open transaction is of one kind: the joined rows are read once, not once per kind
+    # each open transaction is of one kind: the joined rows are read once, not once per kind. One
+    # whose last write here is unknown cannot be said to hang: it is reported open
     return finding(
         open_,
         F.when(hanging, "hanging_transaction").when(mismatch, "open_transaction_epoch_mismatch")
