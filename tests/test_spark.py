@@ -86,6 +86,31 @@ def test_the_local_heap_starts_whole_and_metadata_collects_late(spark: Any) -> N
     assert flag("MetaspaceSize") == 256 << 20
 
 
+def test_the_local_session_takes_pages_of_its_heap_share(spark: Any) -> None:
+    """The session's memory manager hands out pages of ``local_page_size`` of its heap: what
+    each sort, aggregation and hash map of a task takes at its first row."""
+    memory_manager = spark.sparkContext._jsc.sc().env().memoryManager()
+    page = spark_module.local_page_size(spark.conf.get("spark.driver.memory"))
+    assert page is not None
+    assert memory_manager.pageSizeBytes() == int(page.removesuffix("m")) << 20
+    assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == page
+
+
+@pytest.mark.parametrize(("memory", "page"), [
+    ("6026m", "2m"),  # this kind of machine's quarter of 24 GB: 1.5 MB a share, rounded up
+    ("1024m", "1m"), ("1g", "1m"), ("512", "1m"),  # at least Spark's 1 MB
+    ("8g", "2m"), ("16g", "4m"), ("16384M", "4m"),
+    ("256g", "64m"), ("1t", "64m"),  # at most Spark's 64 MB
+])
+def test_the_page_is_a_power_of_two_share_of_the_heap(memory: str, page: str) -> None:
+    assert spark_module.local_page_size(memory) == page
+
+
+def test_a_heap_size_the_jvm_does_not_read_leaves_spark_its_page() -> None:
+    assert spark_module.local_page_size("lots") is None
+    assert spark_module.local_page_size("2.5g") is None
+
+
 def test_the_heap_options_read_spark_memory_sizes() -> None:
     """Sizes as ``spark.driver.memory`` takes them become sizes the JVM takes; anything else
     leaves the heap's first size to HotSpot."""
