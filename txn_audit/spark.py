@@ -431,8 +431,9 @@ def build_session(
     master and every ``--conf`` it was given are kept, txn-audit's settings only fill the gaps;
     otherwise a new session is ``local[*]`` with ``local_driver_memory()`` (a heap that starts at
     that size: ``local_heap_options``; memory pages of ``local_page_size``, unless
-    PYSPARK_SUBMIT_ARGS sets them) and the JVM options ``local_jvm_options`` gives for
-    ``input_bytes``, the size of the input the session is for.
+    PYSPARK_SUBMIT_ARGS gives ``--driver-memory`` or ``spark.buffer.pageSize``) and the JVM
+    options ``local_jvm_options`` gives for ``input_bytes``, the size of the input the session
+    is for.
     Workers run this very interpreter unless PYSPARK_PYTHON says otherwise, so the package and
     its decoders are importable in them.
 
