@@ -278,14 +278,24 @@ METASPACE_OPTION = "-XX:MetaspaceSize=256m"
 _MEMORY_SIZE = re.compile(r"(\d+)\s*([kmgt]?)b?", re.IGNORECASE)
 
 
+def _memory_size(memory: str) -> tuple[int, str] | None:
+    """``memory`` (``spark.driver.memory``'s value) as a number and its unit (``k``, ``m``,
+    ``g`` or ``t``; ``m`` when it names none), or None when it is no size the JVM reads."""
+    size = _MEMORY_SIZE.fullmatch(memory.strip())
+    if size is None:
+        return None
+    return int(size.group(1)), size.group(2).lower() or "m"
+
+
 def local_heap_options(memory: str) -> str:
     """JVM options for a local JVM whose heap is ``memory`` (``spark.driver.memory``'s value):
     the heap starts at that size and class metadata first collects at 256 MB
     (``METASPACE_OPTION``). Only the metadata option when ``memory`` is no size the JVM reads."""
-    size = _MEMORY_SIZE.fullmatch(memory.strip())
+    size = _memory_size(memory)
     if size is None:
         return METASPACE_OPTION
-    return f"-Xms{size.group(1)}{size.group(2).lower() or 'm'} {METASPACE_OPTION}"
+    number, unit = size
+    return f"-Xms{number}{unit} {METASPACE_OPTION}"
 
 
 #: Spark's memory manager gives each sort, aggregation and hash map of a task its memory in pages
@@ -301,17 +311,18 @@ def local_heap_options(memory: str) -> str:
 #: zeroing fresh heap) 1.6-1.8 s against 2.9-3.2 s; the 2.2 MB ``healthy`` dump unchanged.
 LOCAL_HEAP_PAGES = 4096
 _PAGE_BYTES = (1 << 20, 64 << 20)
-_UNIT_SHIFT = {"": 20, "k": 10, "m": 20, "g": 30, "t": 40}
+_UNIT_SHIFT = {"k": 10, "m": 20, "g": 30, "t": 40}
 
 
 def local_page_size(memory: str) -> str | None:
     """``spark.buffer.pageSize`` for a local JVM whose heap is ``memory`` (``spark.driver.memory``'s
     value): ``1 / LOCAL_HEAP_PAGES`` of it, rounded up to a power of two, within Spark's own
     bounds; None when ``memory`` is no size the JVM reads (Spark's default then)."""
-    size = _MEMORY_SIZE.fullmatch(memory.strip())
+    size = _memory_size(memory)
     if size is None:
         return None
-    heap = int(size.group(1)) << _UNIT_SHIFT[size.group(2).lower()]
+    number, unit = size
+    heap = number << _UNIT_SHIFT[unit]
     share = max(1, heap // LOCAL_HEAP_PAGES)
     low, high = _PAGE_BYTES
     page = min(high, max(low, 1 << (share - 1).bit_length()))
