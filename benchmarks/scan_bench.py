@@ -201,28 +201,54 @@ def _status_kib(pid: int, key: str) -> int:
     return 0
 
 
+def _cpu_ticks(pid: int) -> int | None:
+    """User and system CPU a process has used so far, in clock ticks (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+
+
 class Sampler(threading.Thread):
-    """Samples the RSS of a process tree every ``interval`` seconds until stopped."""
+    """Samples the RSS and the CPU time of a process tree every ``interval`` seconds until
+    stopped. A process's CPU counts as of its last sample: what it uses in its last
+    ``interval``, or after the root process ends, is not counted."""
 
     def __init__(self, root: int, interval: float = 0.2) -> None:
         super().__init__(daemon=True)
         self.root, self.interval = root, interval
         self.peak: dict[str, int] = {}
         self.peak_total = 0
+        self.ticks: dict[int, tuple[str, int]] = {}  # pid: (role, CPU ticks at its last sample)
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.is_set():
-            total = 0
-            for pid in _descendants(self.root):
-                role = _role(pid, self.root)  # read each time: spark-submit's shell execs the JVM
-                if role == "gone":
-                    continue
-                hwm = _status_kib(pid, "VmHWM:")
-                total += _status_kib(pid, "VmRSS:")
-                self.peak[role] = max(self.peak.get(role, 0), hwm)
-            self.peak_total = max(self.peak_total, total)
+            self.sample()
             self.stop.wait(self.interval)
+
+    def sample(self) -> None:
+        total = 0
+        for pid in _descendants(self.root):
+            role = _role(pid, self.root)  # read each time: spark-submit's shell execs the JVM
+            if role == "gone":
+                continue
+            hwm = _status_kib(pid, "VmHWM:")
+            total += _status_kib(pid, "VmRSS:")
+            self.peak[role] = max(self.peak.get(role, 0), hwm)
+            ticks = _cpu_ticks(pid)
+            if ticks is not None:
+                self.ticks[pid] = (role, ticks)
+        self.peak_total = max(self.peak_total, total)
+
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds by process role (worker, jvm, driver, other), as sampled."""
+        per_second = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for role, ticks in self.ticks.values():
+            out[role] = out.get(role, 0.0) + ticks / per_second
+        return out
 
 
 def cli() -> list[str]:

@@ -1,11 +1,17 @@
-"""The benchmarks' realistic dump generator and the scan benchmark's table (no Spark)."""
+"""The benchmarks' realistic dump generator, the scan benchmark's table and the paired
+comparison (its statistics and output comparison without Spark; one short run with it)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from txn_audit.formats.model import BatchHeader
@@ -16,6 +22,7 @@ from txn_audit.formats.txn_state import decode_txn_log_key, decode_txn_log_value
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import pair_bench  # noqa: E402
 import realistic_dump  # noqa: E402
 import scan_bench  # noqa: E402
 
@@ -166,3 +173,94 @@ def test_the_real_brokers_dump_has_its_rows() -> None:
     assert any(line.startswith("| findings at warning or above") and line.endswith("| not met |") for line in loud)
     missing = scan_bench.target_table(base(real_broker_missing="not written: no java"))
     assert any("| real broker 4.4.0 dump | not written: no java |" in line for line in missing)
+
+
+def test_pairs_take_turns_and_their_differences_have_an_interval() -> None:
+    assert pair_bench.turns(4) == [("a", "b"), ("b", "a"), ("a", "b"), ("b", "a")]
+    faster = pair_bench.paired([10.0, 12.0, 11.0, 13.0], [9.0, 11.5, 9.5, 12.0])
+    assert faster.mean == pytest.approx(-1.0) and (faster.b_lower, faster.b_higher, faster.n) == (4, 0, 4)
+    # differences -1, -0.5, -1.5, -1: standard deviation 0.408, t(3) 3.182, half-width 0.650
+    assert faster.interval == pytest.approx((-1.650, -0.350), abs=1e-3)
+    assert faster.sign_p == pytest.approx(0.125)  # four of four: 2 / 2**4
+    mixed = pair_bench.paired([10.0, 10.0, 10.0, 10.0], [12.0, 8.0, 11.0, 9.0])
+    assert mixed.mean == pytest.approx(0.0) and mixed.sign_p == 1.0
+    assert mixed.interval is not None and mixed.interval[0] < 0 < mixed.interval[1]
+    same = pair_bench.paired([5.0, 6.0], [5.0, 6.0])
+    assert (same.mean, same.interval, same.b_lower, same.b_higher, same.sign_p) == (0.0, (0.0, 0.0), 0, 0, 1.0)
+    assert pair_bench.paired([5.0], [4.0]).interval is None
+    # one of eight lower, as in an A/A run of this VM: 2 * 9 / 256
+    assert pair_bench.sign_test(1, 7) == pytest.approx(0.0703, abs=1e-4)
+    assert pair_bench.sign_test(0, 12) < 0.001 and pair_bench.sign_test(6, 6) == 1.0
+    many = pair_bench.paired([0.0] * 40, [float(i % 3) for i in range(40)])
+    assert many.interval is not None and many.interval[0] > 0  # past 30 pairs: t at 30 degrees
+    with pytest.raises(ValueError):
+        pair_bench.paired([1.0], [1.0, 2.0])
+    lines = pair_bench.report([pair_bench.Scan(10.0, {"jvm": 8.0, "driver": 2.0}, 0)] * 2,
+                              [pair_bench.Scan(9.0, {"jvm": 7.0, "driver": 2.0, "worker": 1.0}, 0)] * 2)
+    assert lines[0].startswith("| measure |")
+    assert "| wall s | 10.00 | 9.00 | -1.00 | -1.00 to -1.00 | 2/2 | 0.50 |" in lines
+    assert any(line.startswith("| CPU s, worker | 0.00 | 1.00 | +1.00 |") for line in lines)
+
+
+def _out(folder: Path, tables: dict[str, list[pa.Table]], findings: list[dict[str, Any]]) -> Path:
+    for name, parts in tables.items():
+        (folder / "tables" / name).mkdir(parents=True)
+        for index, part in enumerate(parts):
+            pq.write_table(part, folder / "tables" / name / f"part-{index}.parquet")
+    (folder / "tables" / "_work").mkdir()
+    (folder / "summary.json").write_text(json.dumps({"findings": findings}))
+    return folder
+
+
+def test_outputs_compare_by_rows_in_any_order(tmp_path: Path) -> None:
+    rows = pa.table({"topic": ["a", "b", "c"], "offset": [3, 1, 2],
+                     "listed": [[{"topic": "a", "partition": 0}], None, []]})
+    found = [{"kind": "hanging_transaction", "topic": "a"}]
+    a = _out(tmp_path / "a", {"t": [rows], "u": [rows]}, found)
+    # the same rows, split and ordered otherwise, as Spark's tasks may write them
+    b = _out(tmp_path / "b", {"t": [rows.slice(2), rows.slice(0, 2)], "u": [rows.take([2, 0, 1])]}, found)
+    assert pair_bench.differing_outputs(a, b) == []
+    changed = rows.set_column(1, "offset", pa.array([3, 1, 5]))
+    c = _out(tmp_path / "c", {"t": [changed], "v": [rows]}, [])
+    assert pair_bench.differing_outputs(a, c) == ["u (only in A)", "v (only in B)", "t", "summary.json findings"]
+    nested = rows.set_column(2, "listed", pa.array([[{"topic": "a", "partition": 1}], None, []]))
+    d = _out(tmp_path / "d", {"t": [nested], "u": [rows]}, found)
+    assert pair_bench.differing_outputs(a, d) == ["t"]
+
+
+def test_the_sampler_counts_the_cpu_of_every_process_of_the_tree() -> None:
+    burn = "import time\nwhile time.process_time() < 0.6: pass\n"
+    parent = (f"import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', {burn!r}])\n"
+              f"{burn}child.wait()\ntime.sleep(0.5)\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import time\n" + parent])
+    sampler = scan_bench.Sampler(proc.pid, interval=0.05)
+    sampler.start()
+    proc.wait()
+    sampler.stop.set()
+    sampler.join()
+    cpu = sampler.cpu_s()
+    # each burns 0.6 s of its own CPU; the child's is counted as of its last sample before it ended
+    assert 0.5 <= cpu["driver"] <= 1.5, cpu
+    assert 0.4 <= cpu["other"] <= 1.5, cpu
+
+
+@pytest.mark.spark
+def test_a_paired_run_of_one_tree_against_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two scans of a small real-broker dump, one on each side, the same tree: the outputs are
+    the same and the report has every measure."""
+    root = BENCHMARKS.parent
+    dump = root / "tests" / "corpus" / "kafka-4.4.0" / "healthy" / "logdirs"
+    started = time.perf_counter()
+    pair_bench.main([str(dump), "--a", str(root), "--b", str(root), "--rounds", "1", "--no-warmup",
+                     "--pause", "0", "--scan-flags=--no-quality"])
+    printed = capsys.readouterr().out
+    assert "outputs: every table and the findings the same" in printed, printed
+    first_round = printed.split("round 1: ")[1].split("\n")[0]
+    walls = [float(part.split(" s ")[0].split()[-1]) for part in first_round.split(", ")]
+    assert len(walls) == 2 and sum(walls) <= time.perf_counter() - started
+    for measure in ("wall s", "CPU s, all", "CPU s, driver", "CPU s, jvm"):
+        assert any(line.startswith(f"| {measure} |") for line in printed.splitlines()), measure
+    with pytest.raises(SystemExit, match="not a txn-audit source tree"):
+        pair_bench.main([str(dump), "--a", str(tmp_path), "--b", str(root)])
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        pair_bench.main([str(dump), "--a", str(root), "--b", str(root), "--env-b", "JAVA_TOOL_OPTIONS"])
