@@ -96,6 +96,31 @@ def test_the_local_session_takes_pages_of_its_heap_share(spark: Any) -> None:
     assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == page
 
 
+def test_generated_code_at_another_stage_id_is_compiled_once(spark: Any) -> None:
+    """The session names generated classes without their codegen stage's id, so one plan's two
+    identical branches (two stages, two ids) compile the classes of one, where ids in the names
+    compile them for each branch (Spark's count of Janino's compiles, ``CodegenMetrics``)."""
+    import random
+
+    compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    assert spark.conf.get("spark.sql.codegen.useIdInClassName") == "false"
+
+    def compiles() -> int:
+        # an expression no earlier query compiled: Spark caches compiled classes by their code
+        branch = spark.range(0, 100, 1, 1).selectExpr(f"id * 7 + {random.randrange(1 << 40)} AS x").where("x % 3 = 1")
+        before = compiled.getCount()
+        branch.union(branch).collect()
+        return int(compiled.getCount() - before)
+
+    without_ids = compiles()
+    spark.conf.set("spark.sql.codegen.useIdInClassName", "true")
+    try:
+        with_ids = compiles()
+    finally:
+        spark.conf.set("spark.sql.codegen.useIdInClassName", "false")
+    assert without_ids >= 1 and with_ids == 2 * without_ids, (with_ids, without_ids)
+
+
 @pytest.mark.parametrize(("memory", "page"), [
     ("6026m", "2m"),  # this kind of machine's quarter of 24 GB: 1.5 MB a share, rounded up
     ("1024m", "1m"), ("1g", "1m"), ("512", "1m"),  # at least Spark's 1 MB
