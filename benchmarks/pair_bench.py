@@ -18,9 +18,9 @@ the wall time, JVM start included, and the CPU time of the driver, the JVM and t
 workers (``/proc``, as ``scan_bench.Sampler`` samples it). The report gives each pair, then per
 measure the medians, the mean paired difference B - A with its 95 % Student t interval, how
 many pairs B was lower in and the sign test's p-value. Run an A/A comparison first: on a small
-VM, differences of a second come and go with no change at all. The two sides' outputs of the first measured round
-are compared, every table (rows in any order) and the findings: a change meant only to be
-faster must leave them equal.
+VM, differences of a second come and go with no change at all. The two sides' outputs of the
+first measured round are compared as soon as it ends, every table (rows in any order) and the
+findings: a change meant only to be faster must leave them equal.
 """
 
 from __future__ import annotations
@@ -196,6 +196,10 @@ def report(a: list[Scan], b: list[Scan]) -> list[str]:
     return lines
 
 
+def _outputs_line(differ: list[str]) -> str:
+    return "outputs: every table and the findings the same" if not differ else f"outputs differ: {', '.join(differ)}"
+
+
 def _env_pairs(values: list[str], option: str) -> dict[str, str]:
     env = {}
     for value in values:
@@ -245,27 +249,24 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"# warm-up {sides[key].name}: {scan(sides[key], args.dump, work / 'warm', flags).wall_s:.1f} s",
                       flush=True)
                 time.sleep(args.pause)
-        kept: dict[str, Path] = {}
+        differ: list[str] = []
         for index, order in enumerate(turns(args.rounds)):
             parts = []
             for key in order:
-                out = work / f"{key}-{index}"
+                out = work / key
                 done = scan(sides[key], args.dump, out, flags)
                 scans[key].append(done)
-                if key in kept:
-                    shutil.rmtree(out)
-                else:
-                    kept[key] = out  # the first measured round's outputs are compared
                 cpu = " ".join(f"{role} {done.cpu_s.get(role, 0.0):.1f}" for role in ROLES)
                 parts.append(f"{sides[key].name} {done.wall_s:.1f} s (CPU {cpu})")
                 time.sleep(args.pause)
             print(f"round {index + 1}: " + ", ".join(parts), flush=True)
-        differ = differing_outputs(kept["a"], kept["b"])
+            if index == 0:  # the first round's outputs, compared while the next rounds wait
+                differ = differing_outputs(work / "a", work / "b")
+                print(_outputs_line(differ), flush=True)
     print()
     print("\n".join(report(scans["a"], scans["b"])))
     print()
-    print("outputs: every table and the findings the same" if not differ
-          else f"outputs differ: {', '.join(differ)}")
+    print(_outputs_line(differ))
 
 
 if __name__ == "__main__":
