@@ -12,8 +12,8 @@ A small VM's speed drifts by tens of percent within an hour, so single scans com
 Here the dump is read into the page cache, each side scans it once to warm its caches (numba's
 compiled kernels are per source tree; the JVM's class archive is written by a first session),
 then the sides take turns in ABBA order (A B, B A, A B, ...), a few seconds apart (a JVM still
-ending slows the next scan's start). Each scan is ``python -m txn_audit.cli scan DUMP --out DIR
---format json --no-progress`` (the full audit unless ``--scan-flags`` say otherwise); it records
+ending slows the next scan's start). Each scan is ``scan_bench.run_scan``'s, ``txn-audit scan DUMP
+--out DIR --format json --no-progress`` (the full audit unless ``--scan-flags`` say otherwise):
 the wall time, JVM start included, and the CPU time of the driver, the JVM and the Python
 workers (``/proc``, as ``scan_bench.Sampler`` samples it). The report gives each pair, then per
 measure the medians, the mean paired difference B - A with its 95 % Student t interval, how
@@ -28,9 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +39,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scan_bench import Sampler, warm  # noqa: E402  (a sibling module of this script)
+from scan_bench import GIB, ScanRun, run_scan, warm  # noqa: E402  (a sibling module of this script)
 
 #: the process roles whose CPU time the report lists, besides their sum
 ROLES = ("driver", "jvm", "worker")
@@ -57,17 +54,6 @@ class Side:
     def describe(self) -> str:
         extra = " ".join(f"{key}={value!r}" for key, value in sorted(self.env.items()))
         return f"{self.name} = {self.tree}" + (f" with {extra}" if extra else "")
-
-
-@dataclass(frozen=True)
-class Scan:
-    wall_s: float
-    cpu_s: dict[str, float]
-    exit_code: int
-
-    @property
-    def cpu_total_s(self) -> float:
-        return sum(self.cpu_s.values())
 
 
 @dataclass(frozen=True)
@@ -125,25 +111,12 @@ def paired(a: list[float], b: list[float]) -> Paired:
     return Paired(mean, interval, lower, higher, len(diffs), sign_test(lower, higher))
 
 
-def scan(side: Side, dump: Path, out: Path, flags: list[str]) -> Scan:
-    """One full CLI scan of ``dump`` into ``out`` with ``side``'s code and environment."""
-    shutil.rmtree(out, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(side.tree), **side.env}
-    command = [sys.executable, "-m", "txn_audit.cli", "scan", str(dump), "--out", str(out), "--format", "json",
-               "--no-progress", *flags]
-    started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=side.tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    sampler = Sampler(proc.pid)
-    sampler.start()
-    _, errors = proc.communicate()
-    wall = time.perf_counter() - started
-    sampler.stop.set()
-    sampler.join()
-    if proc.returncode not in (0, 1):  # 1: the scan found something at or above its threshold
-        tail = "\n".join(errors.strip().splitlines()[-5:])
-        raise SystemExit(f"side {side.name}: the scan of {dump} failed with exit code {proc.returncode}:\n{tail}")
-    return Scan(wall, sampler.cpu_s(), proc.returncode)
+def scan(side: Side, dump: Path, out: Path, flags: list[str], size_gib: float) -> ScanRun:
+    """One full CLI scan of ``dump`` (``size_gib``) into ``out`` with ``side``'s code and environment."""
+    run = run_scan(dump, out, size_gib, flags, env={"PYTHONPATH": str(side.tree), **side.env}, cwd=side.tree)
+    if run.failed:
+        raise SystemExit(f"side {side.name}: the scan of {dump} failed with exit code {run.exit_code}: {run.failed}")
+    return run
 
 
 def _sorted_table(folder: Path) -> pa.Table:
@@ -176,14 +149,14 @@ def differing_outputs(a: Path, b: Path) -> list[str]:
     return differ
 
 
-def _measures(scans: list[Scan]) -> dict[str, list[float]]:
-    out = {"wall s": [s.wall_s for s in scans], "CPU s, all": [s.cpu_total_s for s in scans]}
+def _measures(scans: list[ScanRun]) -> dict[str, list[float]]:
+    out = {"wall s": [s.wall_s for s in scans], "CPU s, all": [sum(s.cpu_s.values()) for s in scans]}
     for role in ROLES:
         out[f"CPU s, {role}"] = [s.cpu_s.get(role, 0.0) for s in scans]
     return out
 
 
-def report(a: list[Scan], b: list[Scan]) -> list[str]:
+def report(a: list[ScanRun], b: list[ScanRun]) -> list[str]:
     """The table of every measure: medians, mean difference B - A with its interval, the pairs
     where B was lower, and the sign test."""
     lines = ["| measure | A median | B median | B - A mean | 95 % t interval | B lower in | sign test p |",
@@ -239,22 +212,23 @@ def main(argv: list[str] | None = None) -> None:
     sides = {"a": Side("A", _tree(args.a), _env_pairs(args.env_a, "--env-a")),
              "b": Side("B", _tree(args.b), _env_pairs(args.env_b, "--env-b"))}
     flags = args.scan_flags.split()
+    size_gib = warm(args.dump) / GIB
     print(f"# {sides['a'].describe()}\n# {sides['b'].describe()}\n# dump {args.dump}: "
-          f"{warm(args.dump) / 2**20:.0f} MiB read into the page cache", flush=True)
-    scans: dict[str, list[Scan]] = {"a": [], "b": []}
+          f"{size_gib * 1024:.0f} MiB read into the page cache", flush=True)
+    scans: dict[str, list[ScanRun]] = {"a": [], "b": []}
     with tempfile.TemporaryDirectory(prefix="pair-bench-") as tmp:
         work = Path(tmp)
         if not args.no_warmup:
             for key in ("a", "b"):
-                print(f"# warm-up {sides[key].name}: {scan(sides[key], args.dump, work / 'warm', flags).wall_s:.1f} s",
-                      flush=True)
+                warm_up = scan(sides[key], args.dump, work / "warm", flags, size_gib)
+                print(f"# warm-up {sides[key].name}: {warm_up.wall_s:.1f} s", flush=True)
                 time.sleep(args.pause)
         differ: list[str] = []
         for index, order in enumerate(turns(args.rounds)):
             parts = []
             for key in order:
                 out = work / key
-                done = scan(sides[key], args.dump, out, flags)
+                done = scan(sides[key], args.dump, out, flags, size_gib)
                 scans[key].append(done)
                 cpu = " ".join(f"{role} {done.cpu_s.get(role, 0.0):.1f}" for role in ROLES)
                 parts.append(f"{sides[key].name} {done.wall_s:.1f} s (CPU {cpu})")

@@ -66,6 +66,7 @@ class ScanRun:
     failed: str | None = None
     finding_kinds: dict[str, int] = field(default_factory=dict)
     loud: int = 0  # findings at warning or above
+    cpu_s: dict[str, float] = field(default_factory=dict)  # by process role, as ``Sampler.cpu_s``
 
 
 def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int, workload: str = "uniform") -> Path:
@@ -256,15 +257,18 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from txn_audit.cli import main; main()"]
 
 
-def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_memory: str | None = None) -> ScanRun:
+def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_memory: str | None = None, *,
+             env: dict[str, str] | None = None, cwd: Path | None = None) -> ScanRun:
+    """One CLI scan of ``dump`` into ``out``; ``env``: variables added to this process's
+    environment for it (``PYTHONPATH`` names the source tree it runs), ``cwd``: where it runs."""
     shutil.rmtree(out, ignore_errors=True)
     command = [*cli(), "scan", str(dump), "--out", str(out), "--format", "json", "--no-progress", *flags]
     stages: list[tuple[float, str]] = []
     started = time.perf_counter()
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     if driver_memory:  # local mode: the JVM, with its executor, is the driver
         env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     sampler = Sampler(proc.pid)
     sampler.start()
     stdout_parts: list[str] = []
@@ -283,13 +287,15 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     if code not in (0, 1) or not "".join(stdout_parts).strip():
         cause = next((line for line in reversed(errors) if "Error" in line or "Exception" in line), "").strip()
         print(f"# scan of {dump} failed with exit code {code}: {cause[:300]}", file=sys.stderr)
-        return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total, failed=cause[:200] or "failed")
+        return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total, failed=cause[:200] or "failed",
+                       cpu_s=sampler.cpu_s())
     summary = json.loads("".join(stdout_parts))
     rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
                    findings=len(summary.get("findings", [])), rows=rows,
                    finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))),
-                   loud=sum(Severity(f["severity"]) >= Severity.WARNING for f in summary.get("findings", [])))
+                   loud=sum(Severity(f["severity"]) >= Severity.WARNING for f in summary.get("findings", [])),
+                   cpu_s=sampler.cpu_s())
 
 
 def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]:

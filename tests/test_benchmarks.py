@@ -195,8 +195,11 @@ def test_pairs_take_turns_and_their_differences_have_an_interval() -> None:
     assert many.interval is not None and many.interval[0] > 0  # past 30 pairs: t at 30 degrees
     with pytest.raises(ValueError):
         pair_bench.paired([1.0], [1.0, 2.0])
-    lines = pair_bench.report([pair_bench.Scan(10.0, {"jvm": 8.0, "driver": 2.0}, 0)] * 2,
-                              [pair_bench.Scan(9.0, {"jvm": 7.0, "driver": 2.0, "worker": 1.0}, 0)] * 2)
+    def run(wall: float, cpu: dict[str, float]) -> Any:
+        return scan_bench.ScanRun(1, wall, 0, [], {}, 0, cpu_s=cpu)
+
+    lines = pair_bench.report([run(10.0, {"jvm": 8.0, "driver": 2.0})] * 2,
+                              [run(9.0, {"jvm": 7.0, "driver": 2.0, "worker": 1.0})] * 2)
     assert lines[0].startswith("| measure |")
     assert "| wall s | 10.00 | 9.00 | -1.00 | -1.00 to -1.00 | 2/2 | 0.50 |" in lines
     assert any(line.startswith("| CPU s, worker | 0.00 | 1.00 | +1.00 |") for line in lines)
