@@ -92,28 +92,47 @@ def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan
     assert (tmp_path / "two" / "results.json").read_text() == (tmp_path / "one" / "results.json").read_text()
 
 
-def test_decode_issues_find_their_batches_by_name_and_by_join_alike(
-        spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``rules.batches_named`` names few files in a filter Parquet answers from its statistics,
-    and joins many: the findings of the sample's damaged files are the same either way."""
-    from txn_audit.detect import rules
-    from txn_audit.tables import load_raw_tables
+def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample_scan: Any) -> None:
+    """The decode-issue rule's inputs read with pyarrow from a scan's files (the raw tables'
+    manifest known) run no Spark job, read the damaged files' batches alone, and give the same
+    findings as the same tables' frames collected without a manifest. The sample's planted damage
+    is found where the generator says, with the offsets it wrote."""
+    from txn_audit.detect import decode_issue_inputs
+    from txn_audit.detect.decode_issues import decode_issue_findings
+    from txn_audit.tables import RawTables, load_raw_tables
 
-    raw = load_raw_tables(spark, sample_scan.out / "tables").frames
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    assert raw.manifest is not None
+    context = spark.sparkContext
+    context.setJobGroup("decode-issue-inputs", "the decode-issue rule's inputs")
+    try:
+        issues, batches, texts = decode_issue_inputs(raw)
+    finally:
+        context.setJobGroup("", "")
+    assert list(context.statusTracker().getJobIdsForGroup("decode-issue-inputs")) == []
+    damaged = set(issues.column("file").to_pylist())
+    assert batches.num_rows > 0 and set(batches.column("file").to_pylist()) <= damaged
+    every = ds.dataset(str(sample_scan.out / "tables" / "batches"), format="parquet").to_table(columns=["file"])
+    assert batches.num_rows == sum(1 for f in every.column("file").to_pylist() if f in damaged)
 
-    def findings() -> list[dict[str, Any]]:
-        found = rules.decode_issue_findings(raw["decode_issues"], raw["batches"], rules.text_files(raw["segments"]))
-        return sorted((row.asDict() for row in found.collect()), key=repr)
+    def rows(table: Any) -> list[tuple[Any, ...]]:
+        return sorted(tuple(repr(v) for v in row.values()) for row in table.to_pylist())
 
-    named = findings()
-    monkeypatch.setattr(rules, "NAMED_MAX", 0)
-    joined = findings()
-    assert named == joined
-    kinds = {f["kind"] for f in named}
-    assert {"corrupt_batch", "truncated_segment"} <= kinds
-    # the corrupt batch is placed on its batch: its offsets come from the batches read
-    assert all(f["first_offset"] is not None for f in named if f["kind"] == "corrupt_batch")
-
+    read = decode_issue_findings(issues, batches, texts)
+    collected = decode_issue_findings(*decode_issue_inputs(RawTables(raw.frames)))
+    assert rows(read) == rows(collected)
+    found = {f["kind"]: f for f in read.to_pylist()}
+    planted = {a["kind"]: a for a in sample_scan.manifest["anomalies"]}
+    for kind in ("corrupt_batch", "truncated_segment"):
+        where = planted[kind]
+        assert found[kind]["topic"] == where["topic"] and found[kind]["partition"] == where["partition"]
+        assert found[kind]["file"].endswith(f"{where['segment_base_offset']:020d}.log")
+    # the offsets the generator gave the damaged batches: the corrupt one's own, the torn one's first
+    corrupt, torn = found["corrupt_batch"], found["truncated_segment"]
+    assert f"at byte {planted['corrupt_batch']['position']}: crc_mismatch" in corrupt["evidence"]
+    assert (corrupt["first_offset"], corrupt["last_offset"]) == (planted["corrupt_batch"]["first_offset"],
+                                                                 planted["corrupt_batch"]["last_offset"])
+    assert torn["first_offset"] == planted["truncated_segment"]["first_offset"]
 
 
 def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(

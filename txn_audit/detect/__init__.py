@@ -11,6 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -22,7 +24,6 @@ from txn_audit.detect.rules import (
     capped_partitions,
     coordinator_epoch_findings,
     coordinator_findings,
-    decode_issue_findings,
     divergent_copies,
     duplicate_marker_findings,
     epoch_findings,
@@ -41,16 +42,17 @@ from txn_audit.detect.rules import (
     sequence_findings,
     snapshot_transactions,
     stuck_lso_findings,
-    text_files,
 )
+from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
 from txn_audit.reconstruct import Reconstruction
-from txn_audit.schemas import FINDINGS, spark_schema
+from txn_audit.replica_tasks.reading import manifest_dataset
+from txn_audit.schemas import BATCHES, DECODE_ISSUES, FINDINGS, SEGMENTS, spark_schema
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
-__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "detect", "detection_rules", "finding_order",
-           "rule_findings", "write_detected", "write_findings"]
+__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
+           "finding_order", "rule_findings", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -97,8 +99,11 @@ def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstructi
 
 
 def _computed(rule: Rule) -> DataFrame | None:
-    """The rule's findings computed (``localCheckpoint``), or None when it can find nothing."""
-    return None if rule.idle() else rule.build().localCheckpoint(eager=True)
+    """The rule's findings computed (``localCheckpoint``, unless ``Rule.local``), or None when it
+    can find nothing."""
+    if rule.idle():
+        return None
+    return rule.build() if rule.local else rule.build().localCheckpoint(eager=True)
 
 
 def _union(frames: Sequence[DataFrame]) -> DataFrame:
@@ -131,6 +136,9 @@ class Rule:
 
     build: Callable[[], DataFrame]
     idle: Callable[[], bool] = _never
+    #: ``build`` computes the findings on the driver (pyarrow) and hands them over as rows: no
+    #: Spark query to compute, nothing to checkpoint
+    local: bool = False
 
 
 class _Shared:
@@ -235,10 +243,38 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         Rule(lambda: replica_divergence_findings(recon.replica_stability, stability),
              gates.absent(divergent_copies(recon.replica_stability))),
         Rule(lambda: hw_beyond_log_end_findings(stability), gates.absent(capped_partitions(stability))),
-        Rule(lambda: decode_issue_findings(tables["decode_issues"], tables["batches"],
-                                           text_files(tables["segments"])), unrecorded("decode_issues")),
+        Rule(lambda: batches.sparkSession.createDataFrame(decode_issue_findings(*decode_issue_inputs(tables))),
+             unrecorded("decode_issues"), local=True),
         Rule(disagreement, nothing_reported),
     ]
+
+
+def decode_issue_inputs(tables: RawTables) -> tuple[pa.Table, pa.Table, set[str]]:
+    """The decode-issue rule's inputs (``decode_issues.decode_issue_findings``): the issues, the
+    ``BATCH_COLUMNS`` of their files' batches, and the text files of the inventory. With the
+    manifests of the three raw tables (a scan's) they are read from the files with pyarrow, the
+    batches through a filter on their files that Parquet answers from its row groups' statistics,
+    so no Spark job runs; without, the frames' rows are collected."""
+    manifests = [tables.files(name) for name in ("decode_issues", "segments", "batches")]
+    if None not in manifests:
+        issue_files, segment_files, batch_files = (manifest_dataset(m) for m in manifests if m is not None)
+        issues = _read(issue_files, DECODE_ISSUES)
+        segments = _read(segment_files, SEGMENTS, SEGMENT_COLUMNS)
+        named = ds.field("file").isin(sorted(set(issues.column("file").to_pylist())))
+        return issues, _read(batch_files, BATCHES, BATCH_COLUMNS, named), text_files(segments)
+    issues = tables["decode_issues"].toArrow()
+    files = sorted(set(issues.column("file").to_pylist()))
+    batches = tables["batches"].where(F.col("file").isin(files)).select(*BATCH_COLUMNS).toArrow()
+    return issues, batches, text_files(tables["segments"].select(*SEGMENT_COLUMNS).toArrow())
+
+
+def _read(dataset: ds.Dataset | None, schema: pa.Schema, columns: Sequence[str] | None = None,
+          condition: ds.Expression | None = None) -> pa.Table:
+    """``columns`` of ``dataset``'s rows (None: a table without files) that meet ``condition``."""
+    names = list(columns or schema.names)
+    if dataset is None:
+        return schema.empty_table().select(names)
+    return dataset.to_table(columns=names, filter=condition)
 
 
 def no_findings(spark: SparkSession) -> DataFrame:

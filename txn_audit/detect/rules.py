@@ -4,7 +4,8 @@ Every finding carries a one-sentence evidence that names offsets, producer ids a
 timestamps a person can check with ``kafka-dump-log.sh``, and, where Kafka offers one, the
 command that repairs it. Kafka's own verdicts are mirrored exactly where they exist
 (``hanging_transaction`` follows ``kafka-transactions.sh find-hanging``; LSO follows the
-broker); the other rules go where Kafka's tools are silent.
+broker); the other rules go where Kafka's tools are silent. The decode-issue rule, whose rows
+are few and read from the raw tables' files, runs on the driver (``detect.decode_issues``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.formats import input_kind
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH
 from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, NAMED_MAX, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
@@ -23,11 +23,6 @@ from txn_audit.severity import Severity
 #: the severities as the ``findings`` table stores them
 INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
 
-CORRUPTION_ISSUES = (
-    "crc_mismatch", "bad_length", "bad_magic", "corrupt_record", "decompression_error", "offset_order",
-    "unexpected_control",
-)
-TRUNCATION_ISSUES = ("truncated_tail", "zero_filled_tail")
 #: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
 KNOWN_MARKERS = ("COMMIT", "ABORT")
 
@@ -1028,23 +1023,13 @@ def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
     )
 
 
-def text_files(segments: DataFrame) -> DataFrame:
-    """The files of the ``segments`` inventory that are a Kafka tool's text output (a
-    ``kafka-dump-log`` dump, a ``kafka-transactions.sh`` table, partition offsets): their
-    ``decode_issues`` positions are line numbers, not byte offsets."""
-    kind = F.col("kind")
-    text = kind.isin(input_kind.DUMP_LOG, input_kind.OFFSETS_JSON, input_kind.GET_OFFSETS) | kind.startswith(
-        input_kind.TRANSACTIONS_PREFIX)
-    return segments.where(text).select(F.col("path").alias("file")).distinct()
-
-
 #: the columns that name a segment of a partition replica's log in ``batches``
 SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
 
 
 def batches_named(batches: DataFrame, keys: DataFrame, columns: tuple[str, ...]) -> DataFrame:
     """The rows of ``batches`` whose ``columns`` equal a row of ``keys`` (a frame of distinct rows
-    of those columns, few: the files with a decode issue, the segments of a rule's findings). Up to
+    of those columns, few: the segments of a rule's findings). Up to
     ``NAMED_MAX`` of them are collected and named in a filter, one ``IN`` of the last column per
     value of the others, which Parquet answers from its row groups' statistics (a row group holds
     one segment's batches), so the other batches are not read; more are broadcast to a semi join,
@@ -1065,49 +1050,6 @@ def batches_named(batches: DataFrame, keys: DataFrame, columns: tuple[str, ...])
             term = (F.col(column) == value) & term
         condition = condition | term
     return batches.where(condition)
-
-
-def decode_issue_findings(issues: DataFrame, batches: DataFrame, texts: DataFrame) -> DataFrame:
-    """``corrupt_batch``, ``truncated_segment`` and ``unreadable_input`` from ``decode_issues``.
-    An issue of a binary file is placed on the batch at its byte position; one of a text file
-    (``texts``, from ``text_files``) names its line in its detail, and is placed on no batch."""
-    issues = issues.join(F.broadcast(texts.withColumn("_line", F.lit(True))), "file", "left").withColumn(
-        "_line", F.coalesce("_line", F.lit(False)))
-    placed = issues.where(~F.col("_line"))
-    files = batches_named(batches, issues.select("file").distinct(), ("file",))
-    at = files.select(
-        "file", "position", F.col("base_offset").alias("_b"), F.col("last_offset").alias("_l"),
-        F.col("max_timestamp").alias("_t"),
-    ).join(F.broadcast(placed.select("file", "position").distinct()), ["file", "position"], "left_semi")
-    before = files.groupBy("file").agg(F.max("last_offset").alias("_end"))
-    enriched = (
-        issues.join(at.withColumn("_line", F.lit(False)), ["file", "position", "_line"], "left")
-        .join(before, "file", "left")
-    )
-    # one finding per issue, its kind from the issue's: one pass over what was read
-    corrupt = F.col("kind").isin(*CORRUPTION_ISSUES)
-    torn = F.col("kind").isin(*TRUNCATION_ISSUES)
-    # a layout issue (a folder, a missing file) has no position; "." is the dump's top folder
-    named = F.when(F.col("file") == ".", F.lit("the dump's top folder")).otherwise(F.col("file"))
-    where = F.when(F.col("position").isNull() | F.col("_line"), named).otherwise(
-        F.format_string("%s at byte %d", named, F.col("position")))
-    with_kind = F.concat(where, F.lit(": "), F.col("kind"), F.lit(": "), F.col("detail"))
-    return finding(
-        enriched,
-        F.when(corrupt, F.lit("corrupt_batch")).when(torn, F.lit("truncated_segment"))
-        .otherwise(F.lit("unreadable_input")),
-        F.when(corrupt, F.lit(CRITICAL))
-        .when(torn, F.when(F.col("kind") == "zero_filled_tail", INFO).otherwise(WARNING))
-        # the decode issue's own severity (info | warning | error) decides the finding's
-        .otherwise(F.when(F.col("severity") == "info", INFO).otherwise(WARNING)),
-        F.when(torn, F.concat(where, F.lit(": "), F.col("detail"),
-                              F.lit(" (a torn tail is how a crashed broker's active segment ends; the broker "
-                                    "truncates it on recovery)")))
-        .otherwise(with_kind),
-        first_offset=F.when(corrupt, F.col("_b")).when(torn, F.col("_end") + 1),
-        last_offset=F.when(corrupt, F.col("_l")),
-        first_timestamp_ms=F.when(corrupt, F.col("_t")),
-    )
 
 
 # -- Kafka's own verdicts attached to the dump ------------------------------------------------
