@@ -4,8 +4,8 @@
 The rule's rows are few: the issues (a handful per damaged file), the inventory's text files,
 and the batches of the damaged files alone, which a scan reads from the raw tables' files with a
 filter on ``file`` that Parquet answers from its row groups' statistics (a row group holds one
-segment's batches; ``detect.decode_issue_inputs``). As a Spark query the rule cost a plan of six
-shuffles and four broadcasts, and its jobs, for those few rows.
+segment's batches; ``detect.decode_issue_inputs``). A Spark query over the same tables plans six
+shuffles and four broadcasts, and runs nine jobs, for those few rows.
 
 An issue of a binary file is placed on the batch at its byte position; one of a text file (a
 ``kafka-dump-log`` dump, a ``kafka-transactions.sh`` table, an offsets file) names its line in
