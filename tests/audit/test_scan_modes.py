@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
@@ -21,9 +22,12 @@ SCENARIOS = ("hanging-unadded-partition", "crashed-producer")
 
 def _rows(tables_dir: Path, name: str) -> list[tuple[Any, ...]]:
     """Every row of a table, as sortable tuples (maps and lists as their text)."""
-    table = ds.dataset(str(tables_dir / name), format="parquet").to_table()
-    rows = [tuple(repr(v) for v in row.values()) for row in table.to_pylist()]
-    return sorted(rows)
+    return _table_rows(ds.dataset(str(tables_dir / name), format="parquet").to_table())
+
+
+def _table_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    """The rows of ``table``, as sortable tuples (maps and lists as their text), sorted."""
+    return sorted(tuple(repr(v) for v in row.values()) for row in table.to_pylist())
 
 
 def _derived_tables(tables_dir: Path) -> list[str]:
@@ -115,12 +119,9 @@ def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample
     every = ds.dataset(str(sample_scan.out / "tables" / "batches"), format="parquet").to_table(columns=["file"])
     assert batches.num_rows == sum(1 for f in every.column("file").to_pylist() if f in damaged)
 
-    def rows(table: Any) -> list[tuple[Any, ...]]:
-        return sorted(tuple(repr(v) for v in row.values()) for row in table.to_pylist())
-
     read = decode_issue_findings(issues, batches, texts)
     collected = decode_issue_findings(*decode_issue_inputs(RawTables(raw.frames)))
-    assert rows(read) == rows(collected)
+    assert _table_rows(read) == _table_rows(collected)
     found = {f["kind"]: f for f in read.to_pylist()}
     planted = {a["kind"]: a for a in sample_scan.manifest["anomalies"]}
     for kind in ("corrupt_batch", "truncated_segment"):

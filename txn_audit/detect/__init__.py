@@ -44,9 +44,10 @@ from txn_audit.detect.rules import (
     stuck_lso_findings,
 )
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
+from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.replica_tasks.reading import manifest_dataset
-from txn_audit.schemas import BATCHES, DECODE_ISSUES, FINDINGS, SEGMENTS, spark_schema
+from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
@@ -255,24 +256,29 @@ def decode_issue_inputs(tables: RawTables) -> tuple[pa.Table, pa.Table, set[str]
     manifests of the three raw tables (a scan's) they are read from the files with pyarrow, the
     batches through a filter on their files that Parquet answers from its row groups' statistics,
     so no Spark job runs; without, the frames' rows are collected."""
-    manifests = [tables.files(name) for name in ("decode_issues", "segments", "batches")]
-    if None not in manifests:
-        issue_files, segment_files, batch_files = (manifest_dataset(m) for m in manifests if m is not None)
-        issues = _read(issue_files, DECODE_ISSUES)
-        segments = _read(segment_files, SEGMENTS, SEGMENT_COLUMNS)
-        named = ds.field("file").isin(sorted(set(issues.column("file").to_pylist())))
-        return issues, _read(batch_files, BATCHES, BATCH_COLUMNS, named), text_files(segments)
-    issues = tables["decode_issues"].toArrow()
-    files = sorted(set(issues.column("file").to_pylist()))
-    batches = tables["batches"].where(F.col("file").isin(files)).select(*BATCH_COLUMNS).toArrow()
-    return issues, batches, text_files(tables["segments"].select(*SEGMENT_COLUMNS).toArrow())
+    issue_files, segment_files, batch_files = (tables.files(name) for name in ("decode_issues", "segments", "batches"))
+    if issue_files is None or segment_files is None or batch_files is None:
+        issues = tables["decode_issues"].toArrow()
+        batches = tables["batches"].where(F.col("file").isin(_damaged(issues))).select(*BATCH_COLUMNS).toArrow()
+        return issues, batches, text_files(tables["segments"].select(*SEGMENT_COLUMNS).toArrow())
+    issues = _read(issue_files)
+    batches = _read(batch_files, BATCH_COLUMNS, ds.field("file").isin(_damaged(issues)))
+    return issues, batches, text_files(_read(segment_files, SEGMENT_COLUMNS))
 
 
-def _read(dataset: ds.Dataset | None, schema: pa.Schema, columns: Sequence[str] | None = None,
+def _damaged(issues: pa.Table) -> list[str]:
+    """The files ``issues`` (``decode_issues`` rows) are about."""
+    return sorted(set(issues.column("file").to_pylist()))
+
+
+def _read(table: TableManifest, columns: Sequence[str] | None = None,
           condition: ds.Expression | None = None) -> pa.Table:
-    """``columns`` of ``dataset``'s rows (None: a table without files) that meet ``condition``."""
+    """``columns`` (None: every column) of the rows of the files ``table`` lists that meet
+    ``condition``, with the table's schema (``schemas.ALL_TABLES``)."""
+    schema = ALL_TABLES[table.name]
     names = list(columns or schema.names)
-    if dataset is None:
+    dataset = manifest_dataset(table)
+    if dataset is None:  # a table without files
         return schema.empty_table().select(names)
     return dataset.to_table(columns=names, filter=condition)
 
