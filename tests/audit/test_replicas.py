@@ -46,6 +46,22 @@ def _chosen(spark: Any) -> tuple[Any, frozenset[Any]]:
     return chosen_replicas(ranked), ranked.keys(1)
 
 
+def test_ranking_leaves_the_frame_it_ranks_as_it_was(spark: Any) -> None:
+    """Ranking adds its columns to a new schema: the frame of the raw table keeps its own, so that
+    the same tables can be rebuilt again (a notebook's second ``reconstruct``) and ranked alike."""
+    from txn_audit.reconstruct import ranked_replicas
+    from txn_audit.schemas import spark_schema
+
+    offsets = _offsets(spark)
+    before = offsets.schema.fieldNames()
+    empty = {name: spark.createDataFrame([], spark_schema(RAW_TABLES[name])) for name in ("metadata_partitions",
+                                                                                          "batches")}
+    first, again = (ranked_replicas(offsets, empty["metadata_partitions"], empty["batches"]) for _ in range(2))
+    assert offsets.schema.fieldNames() == before
+    assert first.of_rank(1).collect() == again.of_rank(1).collect()
+    assert first.of_rank(1).columns == again.of_rank(1).columns
+
+
 def _markers(replica: tuple[Any, ...], count: int) -> list[dict[str, Any]]:
     broker, log_dir, topic, partition = replica
     return [{"broker_id": broker, "log_dir": log_dir, "topic": topic, "partition": partition,

@@ -100,7 +100,8 @@ def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame
                      "metadata_leader": None if lead is None else lead.leader,
                      "metadata_leader_epoch": None if lead is None else lead.leader_epoch,
                      "in_isr": None if lead is None or r.copy.broker_id is None else r.copy.broker_id in lead.isr})
-    schema = partition_offsets.schema
+    # a new StructType: ``add`` changes its own, and a frame's ``schema`` is the one it keeps
+    schema = StructType(list(partition_offsets.schema.fields))
     for name, kind in zip(RANK_COLUMNS, (IntegerType(), StringType(), StringType(), StringType(), IntegerType(),
                                          LongType(), BooleanType(), IntegerType(), IntegerType(), BooleanType()),
                           strict=True):
