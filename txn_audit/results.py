@@ -88,6 +88,7 @@ class PartitionStatus(_Row):
     culprit_producer_id: int | None
     culprit_producer_epoch: int | None
     culprit_transactional_id: str | None
+    culprit_first_offset: int | None
     effective_high_watermark: int | None
     lso_below_hw: bool
     replicas: int
@@ -118,6 +119,7 @@ class ReplicaStatus(_Row):
     culprit_producer_id: int | None
     culprit_producer_epoch: int | None
     culprit_transactional_id: str | None
+    culprit_first_offset: int | None
     effective_high_watermark: int | None
     lso_below_hw: bool
     replica_rank: int

@@ -37,11 +37,11 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
     assert run_rules(spark, b, as_of_ms=T0 + 60 * MIN) == []
 
 
-#: every rule function ``detect.detection_rules`` builds only when the rows its findings would be of exist
-GATED_RULES = ("open_transaction_findings", "stuck_lso_findings", "late_arrival_findings", "absorbed_findings",
+#: every rule function ``detect.detection_rules`` builds only when the rows its findings would be of
+#: exist (those of a partition's status, computed on the driver from a row per partition, always run)
+GATED_RULES = ("open_transaction_findings", "late_arrival_findings", "absorbed_findings",
                "coordinator_findings", "duplicate_marker_findings", "coordinator_epoch_findings", "sequence_findings",
-               "epoch_findings", "pending_offset_commit_findings", "retention_findings",
-               "replica_divergence_findings", "hw_beyond_log_end_findings", "decode_issue_findings",
+               "epoch_findings", "pending_offset_commit_findings", "retention_findings", "decode_issue_findings",
                "find_hanging_disagreement_findings")
 
 

@@ -136,6 +136,47 @@ def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample
     assert torn["first_offset"] == planted["truncated_segment"]["first_offset"]
 
 
+def test_partition_status_rows_read_from_the_files_as_from_the_frames(spark: Any, sample_scan: Any,
+                                                                      tmp_path: Path) -> None:
+    """The rows the rules of a partition's status judge (``Reconstruction.rows``), read with
+    pyarrow from the files reconstruct wrote, run no Spark job and are those of its checkpointed
+    frames; the rules find the same either way. The transactions the sample plants open hold
+    their partitions' LSO at the first offsets the generator wrote (its manifest), named in the
+    stuck LSO's evidence with their producers."""
+    from txn_audit.detect import DetectOptions
+    from txn_audit.detect.stability_rules import stability_findings
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    result = sample_scan.result
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    names = ("partition_stability", "replica_stability")
+    rebuilt = {where: reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
+                                  output=DerivedOutput(where))
+               for where in (str(tmp_path / "tables"), None)}
+    context = spark.sparkContext
+    context.setJobGroup("partition-status-rows", "the rows of a partition's status")
+    try:
+        read = {name: rebuilt[str(tmp_path / "tables")].rows(name) for name in names}
+    finally:
+        context.setJobGroup("", "")
+    assert list(context.statusTracker().getJobIdsForGroup("partition-status-rows")) == []
+    kept = {name: rebuilt[None].rows(name) for name in names}
+    for name in names:
+        assert read[name].num_rows > 0 and _table_rows(read[name]) == _table_rows(kept[name])
+    found = stability_findings(*(read[name] for name in names))
+    assert _table_rows(found) == _table_rows(stability_findings(*(kept[name] for name in names)))
+    stuck = {(f["topic"], f["partition"]): f for f in found.to_pylist() if f["kind"] == "stuck_lso"}
+    for planted in sample_scan.manifest["anomalies"]:
+        if planted["kind"] not in ("hanging_transaction", "open_transaction"):
+            continue
+        finding = stuck[(planted["topic"], planted["partition"])]
+        assert (finding["producer_id"], finding["first_offset"]) == (planted["producer_id"], planted["first_offset"])
+        assert finding["evidence"].endswith(f"whose transaction is open from offset {planted['first_offset']}")
+        assert f"by producer {planted['producer_id']} ({planted['transactional_id']})" in finding["evidence"]
+
+
 def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
         spark: Any, sample_scan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """``rules.batches_named`` names few segments in a filter Parquet answers from its

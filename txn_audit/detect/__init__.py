@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -21,29 +22,24 @@ from txn_audit.detect.rules import (
     absorbed_findings,
     absorbing_transactions,
     bare_markers,
-    capped_partitions,
     coordinator_epoch_findings,
     coordinator_findings,
-    divergent_copies,
     duplicate_marker_findings,
     epoch_findings,
     find_hanging_disagreement_findings,
     find_hanging_outputs,
-    held_partitions,
-    hw_beyond_log_end_findings,
     last_markers_of,
     late_arrival_findings,
     open_transaction_findings,
     open_transactions,
     pending_offset_commit_findings,
     prepare_marker_matches,
-    replica_divergence_findings,
     retention_findings,
     sequence_findings,
     snapshot_transactions,
-    stuck_lso_findings,
 )
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
+from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.replica_tasks.reading import manifest_dataset
@@ -222,14 +218,23 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         hanging = open_findings().where(F.col("kind") == "hanging_transaction")
         return find_hanging_disagreement_findings(tables["reported_transactions"], hanging, ptx, opts)
 
+    @functools.cache
+    def on_driver() -> pa.Table:
+        """The findings of the rules computed on the driver with pyarrow, whose rows are few and
+        read whole from files: the rules of a partition's status, and those of the decode issues
+        when the dump has any."""
+        found = [stability_findings(recon.rows("partition_stability"), recon.rows("replica_stability"))]
+        if not tables.holds_no_rows("decode_issues"):
+            found.append(decode_issue_findings(*decode_issue_inputs(tables)))
+        return pa.concat_tables(found)
+
     candidates = recon.coordinator_log.epoch_candidates()
     # the pass's candidates are computed rows, asked at little cost; the window's would be computed twice
     no_candidates = gates.absent(candidates) if recon.coordinator_log.passed is not None else _never
     # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
-    # has none of them (no open transaction, no marker without data, no held LSO, ...)
+    # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
         Rule(open_findings, gates.absent(open_transactions(ptx))),
-        Rule(lambda: stuck_lso_findings(stability, ptx), gates.absent(held_partitions(stability))),
         Rule(lambda: late_arrival_findings(recon.events, opts), no_events),
         Rule(lambda: absorbed_findings(ptx), gates.absent(absorbing_transactions(ptx))),
         Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts),
@@ -241,11 +246,8 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         Rule(lambda: epoch_findings(recon.producer_events), no_events),
         Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
         Rule(lambda: retention_findings(ptx, stability), gates.absent(snapshot_transactions(ptx))),
-        Rule(lambda: replica_divergence_findings(recon.replica_stability, stability),
-             gates.absent(divergent_copies(recon.replica_stability))),
-        Rule(lambda: hw_beyond_log_end_findings(stability), gates.absent(capped_partitions(stability))),
-        Rule(lambda: batches.sparkSession.createDataFrame(decode_issue_findings(*decode_issue_inputs(tables))),
-             unrecorded("decode_issues"), local=True),
+        Rule(lambda: batches.sparkSession.createDataFrame(on_driver()), lambda: on_driver().num_rows == 0,
+             local=True),
         Rule(disagreement, nothing_reported),
     ]
 

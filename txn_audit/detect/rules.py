@@ -4,8 +4,10 @@ Every finding carries a one-sentence evidence that names offsets, producer ids a
 timestamps a person can check with ``kafka-dump-log.sh``, and, where Kafka offers one, the
 command that repairs it. Kafka's own verdicts are mirrored exactly where they exist
 (``hanging_transaction`` follows ``kafka-transactions.sh find-hanging``; LSO follows the
-broker); the other rules go where Kafka's tools are silent. The decode-issue rule, whose rows
-are few and read from the raw tables' files, runs on the driver (``detect.decode_issues``).
+broker); the other rules go where Kafka's tools are silent. The rules whose rows are few and
+read whole from files run on the driver with pyarrow: the decode-issue rule
+(``detect.decode_issues``) and the rules of a partition's status (``detect.stability_rules``:
+stuck LSO, HW beyond the log end, replica divergence).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH
-from txn_audit.reconstruct import AHEAD, BEHIND, CONFLICT, NAMED_MAX, prepare_decision, prepare_records
-from txn_audit.schemas import FINDINGS, HW_CAPPED, cast_select_list
+from txn_audit.detect.words import DURATION_STEPS
+from txn_audit.reconstruct import NAMED_MAX, prepare_decision, prepare_records
+from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
 
 #: the severities as the ``findings`` table stores them
@@ -48,13 +51,14 @@ def ts(col: Column | str) -> Column:
 
 
 def duration(ms: Column) -> Column:
+    """``words.duration_text`` as a column: the same steps (``words.DURATION_STEPS``)."""
     secs = ms / 1000.0
-    return (
-        F.when(ms < 120_000, F.format_string("%.1f s", secs))
-        .when(ms < 2 * 3_600_000, F.format_string("%.1f min", secs / 60))
-        .when(ms < 2 * 86_400_000, F.format_string("%.1f h", secs / 3600))
-        .otherwise(F.format_string("%.1f days", secs / 86400))
-    )
+    *steps, (_any, size, unit) = DURATION_STEPS
+    text = F.format_string(f"%.1f {unit}", secs / size)
+    for below, size, unit in reversed(steps):
+        assert below is not None  # only the last step takes any duration
+        text = F.when(ms < below, F.format_string(f"%.1f {unit}", secs / size)).otherwise(text)
+    return text
 
 
 def pname(topic: str = "topic", partition: str = "partition") -> Column:
@@ -199,156 +203,6 @@ def open_transaction_findings(
         remediation_pre_3_0=F.when(hanging, abort_command_pre_3_0(
             F.col("topic"), F.col("partition"), F.col("producer_id"), epoch, F.col("last_coordinator_epoch"))),
         **base_cols,
-    )
-
-
-HW_SOURCE_TEXT = {
-    "checkpoint": "from replication-offset-checkpoint",
-    "offsets_file": "as the offsets file beside the dump reports it",
-    HW_CAPPED: "the replica's log end: its checkpoint says more than its log holds",
-}
-
-
-def held_partitions(stability: DataFrame) -> DataFrame:
-    """The partitions whose LSO is behind their HW: every ``stuck_lso_findings`` row is of one."""
-    return stability.where(F.col("lso_below_hw"))
-
-
-def stuck_lso_findings(stability: DataFrame, ptx: DataFrame) -> DataFrame:
-    """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
-    info and says that the gap may be records not yet replicated rather than a stuck LSO.
-
-    The transaction holding the LSO is the culprit's earliest unstable one (``ptx``): it may start
-    below the log start (a producer snapshot's transaction whose records retention deleted),
-    where the LSO itself stays."""
-    known = F.col("hw_source") != "log_end"
-    hw = F.col("effective_high_watermark")
-    held = held_partitions(stability)
-    culprits = F.broadcast(held.select(  # one row per held partition: few
-        "topic", "partition", F.col("culprit_producer_id").alias("producer_id"), F.col("effective_high_watermark")))
-    # unstable as ``reconstruct.stability`` counts it: open, or its marker not yet below the HW
-    started = (
-        ptx.join(culprits, ["topic", "partition", "producer_id"])
-        .where(F.col("first_offset").isNotNull() & ((F.col("state") == "open") | (
-            F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("effective_high_watermark")))))
-        .groupBy("topic", "partition").agg(F.min("first_offset").alias("_culprit_from"))
-    )
-    held = held.join(started, ["topic", "partition"], "left")
-    open_from = F.coalesce("_culprit_from", "last_stable_offset")
-    below_start = F.when(
-        open_from < F.col("log_start_offset"),
-        F.format_string(", below the log start offset %d (retention deleted its first records; the LSO stays at "
-                        "the log start)", F.col("log_start_offset")),
-    ).otherwise(F.lit(""))
-    source = F.coalesce(
-        F.element_at(F.create_map(*[F.lit(x) for kv in HW_SOURCE_TEXT.items() for x in kv]), F.col("hw_source")),
-        F.lit("unknown: the dump holds no high watermark (no replication-offset-checkpoint entry, no offsets file), "
-              "so the log end offset stands in for it and part of the gap may be records not yet replicated"),
-    )
-    return finding(
-        held,
-        "stuck_lso",
-        F.when(known, WARNING).otherwise(INFO),
-        F.format_string(
-            "last stable offset %d is %d offsets behind the high watermark %d (%s): %d records (%d bytes) are "
-            "held back from read_committed consumers since %s (%s) by producer %d%s, whose transaction is open "
-            "from offset %d%s",
-            F.col("last_stable_offset"), hw - F.col("last_stable_offset"),
-            hw, source, F.col("held_records"), F.col("held_bytes"),
-            ts("held_since_timestamp"), duration(F.col("held_ms")), F.col("culprit_producer_id"),
-            F.when(F.col("culprit_transactional_id").isNotNull(),
-                   F.format_string(" (%s)", F.col("culprit_transactional_id"))).otherwise(F.lit("")),
-            open_from, below_start,
-        ),
-        producer_id=F.col("culprit_producer_id"),
-        producer_epoch=F.col("culprit_producer_epoch"),
-        transactional_id=F.col("culprit_transactional_id"),
-        first_offset=F.col("last_stable_offset"),
-        last_offset=hw - 1,
-        first_timestamp_ms=F.col("held_since_timestamp"),
-    )
-
-
-# -- several copies of a partition ---------------------------------------------------------
-
-
-DIVERGENCE_SEVERITY = {CONFLICT: CRITICAL, BEHIND: WARNING, AHEAD: INFO}
-
-
-def divergent_copies(replica_stability: DataFrame) -> DataFrame:
-    """The copies that differ from the chosen copy: every ``replica_divergence_findings`` row is of one."""
-    return replica_stability.where(F.col("divergence").isNotNull())
-
-
-def replica_divergence_findings(replica_stability: DataFrame, stability: DataFrame) -> DataFrame:
-    """A copy of a partition that differs from the chosen copy (``reconstruct.divergence``):
-    critical where the same offset holds different batches, warning where it lacks offsets below
-    the chosen copy's HW, info where it holds more than the chosen copy (warning when the chosen
-    copy's own HW says its log lost that tail)."""
-    chosen = stability.select("topic", "partition", "chosen_replica", "replica_choice_reason",
-                              F.col("high_watermark").alias("_chosen_hw"),
-                              F.col("hw_source").alias("_chosen_hw_source"))
-    rows = divergent_copies(replica_stability).join(chosen, ["topic", "partition"])
-    me = F.col("replica_name")
-    where = F.format_string("%s: %s holds %s; %s, the copy audited, holds %s", F.col("divergent_offset").cast("string"),
-                            me, F.col("replica_holds"), F.col("chosen_replica"), F.col("chosen_holds"))
-    told = (
-        F.when(F.col("divergence") == CONFLICT, F.format_string(
-            "the copies of %s hold different batches from offset %s", pname(), where))
-        .when(F.col("divergence") == BEHIND, F.format_string(
-            "%s's copy of %s ends at %d, below the high watermark %d of %s: it lacks records every in-sync replica "
-            "holds (a follower that fell behind, or a copy cut short); at offset %s", me, pname(),
-            F.col("log_end_offset"), F.col("_chosen_hw"), F.col("chosen_replica"), where))
-        .otherwise(F.format_string(
-            "%s's copy of %s goes beyond the end of the copy audited (%s): from offset %s", me, pname(),
-            F.col("chosen_replica"), where))
-    )
-    capped = F.col("hw_source") == HW_CAPPED
-    evidence = F.concat(
-        told,
-        F.when(capped, F.format_string(
-            "; the dump gives it a high watermark of %d, beyond its log end", F.col("checkpoint_high_watermark")))
-        .otherwise(F.lit("")),
-        F.lit(". The audit reports "), F.col("chosen_replica"), F.lit(": "), F.col("replica_choice_reason"),
-    )
-    severity = F.when(F.col("divergence") == CONFLICT, F.lit(DIVERGENCE_SEVERITY[CONFLICT])).when(
-        F.col("divergence") == BEHIND, F.lit(DIVERGENCE_SEVERITY[BEHIND])).when(
-        F.col("_chosen_hw_source") == HW_CAPPED, F.lit(WARNING)).otherwise(F.lit(DIVERGENCE_SEVERITY[AHEAD]))
-    remediation = F.when(F.col("divergence") == CONFLICT, F.format_string(
-        "kafka-topics.sh --bootstrap-server <broker> --describe --topic %s: confirm the leader and the ISR. A "
-        "follower whose copy differs truncates to the leader's log when it next fetches; one that stays out of the "
-        "ISR needs its copy rebuilt (stop it, delete its %s folder, let it replicate again)", F.col("topic"), pname()
-    )).when(F.col("divergence") == BEHIND, F.format_string(
-        "kafka-topics.sh --bootstrap-server <broker> --describe --topic %s --under-replicated-partitions: a running "
-        "follower catches up by itself; a copy taken from a stopped broker may only be older", F.col("topic")))
-    return finding(
-        rows, "replica_divergence", severity, evidence,
-        first_offset=F.col("divergent_offset"),
-        remediation=remediation,
-    )
-
-
-def capped_partitions(stability: DataFrame) -> DataFrame:
-    """The partitions whose checkpointed HW lies beyond the chosen copy's log end: every
-    ``hw_beyond_log_end_findings`` row is of one."""
-    return stability.where(F.col("hw_source") == HW_CAPPED)
-
-
-def hw_beyond_log_end_findings(stability: DataFrame) -> DataFrame:
-    """The chosen copy's checkpointed HW lies beyond its own log end: an invariant of every
-    replica broken. The audit caps the HW at the log end (``reconstruct.stability``)."""
-    rows = capped_partitions(stability)
-    return finding(
-        rows, "invariant_violation", WARNING,
-        F.format_string(
-            "the dump gives %s's copy of %s a high watermark of %d (its checkpoint, or the offsets file beside a text "
-            "dump), beyond the end of its log at %d: the log lost its tail after the high watermark was recorded (a "
-            "copy cut short, or a crash before the flush). No replica's high watermark exceeds its log end: the audit "
-            "uses %d and reports nothing beyond it",
-            F.col("chosen_replica"), pname(), F.col("checkpoint_high_watermark"), F.col("log_end_offset"),
-            F.col("log_end_offset")),
-        first_offset=F.col("log_end_offset"),
-        last_offset=F.col("checkpoint_high_watermark") - 1,
     )
 
 

@@ -105,6 +105,7 @@ def partition_stability(
             "last_stable_offset",
             F.when(F.col("first_unstable_offset").isNotNull() & (fu < F.col("hw")), fu).otherwise(F.col("hw")),
         )
+        .withColumn("culprit_first_offset", F.col("first_unstable_offset"))  # before the clamp to the log start
         .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
         .localCheckpoint()  # one row per replica, read twice below
     )
@@ -169,6 +170,7 @@ def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int, keys: tup
         .withColumn("culprit_producer_id", F.when(held_since.isNotNull(), F.col("culprit_producer_id")))
         .withColumn("culprit_producer_epoch", F.when(held_since.isNotNull(), F.col("culprit_producer_epoch")))
         .withColumn("culprit_transactional_id", F.when(held_since.isNotNull(), F.col("culprit_transactional_id")))
+        .withColumn("culprit_first_offset", F.when(held_since.isNotNull(), F.col("culprit_first_offset")))
         .withColumn("effective_high_watermark", F.col("hw"))
         .withColumn("lso_below_hw", F.coalesce(_held(), F.lit(False)))
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
@@ -71,7 +71,7 @@ from txn_audit.schemas import (
     conform,
     spark_schema,
 )
-from txn_audit.tables import RawTables
+from txn_audit.tables import RawTables, read_arrow_table
 from txn_audit.spark import side_by_side
 
 LISTING_STATES = ("Ongoing",) + PREPARE_STATES
@@ -716,6 +716,18 @@ class Reconstruction:
     #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``:
     #: files of ``DerivedOutput.work_dir``); None when the pass did not read the raw tables' files
     prepare_follows: DataFrame | None = None
+    #: where the derived tables were written (``DerivedOutput.table_dir``), if they were
+    output: DerivedOutput = field(default_factory=lambda: DerivedOutput())
+
+    def rows(self, name: str) -> pa.Table:
+        """The rows of derived table ``name`` (``partition_stability`` or ``replica_stability``:
+        a row per partition or per copy, few), read on the driver: with pyarrow from the files
+        reconstruct wrote (no Spark job), else collected from its checkpointed frame."""
+        frame = {"partition_stability": self.partition_stability, "replica_stability": self.replica_stability}[name]
+        if self.output.tables_dir is not None:
+            return read_arrow_table(self.output.tables_dir, name)
+        schema = DERIVED_TABLES[name]
+        return frame.toArrow().select(schema.names).cast(schema)
 
 
 #: the folder under the tables of a ``DerivedOutput`` that holds intermediates
@@ -868,6 +880,7 @@ def reconstruct(
         coordinator_log=coordinator_log,
         offset_commits=chosen("offset_commits"),
         prepare_follows=follows,
+        output=out,
     )
 
 

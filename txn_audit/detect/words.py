@@ -1,0 +1,59 @@
+"""How findings word what they tell, for the rules computed on the driver (no pyspark here): a
+time, a duration, a partition's name, and a ``FINDINGS`` row from a row of the table a rule
+judges. The Spark rules (``detect.rules``) write durations from the same steps
+(``DURATION_STEPS``) and times in the same form (``timeparse.format_time_ms``'s), so that a
+finding reads the same whichever way it was computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from txn_audit.schemas import FINDINGS
+from txn_audit.severity import Severity
+from txn_audit.timeparse import format_time_ms
+
+__all__ = ["DURATION_STEPS", "duration_text", "finding_row", "partition_name", "time_text"]
+
+#: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
+#: ``seconds``, with the unit's name, one decimal
+DURATION_STEPS: tuple[tuple[int | None, int, str], ...] = (
+    (120_000, 1, "s"),
+    (2 * 3_600_000, 60, "min"),
+    (2 * 86_400_000, 3_600, "h"),
+    (None, 86_400, "days"),
+)
+
+#: epoch milliseconds as ``2026-11-22 20:00:08.971 UTC``
+time_text = format_time_ms
+
+
+def duration_text(ms: int) -> str:
+    """``ms`` milliseconds as ``95.0 s``, ``12.5 min``, ``3.0 h`` or ``4.2 days`` (``DURATION_STEPS``)."""
+    seconds = ms / 1000.0
+    for below, size, unit in DURATION_STEPS:
+        if below is None or ms < below:
+            return f"{_one_decimal(seconds / size)} {unit}"
+    raise AssertionError("DURATION_STEPS ends with a step for any duration")
+
+
+def _one_decimal(value: float) -> str:
+    """``value`` with one decimal, rounded half up from its shortest decimal form: as the Spark
+    rules' ``%.1f`` (Java's formatter) writes it."""
+    return str(Decimal(repr(value)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def partition_name(topic: str | None, partition: int | None) -> str:
+    """``orders-3``: a partition as Kafka's tools and log folders name it."""
+    return f"{topic}-{partition}"
+
+
+def finding_row(source: Mapping[str, Any], kind: str, severity: Severity, evidence: str,
+                **given: Any) -> dict[str, Any]:
+    """A ``FINDINGS`` row: ``kind``, ``severity``, ``evidence`` and the columns ``given``; every
+    other column taken from ``source`` (the row judged) by name, or null."""
+    row = {name: source.get(name) for name in FINDINGS.names}
+    row.update(given, kind=kind, severity=severity.value, evidence=evidence)
+    return row
