@@ -184,7 +184,8 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
     found the same either way, with its file."""
     from pyspark.sql import functions as F
 
-    from txn_audit.detect import rules
+    from txn_audit.detect import producer_rule_inputs, rules
+    from txn_audit.detect.producer_rules import SEGMENT_KEY, sequence_findings
     from txn_audit.reconstruct import producer_events, producer_pass
     from txn_audit.tables import load_raw_tables
 
@@ -192,7 +193,7 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
     batches = raw["batches"]
     events = producer_events(producer_pass(batches, raw["control_markers"],
                                            late_tolerance_ms=1_000)).localCheckpoint()
-    key = list(rules.SEGMENT_KEY)
+    key = list(SEGMENT_KEY)
     real = batches.select(*key).distinct().orderBy(*key).collect()
     assert len(real) >= 4
     wanted = spark.createDataFrame(
@@ -203,7 +204,7 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
     def rows(frame: Any) -> list[tuple[Any, ...]]:
         return sorted(tuple(r) for r in frame.select("file", "position", "base_offset").collect())
 
-    named = rules.batches_named(batches, wanted, rules.SEGMENT_KEY)
+    named = rules.batches_named(batches, wanted, SEGMENT_KEY)
     plan = named._jdf.queryExecution().executedPlan().toString()
     assert "PushedFilters" in plan and "segment_base_offset" in plan.split("PushedFilters")[1].split("]")[0]
     assert "Join" not in plan
@@ -212,13 +213,12 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
     assert rows(named) != rows(batches)
 
     def gaps() -> list[dict[str, Any]]:
-        found = rules.sequence_findings(events, batches)
-        return sorted((row.asDict() for row in found.collect()), key=repr)
+        return sorted(sequence_findings(*producer_rule_inputs(events, batches)), key=repr)
 
     by_name = gaps()
     monkeypatch.setattr(rules, "NAMED_MAX", 0)
-    assert "Join" in rules.batches_named(batches, wanted, rules.SEGMENT_KEY)._jdf.queryExecution().executedPlan().toString()
-    assert rows(rules.batches_named(batches, wanted, rules.SEGMENT_KEY)) == expected
+    assert "Join" in rules.batches_named(batches, wanted, SEGMENT_KEY)._jdf.queryExecution().executedPlan().toString()
+    assert rows(rules.batches_named(batches, wanted, SEGMENT_KEY)) == expected
     by_join = gaps()
     assert by_name == by_join
     assert [f["kind"] for f in by_name] == ["sequence_gap"] and by_name[0]["file"]

@@ -22,23 +22,22 @@ from txn_audit.detect.rules import (
     absorbed_findings,
     absorbing_transactions,
     bare_markers,
+    batches_named,
     coordinator_epoch_findings,
     coordinator_findings,
     duplicate_marker_findings,
-    epoch_findings,
     find_hanging_disagreement_findings,
     find_hanging_outputs,
     last_markers_of,
-    late_arrival_findings,
     open_transaction_findings,
     open_transactions,
     pending_offset_commit_findings,
     prepare_marker_matches,
     retention_findings,
-    sequence_findings,
     snapshot_transactions,
 )
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
+from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
 from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
@@ -49,7 +48,7 @@ from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
 __all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
-           "finding_order", "rule_findings", "write_detected", "write_findings"]
+           "finding_order", "producer_rule_inputs", "rule_findings", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -206,8 +205,6 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         return partial(tables.holds_no_rows, name)
 
     gates = _Gates()
-    # the rows every finding of the late-arrival, sequence and epoch rules is of: a healthy dump has none
-    no_events = gates.absent(recon.producer_events)
 
     def nothing_reported() -> bool:
         reported = tables["reported_transactions"]
@@ -220,13 +217,16 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 
     @functools.cache
     def on_driver() -> pa.Table:
-        """The findings of the rules computed on the driver with pyarrow, whose rows are few and
-        read whole from files: the rules of a partition's status, and those of the decode issues
-        when the dump has any."""
-        found = [stability_findings(recon.rows("partition_stability"), recon.rows("replica_stability"))]
+        """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
+        rules of a partition's status, those of a producer's writes, and those of the decode
+        issues when the dump has any."""
+        found = [stability_findings(recon.rows("partition_stability"), recon.rows("replica_stability")),
+                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms)]
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))
-        return pa.concat_tables(found)
+        # one chunk: pyspark 4.1's createDataFrame loses the rows of a table whose first two
+        # chunks are empty (two rules that found nothing before one that did)
+        return pa.concat_tables(found).combine_chunks()
 
     candidates = recon.coordinator_log.epoch_candidates()
     # the pass's candidates are computed rows, asked at little cost; the window's would be computed twice
@@ -235,21 +235,33 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
         Rule(open_findings, gates.absent(open_transactions(ptx))),
-        Rule(lambda: late_arrival_findings(recon.events, opts), no_events),
         Rule(lambda: absorbed_findings(ptx), gates.absent(absorbing_transactions(ptx))),
         Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts),
              gates.absent(matches.unsettled)),
         Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids),
              gates.absent(bare_markers(ptx))),
         Rule(lambda: coordinator_epoch_findings(candidates), no_candidates),
-        Rule(lambda: sequence_findings(recon.producer_events, batches), no_events),
-        Rule(lambda: epoch_findings(recon.producer_events), no_events),
         Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
         Rule(lambda: retention_findings(ptx, stability), gates.absent(snapshot_transactions(ptx))),
         Rule(lambda: batches.sparkSession.createDataFrame(on_driver()), lambda: on_driver().num_rows == 0,
              local=True),
         Rule(disagreement, nothing_reported),
     ]
+
+
+def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tuple[pa.Table, pa.Table]:
+    """The inputs of the rules of a producer's writes (``producer_rules.producer_findings``):
+    ``producer_events``' rows, collected (few: the rows a rule may flag), and the place and file
+    of the batches of ``batches`` (the audited replicas') in the segments of the sequence gaps
+    among them, read through a filter that names the segments (``rules.batches_named``); no
+    batch is read when there is no gap."""
+    events = producer_events.toArrow()
+    places = gap_places(sequence_gaps(events))
+    columns = [*BATCH_PLACE, "file"]
+    if not places:
+        return events, ALL_TABLES["batches"].empty_table().select(columns)
+    keys = batches.sparkSession.createDataFrame(places, batches.select(*SEGMENT_KEY).schema)
+    return events, batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
 
 
 def decode_issue_inputs(tables: RawTables) -> tuple[pa.Table, pa.Table, set[str]]:

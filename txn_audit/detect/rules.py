@@ -6,8 +6,9 @@ command that repairs it. Kafka's own verdicts are mirrored exactly where they ex
 (``hanging_transaction`` follows ``kafka-transactions.sh find-hanging``; LSO follows the
 broker); the other rules go where Kafka's tools are silent. The rules whose rows are few and
 read whole from files run on the driver with pyarrow: the decode-issue rule
-(``detect.decode_issues``) and the rules of a partition's status (``detect.stability_rules``:
-stuck LSO, HW beyond the log end, replica divergence).
+(``detect.decode_issues``), the rules of a partition's status (``detect.stability_rules``:
+stuck LSO, HW beyond the log end, replica divergence) and those of a producer's writes
+(``detect.producer_rules``: late arrivals, sequences, epochs).
 """
 
 from __future__ import annotations
@@ -206,36 +207,7 @@ def open_transaction_findings(
     )
 
 
-# -- late records ----------------------------------------------------------------------
-
-
-def late_arrival_findings(events: DataFrame, opts: DetectOptions) -> DataFrame:
-    late = events.where(F.col("is_late"))
-    skew = F.col("prev_marker_timestamp") - F.col("max_timestamp")
-    why = F.when(
-        F.col("epoch") < F.col("prev_marker_epoch"),
-        F.format_string("carries epoch %d, below the epoch %d of that marker", F.col("epoch"),
-                        F.col("prev_marker_epoch")),
-    ).otherwise(
-        F.format_string("was created at %s, %s before that marker (tolerance %s)", ts("max_timestamp"),
-                        duration(skew), duration(F.lit(opts.late_tolerance_ms)))
-    )
-    return finding(
-        late,
-        "late_arrival",
-        WARNING,
-        F.format_string(
-            "transactional batch at offsets %d-%d of %s (producer %d, epoch %d) was appended after the producer's "
-            "%s marker at offset %d (%s) yet %s: it belongs to a transaction that had already ended",
-            F.col("offset"), F.col("last_offset"), pname(), F.col("producer_id"), F.col("epoch"),
-            F.col("prev_marker_type"), F.col("prev_marker_offset"), ts("prev_marker_timestamp"), why,
-        ),
-        producer_epoch=F.col("epoch"),
-        first_offset=F.col("offset"),
-        last_offset=F.col("last_offset"),
-        first_timestamp_ms=F.col("max_timestamp"),
-        last_timestamp_ms=F.col("prev_marker_timestamp"),
-    )
+# -- late records absorbed -------------------------------------------------------------
 
 
 def absorbing_transactions(ptx: DataFrame) -> DataFrame:
@@ -711,112 +683,6 @@ def coordinator_epoch_findings(candidates: DataFrame) -> DataFrame:
 # -- idempotence and fencing -----------------------------------------------------------------
 
 
-def sequence_findings(producer_events: DataFrame, batches: DataFrame) -> DataFrame:
-    """Each batch with a sequence continues its producer's previous one on the partition
-    (``reconstruct.producer_events`` carries that previous batch). ``batches`` (of the audited
-    replicas) gives the file of each batch found."""
-    prev = producer_events.where(F.col("prev_seq_epoch").isNotNull()).select(
-        "*",
-        F.col("epoch").alias("producer_epoch"),
-        F.col("offset").alias("base_offset"),
-        F.col("prev_seq_epoch").alias("prev_epoch"),
-        F.col("prev_seq_last_sequence").alias("prev_last_seq"),
-        F.col("prev_seq_last_offset").alias("prev_last_offset"),
-    )
-    expected = F.when(F.col("prev_last_seq") == F.lit(2**31 - 1), F.lit(0)).otherwise(F.col("prev_last_seq") + 1)
-    same_epoch_gap = (F.col("producer_epoch") == F.col("prev_epoch")) & (F.col("base_sequence") != expected)
-    new_epoch_bad = (F.col("producer_epoch") > F.col("prev_epoch")) & (F.col("base_sequence") != 0)
-    where = ["topic", "partition", "segment_base_offset", "position"]
-    gaps = prev.where(same_epoch_gap | new_epoch_bad)
-    bad = (
-        batches_named(batches, gaps.select(*SEGMENT_KEY).distinct(), SEGMENT_KEY).select(*where, "file")
-        .join(F.broadcast(gaps), where)  # few rows: broadcast them
-    )
-    return finding(
-        bad,
-        "sequence_gap",
-        WARNING,
-        F.when(
-            F.col("producer_epoch") == F.col("prev_epoch"),
-            F.format_string(
-                "producer %d epoch %d: batch at offset %d of %s starts at sequence %d, but its previous batch "
-                "(ending at offset %d) ended at sequence %d, so %d was expected",
-                F.col("producer_id"), F.col("producer_epoch"), F.col("base_offset"), pname(), F.col("base_sequence"),
-                F.col("prev_last_offset"), F.col("prev_last_seq"), expected,
-            ),
-        ).otherwise(
-            F.format_string(
-                "producer %d: first batch of epoch %d at offset %d of %s starts at sequence %d instead of 0",
-                F.col("producer_id"), F.col("producer_epoch"), F.col("base_offset"), pname(), F.col("base_sequence"),
-            )
-        ),
-        first_offset=F.col("base_offset"),
-        last_offset=F.col("last_offset"),
-        first_timestamp_ms=F.col("first_timestamp"),
-        last_timestamp_ms=F.col("max_timestamp"),
-    )
-
-
-def epoch_findings(producer_events: DataFrame) -> DataFrame:
-    """Epochs per (partition, producer) never go down; data below a marker's epoch is a zombie;
-    coordinator epochs of markers never go down (KAFKA-9144). ``producer_events`` carries the
-    highest epochs seen before each row."""
-    ev = producer_events.select(
-        "topic", "partition", "broker_id", "producer_id", "epoch", "offset", "last_offset",
-        F.col("max_timestamp").alias("timestamp"), "is_marker", "coordinator_epoch",
-        F.col("max_data_epoch_before").alias("max_data_epoch"),
-        F.col("max_marker_epoch_before").alias("max_marker_epoch"),
-        F.col("max_coordinator_epoch_before").alias("max_coord_epoch"),
-    )
-    zombie = ev.where(~F.col("is_marker") & (F.col("epoch") < F.col("max_marker_epoch")))
-    regress = ev.where(
-        (F.col("epoch") < F.col("max_data_epoch"))
-        & ~(~F.col("is_marker") & (F.col("epoch") < F.coalesce("max_marker_epoch", F.lit(-1))))
-    )
-    coord = ev.where(F.col("is_marker") & (F.col("coordinator_epoch") < F.col("max_coord_epoch")))
-    what = F.when(F.col("is_marker"), F.lit("marker")).otherwise(F.lit("data batch"))
-    common = {
-        "producer_epoch": F.col("epoch"),
-        "first_offset": F.col("offset"),
-        "last_offset": F.col("last_offset"),
-        "first_timestamp_ms": F.col("timestamp"),
-    }
-    return (
-        finding(
-            zombie, "zombie_write", CRITICAL,
-            F.format_string(
-                "data batch at offset %d of %s was written by producer %d with epoch %d after a marker with epoch %d "
-                "had fenced that epoch: a zombie producer's write",
-                F.col("offset"), pname(), F.col("producer_id"), F.col("epoch"), F.col("max_marker_epoch"),
-            ),
-            **common,
-        )
-        .unionByName(
-            finding(
-                regress, "epoch_regression", CRITICAL,
-                F.format_string(
-                    "%s at offset %d of %s has producer %d epoch %d, lower than the epoch %d it already wrote with "
-                    "on this partition",
-                    what, F.col("offset"), pname(), F.col("producer_id"), F.col("epoch"), F.col("max_data_epoch"),
-                ),
-                **common,
-            )
-        )
-        .unionByName(
-            finding(
-                coord, "epoch_regression", CRITICAL,
-                F.format_string(
-                    "marker at offset %d of %s for producer %d has coordinator epoch %d, lower than the %d of an "
-                    "earlier marker (the KAFKA-9144 signature)",
-                    F.col("offset"), pname(), F.col("producer_id"), F.col("coordinator_epoch"),
-                    F.col("max_coord_epoch"),
-                ),
-                **common,
-            )
-        )
-    )
-
-
 # -- offsets, retention, decoding ------------------------------------------------------------
 
 
@@ -878,9 +744,6 @@ def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
 
 
 #: the columns that name a segment of a partition replica's log in ``batches``
-SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
-
-
 def batches_named(batches: DataFrame, keys: DataFrame, columns: tuple[str, ...]) -> DataFrame:
     """The rows of ``batches`` whose ``columns`` equal a row of ``keys`` (a frame of distinct rows
     of those columns, few: the segments of a rule's findings). Up to

@@ -1,0 +1,172 @@
+"""The rules of a producer's writes on a partition, computed on the driver with pyarrow (no
+pyspark here): ``late_arrival`` (a transactional batch appended after the marker that ended its
+transaction), ``sequence_gap`` (a batch whose sequence does not continue its producer's previous
+one), ``zombie_write`` and ``epoch_regression`` (epochs and coordinator epochs that go down).
+
+Their rows are ``producer_events``: the producer pass's rows a rule may flag, a superset the
+pass keeps as it walks each replica (``reconstruct.ordered_pass``), with what came before each
+row on its partition (the previous marker, sequence and epochs). A healthy dump has none, an
+unhealthy one a few per anomaly: they are collected once (``detect.producer_rule_inputs``)
+rather than read by three Spark queries, each with its plan and jobs, and a place in the gates'
+query (``detect._Gates``). The sequence rule names the file of each gap's batch, found by its
+segment and position (``SEGMENT_KEY``, ``gap_places``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from txn_audit.detect.words import duration_text, finding_row, partition_name, time_text
+from txn_audit.schemas import FINDINGS
+from txn_audit.severity import Severity
+
+__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "epoch_findings", "gap_places", "late_arrival_findings",
+           "producer_findings", "sequence_findings", "sequence_gaps"]
+
+#: a segment of a partition: what names the batches of a rule's findings in a filter
+SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
+#: a batch of a partition's segment: how a sequence gap finds its batch (and its file)
+BATCH_PLACE = (*SEGMENT_KEY, "position")
+#: the highest sequence number: the next batch's sequence wraps to 0
+LAST_SEQUENCE = 2**31 - 1
+#: the columns of ``producer_events`` a finding of the epoch rule takes by name
+EPOCH_SOURCE = ("topic", "partition", "broker_id", "producer_id")
+
+
+def _rows(table: pa.Table, condition: pa.ChunkedArray | pa.Array) -> list[dict[str, Any]]:
+    """The rows of ``table`` where ``condition`` holds (null: not), as Python objects: few."""
+    rows: list[dict[str, Any]] = table.filter(pc.fill_null(condition, False)).to_pylist()
+    return rows
+
+
+def _time(ms: int | None) -> str:
+    return "an unknown time" if ms is None else time_text(ms)
+
+
+def late_arrival_findings(events: pa.Table, late_tolerance_ms: int) -> list[dict[str, Any]]:
+    """A transactional batch appended after its producer's marker, yet created before it (by its
+    time, beyond ``late_tolerance_ms``, or by an epoch below the marker's): it belongs to a
+    transaction that had already ended."""
+    late = _rows(events, pc.and_(events.column("is_transactional"), events.column("is_late")))
+    found = []
+    for row in late:
+        epoch, marker_epoch = row["epoch"], row["prev_marker_epoch"]
+        created, marker_at = row["max_timestamp"], row["prev_marker_timestamp"]
+        if marker_epoch is not None and epoch < marker_epoch:
+            why = f"carries epoch {epoch}, below the epoch {marker_epoch} of that marker"
+        else:
+            before = "" if created is None or marker_at is None else f", {duration_text(marker_at - created)}"
+            why = (f"was created at {_time(created)}{before} before that marker (tolerance "
+                   f"{duration_text(late_tolerance_ms)})")
+        evidence = (
+            f"transactional batch at offsets {row['offset']}-{row['last_offset']} of "
+            f"{partition_name(row['topic'], row['partition'])} (producer {row['producer_id']}, epoch {epoch}) was "
+            f"appended after the producer's {row['prev_marker_type']} marker at offset {row['prev_marker_offset']} "
+            f"({_time(marker_at)}) yet {why}: it belongs to a transaction that had already ended"
+        )
+        found.append(finding_row(row, "late_arrival", Severity.WARNING, evidence, producer_epoch=epoch,
+                                 first_offset=row["offset"], last_offset=row["last_offset"],
+                                 first_timestamp_ms=created, last_timestamp_ms=marker_at))
+    return found
+
+
+def _expected(previous_last: int) -> int:
+    """The sequence that continues a batch ending at sequence ``previous_last``."""
+    return 0 if previous_last == LAST_SEQUENCE else previous_last + 1
+
+
+def _is_gap(row: dict[str, Any]) -> bool:
+    """Whether the batch of ``row`` does not continue its producer's previous one: within an
+    epoch, the next sequence; in a new epoch, 0. A value that is not known decides nothing."""
+    epoch, previous, base = row["epoch"], row["prev_seq_epoch"], row["base_sequence"]
+    if epoch is None or previous is None or base is None:
+        return False
+    if epoch == previous:
+        last = row["prev_seq_last_sequence"]
+        return last is not None and bool(base != _expected(last))
+    return bool(epoch > previous and base != 0)
+
+
+def sequence_gaps(events: pa.Table) -> list[dict[str, Any]]:
+    """The rows of ``events`` whose batch does not continue its producer's previous one."""
+    return [row for row in _rows(events, pc.is_valid(events.column("prev_seq_epoch"))) if _is_gap(row)]
+
+
+def gap_places(gaps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The segments (``SEGMENT_KEY``) of the batches of ``gaps``, each once, in order."""
+    return sorted({tuple(row[c] for c in SEGMENT_KEY) for row in gaps}, key=repr)
+
+
+def sequence_findings(events: pa.Table, batches: pa.Table) -> list[dict[str, Any]]:
+    """Each batch with a sequence continues its producer's previous one on the partition
+    (``producer_events`` carry that previous batch). ``batches``: the ``BATCH_PLACE`` and
+    ``file`` of the audited replicas' batches in the gaps' segments (``gap_places``), which give
+    the file of each batch found; a gap whose batch they lack is not reported."""
+    files: dict[tuple[Any, ...], list[str]] = {}
+    for batch in batches.to_pylist():
+        files.setdefault(tuple(batch[c] for c in BATCH_PLACE), []).append(batch["file"])
+    found = []
+    for row in sequence_gaps(events):
+        epoch, previous, base = row["epoch"], row["prev_seq_epoch"], row["base_sequence"]
+        name = partition_name(row["topic"], row["partition"])
+        if epoch == previous:
+            last = row["prev_seq_last_sequence"]
+            evidence = (f"producer {row['producer_id']} epoch {epoch}: batch at offset {row['offset']} of {name} "
+                        f"starts at sequence {base}, but its previous batch (ending at offset "
+                        f"{row['prev_seq_last_offset']}) ended at sequence {last}, so {_expected(last)} was expected")
+        else:
+            evidence = (f"producer {row['producer_id']}: first batch of epoch {epoch} at offset {row['offset']} of "
+                        f"{name} starts at sequence {base} instead of 0")
+        for file in files.get(tuple(row[c] for c in BATCH_PLACE), []):
+            found.append(finding_row(row, "sequence_gap", Severity.WARNING, evidence, producer_epoch=epoch,
+                                     first_offset=row["offset"], last_offset=row["last_offset"],
+                                     first_timestamp_ms=row["first_timestamp"],
+                                     last_timestamp_ms=row["max_timestamp"], file=file))
+    return found
+
+
+def _below(value: int | None, bound: int | None) -> bool:
+    """``value < bound``, false when either is not known."""
+    return value is not None and bound is not None and value < bound
+
+
+def epoch_findings(events: pa.Table) -> list[dict[str, Any]]:
+    """Epochs per (partition, producer) never go down; data below a marker's epoch is a zombie;
+    coordinator epochs of markers never go down (KAFKA-9144). ``producer_events`` carry the
+    highest epochs seen before each row."""
+    found = []
+    for row in events.to_pylist():
+        epoch, marker = row["epoch"], row["is_marker"]
+        name, pid, offset = partition_name(row["topic"], row["partition"]), row["producer_id"], row["offset"]
+        source = {c: row[c] for c in EPOCH_SOURCE}
+        common = {"producer_epoch": epoch, "first_offset": offset, "last_offset": row["last_offset"],
+                  "first_timestamp_ms": row["max_timestamp"]}
+        fenced_by = row["max_marker_epoch_before"]
+        zombie = not marker and _below(epoch, fenced_by)
+        if zombie:
+            found.append(finding_row(source, "zombie_write", Severity.CRITICAL, (
+                f"data batch at offset {offset} of {name} was written by producer {pid} with epoch {epoch} after a "
+                f"marker with epoch {fenced_by} had fenced that epoch: a zombie producer's write"), **common))
+        written = row["max_data_epoch_before"]
+        if _below(epoch, written) and not (not marker and _below(epoch, -1 if fenced_by is None else fenced_by)):
+            what = "marker" if marker else "data batch"
+            found.append(finding_row(source, "epoch_regression", Severity.CRITICAL, (
+                f"{what} at offset {offset} of {name} has producer {pid} epoch {epoch}, lower than the epoch "
+                f"{written} it already wrote with on this partition"), **common))
+        if marker and _below(row["coordinator_epoch"], row["max_coordinator_epoch_before"]):
+            found.append(finding_row(source, "epoch_regression", Severity.CRITICAL, (
+                f"marker at offset {offset} of {name} for producer {pid} has coordinator epoch "
+                f"{row['coordinator_epoch']}, lower than the {row['max_coordinator_epoch_before']} of an earlier "
+                "marker (the KAFKA-9144 signature)"), **common))
+    return found
+
+
+def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: int) -> pa.Table:
+    """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none).
+    ``events``: ``producer_events``' rows; ``batches``: as ``sequence_findings`` reads them."""
+    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches),
+            *epoch_findings(events)]
+    return pa.Table.from_pylist(rows, schema=FINDINGS)
