@@ -12,6 +12,7 @@ from txn_audit.schemas import ALL_TABLES, RAW_TABLES, spark_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -59,8 +60,10 @@ def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
     return RawTables(load_tables(spark, tables_dir, RAW_TABLES), Manifest.load(tables_dir))
 
 
-def read_arrow_table(tables_dir: str | Path, name: str) -> pa.Table:
-    """A small table read on the driver with pyarrow, with its declared schema (no Spark job)."""
+def read_arrow_table(tables_dir: str | Path, name: str, where: pc.Expression | None = None) -> pa.Table:
+    """A small table, or the few rows of one that meet ``where``, read on the driver with pyarrow,
+    with its declared schema (no Spark job); Parquet answers ``where`` from its row groups'
+    statistics first."""
     import pyarrow.dataset as ds
 
-    return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name]).to_table()
+    return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name]).to_table(filter=where)

@@ -38,11 +38,12 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
 
 
 #: every rule function ``detect.detection_rules`` builds only when the rows its findings would be of
-#: exist (the rules computed on the driver from few rows, of a partition's status and of a
-#: producer's writes, always run; the batches of sequence gaps are read only for a gap)
-GATED_RULES = ("open_transaction_findings", "absorbed_findings", "coordinator_findings", "duplicate_marker_findings",
-               "coordinator_epoch_findings", "pending_offset_commit_findings", "retention_findings",
-               "decode_issue_findings", "find_hanging_disagreement_findings", "batches_named")
+#: exist (the rules computed on the driver from few rows, of a partition's status, of a producer's
+#: writes, of transactions judged alone and of the coordinator log's epochs, always run; the
+#: batches of sequence gaps are read only for a gap)
+GATED_RULES = ("open_transaction_findings", "coordinator_findings", "duplicate_marker_findings",
+               "pending_offset_commit_findings", "decode_issue_findings", "find_hanging_disagreement_findings",
+               "batches_named")
 
 
 def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest.MonkeyPatch,

@@ -19,11 +19,8 @@ from pyspark.sql import functions as F
 
 from txn_audit.detect.rules import (
     DetectOptions,
-    absorbed_findings,
-    absorbing_transactions,
     bare_markers,
     batches_named,
-    coordinator_epoch_findings,
     coordinator_findings,
     duplicate_marker_findings,
     find_hanging_disagreement_findings,
@@ -33,12 +30,12 @@ from txn_audit.detect.rules import (
     open_transactions,
     pending_offset_commit_findings,
     prepare_marker_matches,
-    retention_findings,
-    snapshot_transactions,
 )
+from txn_audit.detect.coordinator_rules import coordinator_rule_findings
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
 from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
 from txn_audit.detect.stability_rules import stability_findings
+from txn_audit.detect.transaction_rules import ABSORBING, SNAPSHOT_ONLY, transaction_findings
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.replica_tasks.reading import manifest_dataset
@@ -195,7 +192,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     last_markers = _Shared(last_markers_of(markers))
     present = recon.extent.select("topic", "partition", "covers_from")
     matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
-    ptx, stability = recon.partition_transactions, recon.partition_stability
+    ptx = recon.partition_transactions
 
     def open_findings() -> DataFrame:
         return open_transaction_findings(ptx, recon.coordinator, last_markers(), opts)
@@ -218,31 +215,29 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     @functools.cache
     def on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
-        rules of a partition's status, those of a producer's writes, and those of the decode
-        issues when the dump has any."""
-        found = [stability_findings(recon.rows("partition_stability"), recon.rows("replica_stability")),
-                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms)]
+        rules of a partition's status, of a producer's writes, of transactions judged alone, of
+        the coordinator log's epochs, and those of the decode issues when the dump has any."""
+        stability = recon.rows("partition_stability")
+        found = [stability_findings(stability, recon.rows("replica_stability")),
+                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms),
+                 transaction_findings(recon.rows("partition_transactions", ABSORBING),
+                                      recon.rows("partition_transactions", SNAPSHOT_ONLY), stability),
+                 coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))
         # one chunk: pyspark 4.1's createDataFrame loses the rows of a table whose first two
         # chunks are empty (two rules that found nothing before one that did)
         return pa.concat_tables(found).combine_chunks()
 
-    candidates = recon.coordinator_log.epoch_candidates()
-    # the pass's candidates are computed rows, asked at little cost; the window's would be computed twice
-    no_candidates = gates.absent(candidates) if recon.coordinator_log.passed is not None else _never
     # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
     # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
         Rule(open_findings, gates.absent(open_transactions(ptx))),
-        Rule(lambda: absorbed_findings(ptx), gates.absent(absorbing_transactions(ptx))),
         Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts),
              gates.absent(matches.unsettled)),
         Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids),
              gates.absent(bare_markers(ptx))),
-        Rule(lambda: coordinator_epoch_findings(candidates), no_candidates),
         Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
-        Rule(lambda: retention_findings(ptx, stability), gates.absent(snapshot_transactions(ptx))),
         Rule(lambda: batches.sparkSession.createDataFrame(on_driver()), lambda: on_driver().num_rows == 0,
              local=True),
         Rule(disagreement, nothing_reported),

@@ -4,11 +4,13 @@ Every finding carries a one-sentence evidence that names offsets, producer ids a
 timestamps a person can check with ``kafka-dump-log.sh``, and, where Kafka offers one, the
 command that repairs it. Kafka's own verdicts are mirrored exactly where they exist
 (``hanging_transaction`` follows ``kafka-transactions.sh find-hanging``; LSO follows the
-broker); the other rules go where Kafka's tools are silent. The rules whose rows are few and
-read whole from files run on the driver with pyarrow: the decode-issue rule
-(``detect.decode_issues``), the rules of a partition's status (``detect.stability_rules``:
-stuck LSO, HW beyond the log end, replica divergence) and those of a producer's writes
-(``detect.producer_rules``: late arrivals, sequences, epochs).
+broker); the other rules go where Kafka's tools are silent. The rules whose rows are few run
+on the driver with pyarrow: the decode-issue rule (``detect.decode_issues``), the rules of a
+partition's status (``detect.stability_rules``: stuck LSO, HW beyond the log end, replica
+divergence), those of a producer's writes
+(``detect.producer_rules``: late arrivals, sequences, epochs), those of transactions judged
+alone (``detect.transaction_rules``: late records absorbed, transactions retention cut) and
+those of the coordinator log's epochs (``detect.coordinator_rules``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.formats.model import LAST_PRODUCER_EPOCH
-from txn_audit.detect.words import DURATION_STEPS
+from txn_audit.detect.words import ABORT_COMMAND, DURATION_STEPS, KNOWN_MARKERS
 from txn_audit.reconstruct import NAMED_MAX, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
@@ -27,8 +28,6 @@ from txn_audit.severity import Severity
 #: the severities as the ``findings`` table stores them
 INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
 
-#: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
-KNOWN_MARKERS = ("COMMIT", "ABORT")
 
 
 @dataclass(frozen=True)
@@ -67,10 +66,8 @@ def pname(topic: str = "topic", partition: str = "partition") -> Column:
 
 
 def abort_command(topic: Column, partition: Column, start_offset: Column) -> Column:
-    return F.format_string(
-        "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --start-offset %d",
-        topic, partition, start_offset,
-    )
+    """``words.ABORT_COMMAND`` as a column."""
+    return F.format_string(ABORT_COMMAND, topic, partition, start_offset)
 
 
 def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: Column, coord: Column) -> Column:
@@ -204,44 +201,6 @@ def open_transaction_findings(
         remediation_pre_3_0=F.when(hanging, abort_command_pre_3_0(
             F.col("topic"), F.col("partition"), F.col("producer_id"), epoch, F.col("last_coordinator_epoch"))),
         **base_cols,
-    )
-
-
-# -- late records absorbed -------------------------------------------------------------
-
-
-def absorbing_transactions(ptx: DataFrame) -> DataFrame:
-    """The transactions a marker ended with late batches in them: every ``absorbed_findings`` row is of one."""
-    return ptx.where((F.col("late_batches") > 0) & F.col("marker_type").isNotNull())
-
-
-def absorbed_findings(ptx: DataFrame) -> DataFrame:
-    closed = absorbing_transactions(ptx)
-    known = F.col("marker_type").isin(*KNOWN_MARKERS) & F.col("prev_marker_type").isin(*KNOWN_MARKERS)
-    flipped = known & (F.col("marker_type") != F.col("prev_marker_type"))
-    return finding(
-        closed,
-        "absorbed_late_record",
-        F.when(flipped, CRITICAL).otherwise(WARNING),
-        F.format_string(
-            "%d late batch(es) from offset %d of %s, written for the transaction that producer %d ended with %s at "
-            "offset %d, were %s by the next transaction's %s marker at offset %d: records of one transaction were "
-            "decided with another%s",
-            F.col("late_batches"), F.col("first_late_offset"), pname(), F.col("producer_id"),
-            F.col("prev_marker_type"), F.col("prev_marker_offset"),
-            F.when(F.col("marker_type") == "COMMIT", "committed").when(F.col("marker_type") == "ABORT", "aborted")
-            .otherwise("decided"), F.col("marker_type"),
-            F.col("marker_offset"),
-            F.when(flipped, F.lit(" (an exactly-once violation: the outcome differs)"))
-            .when(~known, F.lit(" (whether the outcome differs is not known: the dump does not show the marker "
-                                "types; dump with --deep-iteration)"))
-            .otherwise(F.lit("")),
-        ),
-        producer_epoch=F.col("max_epoch"),
-        first_offset=F.col("first_late_offset"),
-        last_offset=F.col("marker_offset"),
-        first_timestamp_ms=F.col("first_timestamp"),
-        last_timestamp_ms=F.col("marker_timestamp"),
     )
 
 
@@ -610,80 +569,7 @@ def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: 
     return noop_rows.unionByName(ended_rows)
 
 
-def coordinator_epoch_findings(candidates: DataFrame) -> DataFrame:
-    """Epoch bumps the coordinator log shows that known broker bugs leave, under transaction
-    version 2 (the record's ``client_transaction_version``). Each finding is placed on the
-    coordinator record that shows it (``__transaction_state``, partition and offset):
-
-    * ``epoch_bumped_twice``: the abort of an open transaction (Ongoing at epoch e) recorded at
-      epoch e+2 (PrepareAbort): InitProducerId's fence bumped the epoch and the abort bumped it
-      again (Kafka 4.0.0, KAFKA-19367, fixed in 4.0.1). Harmless by itself, but from epoch 32766
-      the second bump overflows and the id can no longer be fenced.
-    * ``epoch_exhausted``: an Ongoing or Complete* record of epoch 32767, which keeps its
-      producer id. A commit at the last epoch completes under a new producer id at epoch 0 (its
-      Prepare* at 32767 names no next producer id on the releases up to 4.4); a fence or timeout
-      abort did not before Kafka 4.3.0 (KAFKA-20090): the abort completes at 32767 under the old
-      producer id, and a client still running can leave the id's next transaction stuck in
-      Ongoing. A new InitProducerId gets a new producer id.
-
-    Both kinds come from the records ``candidates`` holds (``CoordinatorLog.epoch_candidates``:
-    each with the id's previous record and its producer id now), read once: the records of the
-    two kinds are apart (PrepareAbort; Ongoing or Complete*), so each flagged record is one
-    finding of one kind.
-    """
-    tv2 = F.col("client_transaction_version") >= 2
-    here = F.format_string("__transaction_state-%d offset %d", F.col("partition"), F.col("offset"))
-    # a text dump before Kafka 4.1 does not print the version: version 1 never bumps twice in the
-    # releases audited (since 2.5, KAFKA-9666), so an unknown version is taken as 2 here
-    twice = (F.coalesce(tv2, F.lit(True)) & (F.col("prev_state") == "Ongoing") & (F.col("state") == "PrepareAbort")
-             & (F.col("prev_producer_id") == F.col("producer_id"))
-             & (F.col("producer_epoch") == F.col("prev_producer_epoch") + 2))
-    # a commit at the last epoch completes under the new producer id, at epoch 0 (its Prepare* at
-    # 32767 does not say so: no release up to 4.4 writes the next producer id there)
-    keeps_id = F.col("state").isin("Ongoing", "CompleteCommit", "CompleteAbort")
-    # under version 1 an abort at the last epoch keeps the producer id by design (the retried
-    # InitProducerId gets a new one): only a known version 2 says so
-    exhausted = F.coalesce(tv2, F.lit(False)) & (F.col("producer_epoch") == LAST_PRODUCER_EPOCH) & keeps_id
-    flagged = candidates.where(twice | exhausted).withColumn("_twice", F.coalesce(twice, F.lit(False)))
-    # one epoch_exhausted finding per producer id: its first such record
-    first = Window.partitionBy("_twice", "transactional_id", "producer_id").orderBy("partition", "offset")
-    flagged = flagged.withColumn("_n", F.row_number().over(first)).where(F.col("_twice") | (F.col("_n") == 1))
-    moved_on = F.coalesce(F.col("now_producer_id") != F.col("producer_id"), F.lit(False))
-    twice_text = F.format_string(
-        "transactional id %s (producer %d): the abort of its open transaction of epoch %d (Ongoing at "
-        "__transaction_state-%d offset %d) is recorded with epoch %d (PrepareAbort at %s), two bumps instead of "
-        "one: InitProducerId's fence bumped the epoch and the abort bumped it again, as Kafka 4.0.0 does under "
-        "transaction version 2 (KAFKA-19367, fixed in 4.0.1); harmless here, but from epoch 32766 the second "
-        "bump overflows and the id can no longer be fenced",
-        F.col("transactional_id"), F.col("producer_id"), F.col("prev_producer_epoch"), F.col("partition"),
-        F.col("prev_offset"), F.col("producer_epoch"), here,
-    )
-    exhausted_text = F.format_string(
-        "transactional id %s reached epoch 32767, the last of producer %d, and the coordinator kept that "
-        "producer id (%s at %s): a commit at the last epoch completes under a new producer id, an abort did not "
-        "before Kafka 4.3.0 (KAFKA-20090), which can leave the id's next transaction stuck in Ongoing; %s",
-        F.col("transactional_id"), F.col("producer_id"), F.col("state"), here,
-        F.when(moved_on, F.format_string("the id has since gone on under producer %d (a new InitProducerId)",
-                                         F.col("now_producer_id")))
-        .otherwise(F.lit("it is still the id's producer id: its client cannot bump the epoch again")),
-    )
-    return finding(
-        flagged,
-        F.when(F.col("_twice"), F.lit("epoch_bumped_twice")).otherwise(F.lit("epoch_exhausted")),
-        F.when(F.col("_twice"), F.when(F.col("producer_epoch") >= LAST_PRODUCER_EPOCH - 1, WARNING).otherwise(INFO))
-        .otherwise(F.when(moved_on, INFO).otherwise(WARNING)),
-        F.when(F.col("_twice"), twice_text).otherwise(exhausted_text),
-        producer_epoch=F.col("producer_epoch"),
-        first_offset=F.col("offset"),
-        last_offset=F.col("offset"),
-        first_timestamp_ms=F.col("txn_last_update_timestamp"),
-    )
-
-
-# -- idempotence and fencing -----------------------------------------------------------------
-
-
-# -- offsets, retention, decoding ------------------------------------------------------------
+# -- offsets ----------------------------------------------------------------------------------
 
 
 def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) -> DataFrame:
@@ -718,32 +604,9 @@ def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) ->
     )
 
 
-def snapshot_transactions(ptx: DataFrame) -> DataFrame:
-    """The open transactions only a producer snapshot shows: every ``retention_findings`` row is of one."""
-    return ptx.where(F.col("source") == "snapshot")
+# -- the batches a rule names ------------------------------------------------------------------
 
 
-def retention_findings(ptx: DataFrame, stability: DataFrame) -> DataFrame:
-    lost = snapshot_transactions(ptx).join(
-        stability.select("topic", "partition", "log_start_offset"), ["topic", "partition"]
-    ).where(F.col("first_offset") < F.col("log_start_offset"))  # not one past a torn log's end
-    return finding(
-        lost,
-        "retention_lost_open_txn",
-        CRITICAL,
-        F.format_string(
-            "a producer snapshot shows producer %d with a transaction open on %s from offset %d, below the log start "
-            "offset %d: its data was deleted by retention while it stayed open, pinning the LSO at the log start",
-            F.col("producer_id"), pname(), F.col("first_offset"), F.col("log_start_offset"),
-        ),
-        producer_epoch=F.col("min_epoch"),
-        first_offset=F.col("first_offset"),
-        last_timestamp_ms=F.col("producer_last_timestamp"),
-        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("first_offset")),
-    )
-
-
-#: the columns that name a segment of a partition replica's log in ``batches``
 def batches_named(batches: DataFrame, keys: DataFrame, columns: tuple[str, ...]) -> DataFrame:
     """The rows of ``batches`` whose ``columns`` equal a row of ``keys`` (a frame of distinct rows
     of those columns, few: the segments of a rule's findings). Up to

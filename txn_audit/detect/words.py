@@ -1,8 +1,9 @@
 """How findings word what they tell, for the rules computed on the driver (no pyspark here): a
-time, a duration, a partition's name, and a ``FINDINGS`` row from a row of the table a rule
-judges. The Spark rules (``detect.rules``) write durations from the same steps
-(``DURATION_STEPS``) and times in the same form (``timeparse.format_time_ms``'s), so that a
-finding reads the same whichever way it was computed.
+time, a duration, a partition's name, the abort command, and a ``FINDINGS`` row from a row of
+the table a rule judges. The Spark rules (``detect.rules``) write durations from the same steps
+(``DURATION_STEPS``), times in the same form (``timeparse.format_time_ms``'s) and the command
+from the same format (``ABORT_COMMAND``), so that a finding reads the same whichever way it was
+computed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
-__all__ = ["DURATION_STEPS", "duration_text", "finding_row", "partition_name", "time_text"]
+__all__ = ["ABORT_COMMAND", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text", "duration_text", "finding_row",
+           "partition_name", "time_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -28,6 +30,12 @@ DURATION_STEPS: tuple[tuple[int | None, int, str], ...] = (
 
 #: epoch milliseconds as ``2026-11-22 20:00:08.971 UTC``
 time_text = format_time_ms
+
+#: the command that aborts a hanging transaction (Kafka 3.0+), of its topic, partition and first
+#: offset: a ``%`` format, as Python and Spark's ``format_string`` read it alike
+ABORT_COMMAND = "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --start-offset %d"
+#: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
+KNOWN_MARKERS = ("COMMIT", "ABORT")
 
 
 def duration_text(ms: int) -> str:
@@ -48,6 +56,11 @@ def _one_decimal(value: float) -> str:
 def partition_name(topic: str | None, partition: int | None) -> str:
     """``orders-3``: a partition as Kafka's tools and log folders name it."""
     return f"{topic}-{partition}"
+
+
+def abort_command_text(topic: str, partition: int, start_offset: int) -> str:
+    """``ABORT_COMMAND`` for the transaction open on ``topic``-``partition`` from ``start_offset``."""
+    return ABORT_COMMAND % (topic, partition, start_offset)
 
 
 def finding_row(source: Mapping[str, Any], kind: str, severity: Severity, evidence: str,

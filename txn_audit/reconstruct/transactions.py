@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -719,15 +720,20 @@ class Reconstruction:
     #: where the derived tables were written (``DerivedOutput.table_dir``), if they were
     output: DerivedOutput = field(default_factory=lambda: DerivedOutput())
 
-    def rows(self, name: str) -> pa.Table:
-        """The rows of derived table ``name`` (``partition_stability`` or ``replica_stability``:
-        a row per partition or per copy, few), read on the driver: with pyarrow from the files
-        reconstruct wrote (no Spark job), else collected from its checkpointed frame."""
-        frame = {"partition_stability": self.partition_stability, "replica_stability": self.replica_stability}[name]
+    def rows(self, name: str, where: pc.Expression | None = None) -> pa.Table:
+        """The rows of derived table ``name`` that meet ``where`` (None: all), read on the driver:
+        with pyarrow from the files reconstruct wrote (no Spark job; Parquet answers ``where``
+        from its row groups' statistics first), else collected from its frame (built in memory:
+        tests, a notebook's own frames) and filtered. For few rows: ``partition_stability`` or
+        ``replica_stability`` (a row per partition or per copy), or ``partition_transactions``
+        through a filter that leaves few."""
+        frame = {"partition_stability": self.partition_stability, "replica_stability": self.replica_stability,
+                 "partition_transactions": self.partition_transactions}[name]
         if self.output.tables_dir is not None:
-            return read_arrow_table(self.output.tables_dir, name)
+            return read_arrow_table(self.output.tables_dir, name, where)
         schema = DERIVED_TABLES[name]
-        return frame.toArrow().select(schema.names).cast(schema)
+        collected = frame.toArrow().select(schema.names).cast(schema)
+        return collected if where is None else collected.filter(where)
 
 
 #: the folder under the tables of a ``DerivedOutput`` that holds intermediates
