@@ -155,7 +155,7 @@ class _Gates:
     """Which of the frames the rules are gated on (``Rule.idle``) hold no row, found out for all
     of them at once, by one query (each frame's rows tagged with its index, the distinct tags
     collected), whichever rule asks first; the rules' threads (``spark.side_by_side``) wait for
-    it. A query for each costs its planning and its job: about ten of them, on every dump.
+    it. A query for each costs its planning and its job, on every dump.
     ``absent(rows)`` registers a frame before any rule is asked."""
 
     def __init__(self) -> None:

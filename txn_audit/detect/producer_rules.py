@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_audit.detect.words import duration_text, finding_row, partition_name, time_text
+from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
@@ -36,12 +36,6 @@ LAST_SEQUENCE = 2**31 - 1
 EPOCH_SOURCE = ("topic", "partition", "broker_id", "producer_id")
 
 
-def _rows(table: pa.Table, condition: pa.ChunkedArray | pa.Array) -> list[dict[str, Any]]:
-    """The rows of ``table`` where ``condition`` holds (null: not), as Python objects: few."""
-    rows: list[dict[str, Any]] = table.filter(pc.fill_null(condition, False)).to_pylist()
-    return rows
-
-
 def _time(ms: int | None) -> str:
     return "an unknown time" if ms is None else time_text(ms)
 
@@ -50,7 +44,7 @@ def late_arrival_findings(events: pa.Table, late_tolerance_ms: int) -> list[dict
     """A transactional batch appended after its producer's marker, yet created before it (by its
     time, beyond ``late_tolerance_ms``, or by an epoch below the marker's): it belongs to a
     transaction that had already ended."""
-    late = _rows(events, pc.and_(events.column("is_transactional"), events.column("is_late")))
+    late = rows_where(events, pc.and_(events.column("is_transactional"), events.column("is_late")))
     found = []
     for row in late:
         epoch, marker_epoch = row["epoch"], row["prev_marker_epoch"]
@@ -92,7 +86,7 @@ def _is_gap(row: dict[str, Any]) -> bool:
 
 def sequence_gaps(events: pa.Table) -> list[dict[str, Any]]:
     """The rows of ``events`` whose batch does not continue its producer's previous one."""
-    return [row for row in _rows(events, pc.is_valid(events.column("prev_seq_epoch"))) if _is_gap(row)]
+    return [row for row in rows_where(events, pc.is_valid(events.column("prev_seq_epoch"))) if _is_gap(row)]
 
 
 def gap_places(gaps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_audit.detect.words import duration_text, finding_row, partition_name, time_text
+from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.schemas import FINDINGS, HW_CAPPED
 from txn_audit.severity import Severity
@@ -37,26 +37,20 @@ NO_HW_TEXT = ("unknown: the dump holds no high watermark (no replication-offset-
 DIVERGENCE_SEVERITY = {CONFLICT: Severity.CRITICAL, BEHIND: Severity.WARNING, AHEAD: Severity.INFO}
 
 
-def _rows(table: pa.Table, condition: pa.ChunkedArray | pa.Array) -> list[dict[str, Any]]:
-    """The rows of ``table`` where ``condition`` holds (null: not), as Python objects: few."""
-    rows: list[dict[str, Any]] = table.filter(pc.fill_null(condition, False)).to_pylist()
-    return rows
-
-
 def held_partitions(stability: pa.Table) -> list[dict[str, Any]]:
     """The partitions whose LSO is behind their HW: every ``stuck_lso_findings`` row is of one."""
-    return _rows(stability, stability.column("lso_below_hw"))
+    return rows_where(stability, stability.column("lso_below_hw"))
 
 
 def capped_partitions(stability: pa.Table) -> list[dict[str, Any]]:
     """The partitions whose checkpointed HW lies beyond the chosen copy's log end: every
     ``hw_beyond_log_end_findings`` row is of one."""
-    return _rows(stability, pc.equal(stability.column("hw_source"), HW_CAPPED))
+    return rows_where(stability, pc.equal(stability.column("hw_source"), HW_CAPPED))
 
 
 def divergent_copies(replica_stability: pa.Table) -> list[dict[str, Any]]:
     """The copies that differ from the chosen copy: every ``replica_divergence_findings`` row is of one."""
-    return _rows(replica_stability, pc.is_valid(replica_stability.column("divergence")))
+    return rows_where(replica_stability, pc.is_valid(replica_stability.column("divergence")))
 
 
 def stuck_lso_findings(stability: pa.Table) -> list[dict[str, Any]]:

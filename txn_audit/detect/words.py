@@ -1,9 +1,9 @@
 """How findings word what they tell, for the rules computed on the driver (no pyspark here): a
-time, a duration, a partition's name, the abort command, and a ``FINDINGS`` row from a row of
-the table a rule judges. The Spark rules (``detect.rules``) write durations from the same steps
-(``DURATION_STEPS``), times in the same form (``timeparse.format_time_ms``'s) and the command
-from the same format (``ABORT_COMMAND``), so that a finding reads the same whichever way it was
-computed.
+time, a duration, a partition's name, the abort command; and the rows a rule judges
+(``rows_where``), each made a ``FINDINGS`` row (``finding_row``). The Spark rules
+(``detect.rules``) write durations from the same steps (``DURATION_STEPS``), times in the same
+form (``timeparse.format_time_ms``'s) and the command from the same format (``ABORT_COMMAND``),
+so that a finding reads the same whichever way it was computed.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
 __all__ = ["ABORT_COMMAND", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text", "duration_text", "finding_row",
-           "partition_name", "time_text"]
+           "partition_name", "rows_where", "time_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -70,3 +73,9 @@ def finding_row(source: Mapping[str, Any], kind: str, severity: Severity, eviden
     row = {name: source.get(name) for name in FINDINGS.names}
     row.update(given, kind=kind, severity=severity.value, evidence=evidence)
     return row
+
+
+def rows_where(table: pa.Table, condition: pa.ChunkedArray | pa.Array) -> list[dict[str, Any]]:
+    """The rows of ``table`` where ``condition`` holds (null: not), as Python objects: few."""
+    rows: list[dict[str, Any]] = table.filter(pc.fill_null(condition, False)).to_pylist()
+    return rows
