@@ -4,7 +4,7 @@ watermark beyond its own log end (an ``invariant_violation``) and ``replica_dive
 that differs from the copy audited).
 
 Their rows are ``partition_stability``'s and ``replica_stability``'s: one per partition and one
-per copy, read whole from the derived tables' files (``detect.derived_rows``). Everything they
+per copy, read whole from the derived tables' files (``Reconstruction.rows``). Everything they
 say is in those rows, the culprit's first offset included (``reconstruct.stability``), so no
 transaction row is read. As Spark queries they cost a plan and a job each, and a place in the
 gates' query (``detect._Gates``), on every dump.

@@ -40,7 +40,6 @@ from txn_audit.reconstruct.transactions import (
     reconstruct,
     transaction_rows,
     transactions,
-    txn_events,
 )
 
 __all__ = [
@@ -65,5 +64,4 @@ __all__ = [
     "reconstruct",
     "transaction_rows",
     "transactions",
-    "txn_events",
 ]

@@ -232,11 +232,6 @@ def producer_last_writes(txns: DataFrame, keys: tuple[str, ...] = PARTITION_COLU
         F.max_by("last_event_timestamp", "txn_seq").alias("producer_last_timestamp"))
 
 
-def txn_events(producer_rows: DataFrame) -> DataFrame:
-    """The transactional ones of ``producer_events``: data batches with the flag, and markers."""
-    return producer_rows.where(F.col("is_transactional"))
-
-
 def _listed_partitions() -> Column:
     """``<topic>-<partition>`` names a coordinator state lists: only Ongoing and Prepare* list any."""
     return F.when(
@@ -700,7 +695,6 @@ class Reconstruction:
     partition_transactions: DataFrame
     transactions: DataFrame
     partition_stability: DataFrame
-    events: DataFrame  # the transactional ones of producer_events
     producer_events: DataFrame  # the producer rows a rule may flag (``producer_pass``)
     coordinator: DataFrame
     producer_ids: DataFrame
@@ -875,7 +869,6 @@ def reconstruct(
         transactions=derived_transactions,
         partition_stability=stability,
         replica_stability=copies,
-        events=txn_events(ordered),
         producer_events=ordered,
         coordinator=current,
         producer_ids=ids,
