@@ -49,7 +49,7 @@ def late_arrival_findings(events: pa.Table, late_tolerance_ms: int) -> list[dict
     for row in late:
         epoch, marker_epoch = row["epoch"], row["prev_marker_epoch"]
         created, marker_at = row["max_timestamp"], row["prev_marker_timestamp"]
-        if marker_epoch is not None and epoch < marker_epoch:
+        if _below(epoch, marker_epoch):
             why = f"carries epoch {epoch}, below the epoch {marker_epoch} of that marker"
         else:
             before = "" if created is None or marker_at is None else f", {duration_text(marker_at - created)}"
