@@ -35,7 +35,7 @@ from txn_audit.detect.coordinator_rules import coordinator_rule_findings
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
 from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
 from txn_audit.detect.stability_rules import stability_findings
-from txn_audit.detect.transaction_rules import ABSORBING, SNAPSHOT_ONLY, transaction_findings
+from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.replica_tasks.reading import manifest_dataset
@@ -220,8 +220,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         stability = recon.rows("partition_stability")
         found = [stability_findings(stability, recon.rows("replica_stability")),
                  producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms),
-                 transaction_findings(recon.rows("partition_transactions", ABSORBING),
-                                      recon.rows("partition_transactions", SNAPSHOT_ONLY), stability),
+                 transaction_findings(recon.rows("partition_transactions", JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))

@@ -29,7 +29,6 @@ from txn_audit.severity import Severity
 INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
 
 
-
 @dataclass(frozen=True)
 class DetectOptions:
     as_of_ms: int

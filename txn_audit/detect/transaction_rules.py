@@ -4,9 +4,9 @@ the next transaction decided) and ``retention_lost_open_txn`` (a transaction a p
 shows open from below the log start: retention deleted its data while it stayed open).
 
 Their rows are few, whatever the number of transactions: those with late batches and an end
-(``ABSORBING``), those only a snapshot shows (``SNAPSHOT_ONLY``). They are read through those
-filters (``Reconstruction.rows``), which Parquet answers from the row groups' statistics where a
-row group holds none (most of them: a healthy log has neither).
+(``ABSORBING``), those only a snapshot shows (``SNAPSHOT_ONLY``). They are read once, through
+both filters (``JUDGED``, ``Reconstruction.rows``), which Parquet answers from the row groups'
+statistics where a row group holds none (most of them: a healthy log has neither).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from txn_audit.detect.words import KNOWN_MARKERS, abort_command_text, finding_ro
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["ABSORBING", "SNAPSHOT_ONLY", "absorbed_findings", "retention_findings", "transaction_findings"]
+__all__ = ["ABSORBING", "JUDGED", "SNAPSHOT_ONLY", "absorbed_findings", "retention_findings", "transaction_findings"]
 
 #: the transactions a marker ended with late batches in them: every ``absorbed_findings`` row is of one
 ABSORBING = (pc.field("late_batches") > 0) & pc.field("marker_type").is_valid()
 #: the open transactions only a producer snapshot shows: every ``retention_findings`` row is of one
 SNAPSHOT_ONLY = pc.field("source") == "snapshot"
+#: every row a rule of this module judges: what ``transaction_findings`` reads, in one pass
+JUDGED = ABSORBING | SNAPSHOT_ONLY
 
 #: how the absorbed records' fate is told, by the marker that decided them
 DECIDED = {"COMMIT": "committed", "ABORT": "aborted"}
@@ -82,7 +84,9 @@ def retention_findings(snapshot_only: pa.Table, stability: pa.Table) -> list[dic
     return found
 
 
-def transaction_findings(absorbing: pa.Table, snapshot_only: pa.Table, stability: pa.Table) -> pa.Table:
-    """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none)."""
-    rows = [*absorbed_findings(absorbing), *retention_findings(snapshot_only, stability)]
+def transaction_findings(judged: pa.Table, stability: pa.Table) -> pa.Table:
+    """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none).
+    ``judged``: the ``JUDGED`` rows of ``partition_transactions``, each rule taking its own."""
+    rows = [*absorbed_findings(judged.filter(ABSORBING)),
+            *retention_findings(judged.filter(SNAPSHOT_ONLY), stability)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)
