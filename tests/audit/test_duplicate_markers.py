@@ -42,7 +42,7 @@ def _answer(marker: int, state: str = "PrepareCommit") -> dict[str, Any]:
 def _repeats(spark: Any, txns: list[dict[str, Any]], answers: list[dict[str, Any]], tv: int = 1) -> list[Any]:
     from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, StructField, StructType)
 
-    from txn_audit.detect.rules import duplicate_marker_findings
+    from txn_audit.detect.rules import BARE_MARKERS, duplicate_marker_findings
 
     ptx_schema = StructType([
         StructField("topic", StringType()), StructField("partition", IntegerType()),
@@ -62,7 +62,10 @@ def _repeats(spark: Any, txns: list[dict[str, Any]], answers: list[dict[str, Any
         StructField("started", LongType()), StructField("timeout_ms", IntegerType()),
     ])
     ids = spark.createDataFrame([(PID, tv)], "producer_id long, transaction_version int")
-    found = duplicate_marker_findings(spark.createDataFrame(txns, ptx_schema),
+    ptx = spark.createDataFrame(txns, ptx_schema)
+    # the markers without data, as the driver reads them (``detect.detection_rules``)
+    bare = ptx.toArrow().filter(BARE_MARKERS).select(["topic", "partition", "producer_id", "txn_seq"])
+    found = duplicate_marker_findings(ptx, spark.createDataFrame(bare.combine_chunks()),
                                       spark.createDataFrame(answers, match_schema), ids)
     return sorted(found.collect(), key=lambda r: r["first_offset"])
 

@@ -151,14 +151,16 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int, tmp_path: Any) -> None:
-    """The coordinator rule over the kept unsettled rows (``PrepareMatches.unsettled``) finds what
-    it finds over every row, and the settled rows are left out. Each producer also leaves a
+    """The rules of the coordinator's decisions (``decision_rules``) over the kept unsettled rows
+    (``PrepareMatches.unsettled``) find what they find over every row, and the settled rows are left out. Each producer also leaves a
     transaction open on some partitions, written before its Prepare* records, so that markers can
     be missing as well as stuck or of the other type."""
     from pyspark.sql import functions as F
 
-    from txn_audit.detect import DetectOptions
-    from txn_audit.detect.rules import coordinator_findings, last_markers_of, prepare_marker_matches, unsettled
+    from txn_audit.detect import DetectOptions, open_transaction_inputs, stuck_marker_rows
+    from txn_audit.detect.decision_rules import decision_findings
+    from txn_audit.detect.open_transaction_rules import OPEN
+    from txn_audit.detect.rules import prepare_marker_matches, unsettled
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -174,11 +176,13 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
     raw = tables.frames
     present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
     matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, recon.prepare_follows)
-    markers = last_markers_of(recon.markers)
+    open_rows, _coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
 
     def findings(rows: Any) -> list[dict[str, Any]]:
-        found = coordinator_findings(rows, markers, recon.partition_transactions, opts).collect()
-        return sorted((r.asDict(recursive=True) for r in found), key=repr)
+        table = rows.toArrow()
+        found = decision_findings(table, open_rows, previous, stuck_marker_rows(recon, table), opts.as_of_ms,
+                                  opts.prepare_grace_ms, opts.clock_skew_ms)
+        return sorted(found.to_pylist(), key=repr)
 
     every = matches.every.collect()
     kept = matches.unsettled.collect()

@@ -40,8 +40,9 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
 #: every rule function ``detect.detection_rules`` builds only when the rows its findings would be of
 #: exist (the rules computed on the driver from few rows, of a partition's status, of a producer's
 #: writes, of transactions judged alone and of the coordinator log's epochs, always run; the
-#: batches of sequence gaps are read only for a gap)
-GATED_RULES = ("open_transaction_findings", "coordinator_findings", "duplicate_marker_findings",
+#: batches of sequence gaps are read only for a gap, the coordinator's rows of open transactions'
+#: producers only for an open transaction, the decisions' markers only for an unsettled Prepare*)
+GATED_RULES = ("open_transaction_inputs", "decision_findings", "duplicate_marker_findings",
                "pending_offset_commit_findings", "decode_issue_findings", "find_hanging_disagreement_findings",
                "batches_named")
 
@@ -68,26 +69,6 @@ def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest
     b.batch("t", 0, pid=7, epoch=0, seq=2, ts=T0 + 5, txn=True)  # now a transaction is open
     with pytest.raises(AssertionError, match="nothing to judge"):
         run_rules(spark, b, as_of_ms=T0 + 60 * MIN, files=tmp_path / "open")
-
-
-def test_the_rules_gates_are_found_out_by_one_query(spark: Any) -> None:
-    """Whether each gated frame holds rows is found out for every frame at once: the answers of
-    one query (at most two jobs: its shuffle and its result), not a job for each frame."""
-    from txn_audit.detect import _Gates
-
-    gates = _Gates()
-    sizes = [0, 3, 0, 1, 250]
-    idle = [gates.absent(spark.range(n).where("id >= 0")) for n in sizes]
-    group = "txn-audit-gates-test"
-    spark.sparkContext.setJobGroup(group, "gates")
-    try:
-        assert [check() for check in idle] == [n == 0 for n in sizes]
-        assert [check() for check in reversed(idle)] == [n == 0 for n in reversed(sizes)]  # asked again: no job
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    assert 1 <= len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) <= 2
-    with pytest.raises(RuntimeError, match="after the gates were computed"):
-        gates.absent(spark.range(1))
 
 
 def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_scan: Any) -> None:
@@ -132,14 +113,11 @@ def _table_scans(frame: Any, table: str) -> int:
     return sum(f"/{table}" in line for line in plan.splitlines() if "Scan parquet" in line or "FileScan" in line)
 
 
-def test_rules_read_partition_transactions_and_markers_once(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
-    """The open-transaction rule reads ``partition_transactions`` in one scan, every open
-    transaction given its kind (a union of one branch per kind read it three times), and the
-    markers' last coordinator epochs and times, which that rule and the coordinator rule read
-    (the latter twice), are aggregated once for all the rules: no rule's query reads every
-    marker again."""
+def test_no_rule_reads_every_marker(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
+    """The markers are read by reconstruct's pass: the rules read what it derived of them (the
+    markers' last coordinator epochs and times, aggregated once for the rules that read them, or
+    the transactions' rows). No rule's query reads every marker again."""
     from txn_audit.detect import DetectOptions, detection_rules
-    from txn_audit.detect.rules import last_markers_of, open_transaction_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -150,13 +128,57 @@ def test_rules_read_partition_transactions_and_markers_once(spark: Any, sample_s
                         output=DerivedOutput(str(tmp_path)))  # derived tables as a scan writes them
     # the markers table is where the raw tables are: a plan reading it names its folder
     assert _table_scans(recon.markers, "control_markers") == 1
-    opened = open_transaction_findings(recon.partition_transactions, recon.coordinator,
-                                       last_markers_of(recon.markers).localCheckpoint(), opts)
-    assert _table_scans(opened, "partition_transactions") == 1
-    assert {r["kind"] for r in opened.select("kind").distinct().collect()} >= {
-        "hanging_transaction", "open_transaction"}  # the sample plants both
     every = detection_rules(raw, recon, opts)
     assert sum(_table_scans(rule.build(), "control_markers") for rule in every if not rule.idle()) == 0
+
+
+def test_open_transactions_are_judged_from_their_own_rows(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
+    """The open-transaction rule reads the open transactions and the markers before them from
+    ``partition_transactions``' files (pyarrow, through filters), and the coordinator's rows of
+    their producers only: it finds from them what it finds from the frames (every row collected),
+    the sample's planted hanging and open transactions among them."""
+    from txn_audit.detect import DetectOptions, open_transaction_inputs
+    from txn_audit.detect.open_transaction_rules import OPEN, open_transaction_findings
+    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.tables import load_raw_tables
+
+    result = sample_scan.result
+    raw = load_raw_tables(spark, sample_scan.out / "tables")
+    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    found: list[list[dict[str, Any]]] = []
+    for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):
+        recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms, output=output)
+        open_rows, coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
+        every = recon.partition_transactions
+        assert open_rows.num_rows == every.where("state = 'open'").count() > 0
+        assert set(coordinator.column("producer_id").to_pylist()) <= set(open_rows.column("producer_id").to_pylist())
+        before = {(r["topic"], r["partition"], r["prev_marker_offset"]) for r in open_rows.to_pylist()
+                  if r["prev_marker_offset"] is not None}
+        assert {(r["topic"], r["partition"], r["marker_offset"]) for r in previous.to_pylist()} == before
+        found.append(sorted(open_transaction_findings(
+            open_rows, coordinator, previous, opts.as_of_ms, opts.max_transaction_timeout_ms).to_pylist(), key=repr))
+    assert found[0] == found[1]
+    scanned = Counter(f.kind for f in result.findings if "open_transaction" in f.kind or f.kind.startswith("hanging"))
+    assert Counter(row["kind"] for row in found[0]) == scanned
+    assert {"hanging_transaction", "open_transaction"} <= set(scanned)  # the sample plants both
+
+
+def test_hanging_remedy_before_3_0_names_the_last_markers_coordinator_epoch(spark: Any, tmp_path: Path) -> None:
+    """Before Kafka 3.0 the abort command names the coordinator epoch: that of the producer's last
+    marker on the partition (the marker before the hanging transaction), 0 without one."""
+    b = RawBuilder()
+    b.batch("t", 0, pid=4, epoch=2, seq=0, ts=T0, txn=True)
+    b.marker("t", 0, pid=4, epoch=2, kind="COMMIT", ts=T0 + 1, coordinator_epoch=3)
+    b.batch("t", 0, pid=4, epoch=2, seq=1, ts=T0 + 2, txn=True)
+    b.marker("t", 0, pid=4, epoch=2, kind="ABORT", ts=T0 + 3, coordinator_epoch=7)
+    b.batch("t", 0, pid=4, epoch=2, seq=2, ts=T0 + 4, txn=True)  # hanging: no coordinator record lists it
+    b.batch("t", 1, pid=4, epoch=2, seq=0, ts=T0 + 5, txn=True)  # hanging, no marker before it
+    for files in (None, tmp_path / "files"):  # the frames' rows collected, the files read through filters
+        found = run_rules(spark, b, as_of_ms=T0 + 60 * MIN, timeout_ms=15 * MIN, files=files)
+        hanging = {f["partition"]: f for f in found if f["kind"] == "hanging_transaction"}
+        assert hanging[0]["remediation_pre_3_0"].endswith("--producer-id 4 --producer-epoch 2 --coordinator-epoch 7")
+        assert hanging[1]["remediation_pre_3_0"].endswith("--producer-id 4 --producer-epoch 2 --coordinator-epoch 0")
+        assert hanging[0]["remediation"].endswith("--topic t --partition 0 --start-offset 4")
 
 
 def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:

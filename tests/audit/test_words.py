@@ -43,3 +43,19 @@ def test_times_read_as_the_spark_rules_write_them(spark: Any) -> None:
     written = {row["ms"]: row["text"] for row in frame.select("ms", ts(F.col("ms")).alias("text")).collect()}
     assert {ms: time_text(ms) for ms in TIMES} == written
     assert time_text(1_795_377_686_713) == "2026-11-22 20:01:26.713 UTC"
+
+
+def test_commands_read_as_the_spark_rules_write_them(spark: Any) -> None:
+    """The abort commands, filled on the driver (``words.formatted``) and by Spark's
+    ``format_string``, read the same, an unknown value included (Java writes ``null``)."""
+    from pyspark.sql import functions as F
+
+    from txn_audit.detect.words import ABORT_COMMAND, ABORT_COMMAND_PRE_3_0, formatted
+
+    values = [("orders", 3, 17, 2, 5), ("t.x_y", 0, 0, None, 0), ("a-b", 12, 1 << 40, 32_767, None)]
+    frame = spark.createDataFrame(values, "topic string, partition int, pid long, epoch int, coord int")
+    written = [(row[0], row[1]) for row in frame.select(
+        F.format_string(ABORT_COMMAND, "topic", "partition", "pid"),
+        F.format_string(ABORT_COMMAND_PRE_3_0, "topic", "partition", "pid", "epoch", "coord")).collect()]
+    assert [(formatted(ABORT_COMMAND, *v[:3]), formatted(ABORT_COMMAND_PRE_3_0, *v)) for v in values] == written
+    assert written[1][1].endswith("--producer-epoch null --coordinator-epoch 0")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -10,30 +9,34 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from txn_audit.detect.coordinator_rules import coordinator_rule_findings
+from txn_audit.detect.decision_rules import decision_findings, marker_rows, stuck_keys
+from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
+from txn_audit.detect.open_transaction_rules import (
+    COORDINATOR_COLUMNS,
+    OPEN,
+    open_transaction_findings,
+    previous_markers,
+)
+from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
 from txn_audit.detect.rules import (
+    BARE_MARKERS,
     DetectOptions,
-    bare_markers,
     batches_named,
-    coordinator_findings,
     duplicate_marker_findings,
     find_hanging_disagreement_findings,
     find_hanging_outputs,
-    last_markers_of,
-    open_transaction_findings,
-    open_transactions,
     pending_offset_commit_findings,
     prepare_marker_matches,
 )
-from txn_audit.detect.coordinator_rules import coordinator_rule_findings
-from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
-from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
 from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.manifest import TableManifest
@@ -44,8 +47,11 @@ from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
+T = TypeVar("T")
+
 __all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
-           "finding_order", "producer_rule_inputs", "rule_findings", "write_detected", "write_findings"]
+           "finding_order", "open_transaction_inputs", "producer_rule_inputs", "rule_findings", "stuck_marker_rows",
+           "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -122,8 +128,8 @@ def _never() -> bool:
 class Rule:
     """A rule (or group of rules) of ``detection_rules``: ``build`` builds its findings' frame;
     ``idle`` tells, without building it, that the rule can find nothing, because every finding it
-    gives is of rows that are absent (a table without rows, by its manifest, or frames without rows,
-    found out for every rule by one query: ``_Gates``).
+    gives is of rows that are absent (a table without rows, by its manifest, or no transaction of
+    the kind it judges among those read on the driver).
     Building and computing a rule's query costs more than that check: on a small dump, seconds
     of planning and stages over all the rules that find nothing."""
 
@@ -134,48 +140,20 @@ class Rule:
     local: bool = False
 
 
-class _Shared:
-    """Rows that several rules read (their query small, its input large), computed once
-    (``localCheckpoint``) by whichever rule reads them first; the rules' threads
-    (``spark.side_by_side``) wait for it. A rule left idle computes nothing."""
+class _Once(Generic[T]):
+    """A value several rules read, computed once by whichever rule asks first; the rules'
+    threads (``spark.side_by_side``) wait for it. Not computed when no rule asks."""
 
-    def __init__(self, rows: DataFrame) -> None:
-        self._rows = rows
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self._compute = compute
         self._lock = threading.Lock()
-        self._computed: DataFrame | None = None
+        self._value: list[T] = []  # the value, once computed
 
-    def __call__(self) -> DataFrame:
+    def __call__(self) -> T:
         with self._lock:
-            if self._computed is None:
-                self._computed = self._rows.localCheckpoint(eager=True)
-            return self._computed
-
-
-class _Gates:
-    """Which of the frames the rules are gated on (``Rule.idle``) hold no row, found out for all
-    of them at once, by one query (each frame's rows tagged with its index, the distinct tags
-    collected), whichever rule asks first; the rules' threads (``spark.side_by_side``) wait for
-    it. A query for each costs its planning and its job, on every dump.
-    ``absent(rows)`` registers a frame before any rule is asked."""
-
-    def __init__(self) -> None:
-        self._frames: list[DataFrame] = []
-        self._lock = threading.Lock()
-        self._present: frozenset[int] | None = None
-
-    def absent(self, rows: DataFrame) -> Callable[[], bool]:
-        """A ``Rule.idle``: whether ``rows`` holds no row."""
-        if self._present is not None:
-            raise RuntimeError("a gate was added after the gates were computed")
-        self._frames.append(rows)
-        return partial(self._absent, len(self._frames) - 1)
-
-    def _absent(self, index: int) -> bool:
-        with self._lock:
-            if self._present is None:
-                tagged = [rows.select(F.lit(i).alias("_gate")) for i, rows in enumerate(self._frames)]
-                self._present = frozenset(row[0] for row in _union(tagged).distinct().collect())
-            return index not in self._present
+            if not self._value:
+                self._value.append(self._compute())
+            return self._value[0]
 
 
 def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
@@ -186,22 +164,18 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     rows, whose rules need not run)."""
     tables = RawTables.of(raw)
     batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
+    spark = batches.sparkSession
     txn_log = recon.coordinator_log.records
-    # per producer on a partition: its last marker's coordinator epoch and its newest marker's
-    # time, from one aggregation of every marker that two rules read, one of them three times
-    last_markers = _Shared(last_markers_of(markers))
     present = recon.extent.select("topic", "partition", "covers_from")
     matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
     ptx = recon.partition_transactions
-
-    def open_findings() -> DataFrame:
-        return open_transaction_findings(ptx, recon.coordinator, last_markers(), opts)
+    # the few transactions the rules judge, read in one pass: those judged alone, the open ones
+    # and the markers without data
+    judged = _Once(lambda: recon.rows("partition_transactions", JUDGED | OPEN | BARE_MARKERS))
 
     def unrecorded(name: str) -> Callable[[], bool]:
         """Whether raw table ``name`` holds no row, by its manifest (no job; False when not known)."""
         return partial(tables.holds_no_rows, name)
-
-    gates = _Gates()
 
     def nothing_reported() -> bool:
         reported = tables["reported_transactions"]
@@ -209,38 +183,84 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         return tables.holds_no_rows("reported_transactions") or find_hanging_outputs(reported).isEmpty()
 
     def disagreement() -> DataFrame:
-        hanging = open_findings().where(F.col("kind") == "hanging_transaction")
+        found = on_driver()
+        hanging = _frame(spark, found.filter(pc.equal(found.column("kind"), "hanging_transaction")))
         return find_hanging_disagreement_findings(tables["reported_transactions"], hanging, ptx, opts)
 
-    @functools.cache
-    def on_driver() -> pa.Table:
+    def bare() -> pa.Table:
+        return judged().filter(BARE_MARKERS)
+
+    def duplicates() -> DataFrame:
+        keys = bare().select(["topic", "partition", "producer_id", "txn_seq"]).combine_chunks()
+        return duplicate_marker_findings(ptx, spark.createDataFrame(keys), matches.every, recon.producer_ids)
+
+    def computed_on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
         rules of a partition's status, of a producer's writes, of transactions judged alone, of
-        the coordinator log's epochs, and those of the decode issues when the dump has any."""
+        the coordinator log's epochs, those of open transactions and of the coordinator's
+        decisions when the dump has any, and those of the decode issues when it has any."""
         stability = recon.rows("partition_stability")
+        transactions = judged()
+        open_rows = transactions.filter(OPEN)
         found = [stability_findings(stability, recon.rows("replica_stability")),
                  producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms),
-                 transaction_findings(recon.rows("partition_transactions", JUDGED), stability),
+                 transaction_findings(transactions.filter(JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
+        previous = ALL_TABLES["partition_transactions"].empty_table()
+        if open_rows.num_rows:
+            open_rows, coordinator, previous = open_transaction_inputs(recon, open_rows)
+            found.append(open_transaction_findings(open_rows, coordinator, previous, opts.as_of_ms,
+                                                   opts.max_transaction_timeout_ms))
+        unsettled = matches.unsettled.toArrow()
+        if unsettled.num_rows:
+            found.append(decision_findings(unsettled, open_rows, previous, stuck_marker_rows(recon, unsettled),
+                                           opts.as_of_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))
-        # one chunk: pyspark 4.1's createDataFrame loses the rows of a table whose first two
-        # chunks are empty (two rules that found nothing before one that did)
-        return pa.concat_tables(found).combine_chunks()
+        return pa.concat_tables(found)
+
+    on_driver = _Once(computed_on_driver)
 
     # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
     # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
-        Rule(open_findings, gates.absent(open_transactions(ptx))),
-        Rule(lambda: coordinator_findings(matches.unsettled, last_markers(), ptx, opts),
-             gates.absent(matches.unsettled)),
-        Rule(lambda: duplicate_marker_findings(ptx, matches.every, recon.producer_ids),
-             gates.absent(bare_markers(ptx))),
+        Rule(duplicates, lambda: bare().num_rows == 0),
         Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
-        Rule(lambda: batches.sparkSession.createDataFrame(on_driver()), lambda: on_driver().num_rows == 0,
-             local=True),
+        Rule(lambda: _frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
         Rule(disagreement, nothing_reported),
     ]
+
+
+def _frame(spark: SparkSession, findings: pa.Table) -> DataFrame:
+    """``findings`` (a ``FINDINGS`` table computed on the driver) as a frame. In one chunk:
+    pyspark 4.1's ``createDataFrame`` loses the rows of a table whose first two chunks are empty
+    (two rules that found nothing before one that did)."""
+    return spark.createDataFrame(findings.combine_chunks(), spark_schema(FINDINGS))
+
+
+def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The open-transaction rule's inputs (``open_transaction_rules.open_transaction_findings``):
+    ``open_rows`` (the ``OPEN`` rows of ``partition_transactions``), the coordinator's current
+    rows of their producer ids (collected through a filter that names them) and the rows of the
+    markers before them (``previous_markers``, read as ``open_rows`` were)."""
+    producer_ids = sorted(set(open_rows.column("producer_id").to_pylist()))
+    coordinator = recon.coordinator.where(F.col("producer_id").isin(producer_ids)).select(
+        *COORDINATOR_COLUMNS).toArrow()
+    condition = previous_markers(open_rows)
+    previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
+                else recon.rows("partition_transactions", condition))
+    return open_rows, coordinator, previous
+
+
+def stuck_marker_rows(recon: Reconstruction, unsettled: pa.Table) -> pa.Table:
+    """The rows of ``partition_transactions`` of the (partition, producer) left in Prepare* among
+    the ``unsettled`` rows (``decision_rules.stuck_keys``), whose newest marker the decision rules
+    read, through a filter that names them (``decision_rules.marker_rows``); none when none is."""
+    condition = marker_rows(stuck_keys(unsettled.select(["topic", "partition", "producer_id", "next_state"])
+                                       .to_pylist()))
+    if condition is None:
+        return ALL_TABLES["partition_transactions"].empty_table()
+    return recon.rows("partition_transactions", condition)
 
 
 def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tuple[pa.Table, pa.Table]:

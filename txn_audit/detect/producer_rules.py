@@ -7,9 +7,9 @@ Their rows are ``producer_events``: the producer pass's rows a rule may flag, a 
 pass keeps as it walks each replica (``reconstruct.ordered_pass``), with what came before each
 row on its partition (the previous marker, sequence and epochs). A healthy dump has none, an
 unhealthy one a few per anomaly: they are collected once (``detect.producer_rule_inputs``)
-rather than read by three Spark queries, each with its plan and jobs, and a place in the gates'
-query (``detect._Gates``). The sequence rule names the file of each gap's batch, found by its
-segment and position (``SEGMENT_KEY``, ``gap_places``).
+rather than read by three Spark queries, each with its plan and jobs. The sequence rule names
+the file of each gap's batch, found by its segment and position (``SEGMENT_KEY``,
+``gap_places``).
 """
 
 from __future__ import annotations

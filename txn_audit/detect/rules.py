@@ -1,4 +1,4 @@
-"""Finding rules: each takes DataFrames and returns rows of the ``findings`` schema.
+"""Finding rules computed by Spark: each takes DataFrames and returns ``findings`` rows.
 
 Every finding carries a one-sentence evidence that names offsets, producer ids and
 timestamps a person can check with ``kafka-dump-log.sh``, and, where Kafka offers one, the
@@ -7,20 +7,27 @@ command that repairs it. Kafka's own verdicts are mirrored exactly where they ex
 broker); the other rules go where Kafka's tools are silent. The rules whose rows are few run
 on the driver with pyarrow: the decode-issue rule (``detect.decode_issues``), the rules of a
 partition's status (``detect.stability_rules``: stuck LSO, HW beyond the log end, replica
-divergence), those of a producer's writes
-(``detect.producer_rules``: late arrivals, sequences, epochs), those of transactions judged
-alone (``detect.transaction_rules``: late records absorbed, transactions retention cut) and
-those of the coordinator log's epochs (``detect.coordinator_rules``).
+divergence), those of a producer's writes (``detect.producer_rules``: late arrivals,
+sequences, epochs), those of transactions judged alone (``detect.transaction_rules``: late
+records absorbed, transactions retention cut), of the coordinator log's epochs
+(``detect.coordinator_rules``), of open transactions (``detect.open_transaction_rules``:
+hanging, open, epoch mismatch) and of the coordinator's decisions against the markers
+(``detect.decision_rules``: missing marker, outcome mismatch, coordinator stuck). Here remain
+the rules that join their few rows with many: duplicate markers (with the markers before
+them), offsets committed in open transactions (with the offset commits) and ``find-hanging``'s
+verdicts (with the transactions they name); and what Prepare* records were answered by
+(``prepare_marker_matches``), which the driver's rules read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from txn_audit.detect.words import ABORT_COMMAND, DURATION_STEPS, KNOWN_MARKERS
+from txn_audit.detect.words import DURATION_STEPS, KNOWN_MARKERS
 from txn_audit.reconstruct import NAMED_MAX, prepare_decision, prepare_records
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
@@ -64,19 +71,6 @@ def pname(topic: str = "topic", partition: str = "partition") -> Column:
     return F.concat(F.col(topic), F.lit("-"), F.col(partition).cast("string"))
 
 
-def abort_command(topic: Column, partition: Column, start_offset: Column) -> Column:
-    """``words.ABORT_COMMAND`` as a column."""
-    return F.format_string(ABORT_COMMAND, topic, partition, start_offset)
-
-
-def abort_command_pre_3_0(topic: Column, partition: Column, pid: Column, epoch: Column, coord: Column) -> Column:
-    return F.format_string(
-        "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d "
-        "--producer-id %d --producer-epoch %d --coordinator-epoch %d",
-        topic, partition, pid, epoch, F.greatest(F.coalesce(coord, F.lit(0)), F.lit(0)),
-    )
-
-
 def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence: Column,
             **columns: Column) -> DataFrame:
     """Shape ``df`` into findings rows; columns not given are taken from ``df`` by name, or null.
@@ -87,120 +81,6 @@ def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence:
     present = {name: f"`{name}`" for name in df.columns}
     sources = present | {name: f"`_finding_{name}`" for name in given}
     return computed.selectExpr(*cast_select_list(FINDINGS, sources))
-
-
-# -- open transactions: hanging, long-running, epoch mismatch ------------------------------
-
-
-def open_transactions(ptx: DataFrame) -> DataFrame:
-    """The partition transactions no marker ended: every ``open_transaction_findings`` row is of one."""
-    return ptx.where(F.col("state") == "open")
-
-
-def open_transaction_findings(
-    ptx: DataFrame, coordinator: DataFrame, last_markers: DataFrame, opts: DetectOptions
-) -> DataFrame:
-    """Classify every open partition transaction as find-hanging does.
-
-    Candidate: the producer's last write here is older than the max transaction timeout.
-    Hanging: a candidate whose producer id is no transactional id's *current* producer id, or
-    whose id's current state does not list this partition (Ongoing and Prepare* list the
-    partitions awaiting markers; Empty and Complete* list none). Epochs are not compared by
-    Kafka; an open transaction at an older epoch than the listing one is reported apart.
-    ``last_markers`` gives each producer's ``last_coordinator_epoch`` on a partition.
-    """
-    cur = coordinator.where(~F.col("tombstone")).select(
-        F.col("producer_id").alias("cur_pid"),
-        F.col("transactional_id").alias("cur_tid"),
-        F.col("producer_epoch").alias("cur_epoch"),
-        F.col("state").alias("cur_state"),
-        F.col("listed").alias("cur_listed"),
-        F.col("txn_timeout_ms").alias("cur_timeout"),
-        F.col("txn_start_timestamp").alias("cur_start"),
-    )
-    open_ = (
-        open_transactions(ptx)
-        .join(cur, F.col("producer_id") == F.col("cur_pid"), "left")
-        .join(last_markers.select("topic", "partition", "producer_id", "last_coordinator_epoch"),
-              ["topic", "partition", "producer_id"], "left")
-    )
-    here = pname()
-    listed = F.coalesce(F.array_contains("cur_listed", here), F.lit(False))
-    idle_ms = F.lit(opts.as_of_ms) - F.col("producer_last_timestamp")
-    candidate = idle_ms > F.lit(opts.max_transaction_timeout_ms)
-    epoch = F.coalesce("max_epoch", "min_epoch")
-    mismatch = listed & (epoch < F.col("cur_epoch"))
-    hanging = candidate & ~listed
-    tid = F.coalesce("cur_tid", "transactional_id")
-    where_coord = (
-        F.when(
-            F.col("cur_tid").isNull(),
-            F.when(
-                F.col("transactional_id").isNotNull(),
-                F.format_string("transactional id %s no longer has this producer id", F.col("transactional_id")),
-            ).otherwise(F.lit("no transactional id in __transaction_state has this producer id")),
-        ).otherwise(
-            F.format_string("its transactional id %s is %s and does not list %s", F.col("cur_tid"),
-                            F.col("cur_state"), here)
-        )
-    )
-    since = F.when(F.col("source") == "snapshot", F.lit(" (known only from a producer snapshot)")).otherwise(F.lit(""))
-    base_cols = {
-        "producer_epoch": epoch,
-        "transactional_id": tid,
-        "first_offset": F.col("first_offset"),
-        "last_offset": F.col("last_data_offset"),
-        "first_timestamp_ms": F.col("first_timestamp"),
-        "last_timestamp_ms": F.col("producer_last_timestamp"),
-    }
-    hanging_evidence = F.format_string(
-        "producer %d (epoch %d) has a transaction open on %s since offset %d%s; its last write here was "
-        "at %s, %s before the audit time (more than the %s maximum transaction timeout), and %s, so no "
-        "marker will ever close it",
-        F.col("producer_id"), epoch, here, F.col("first_offset"), since, ts("producer_last_timestamp"),
-        duration(idle_ms), duration(F.lit(opts.max_transaction_timeout_ms)), where_coord,
-    )
-    mismatch_evidence = F.format_string(
-        "producer %d has a transaction open on %s since offset %d at epoch %d, while its transactional id %s "
-        "lists %s in a %s transaction at epoch %d; find-hanging does not report this (it ignores epochs), "
-        "and the current transaction's marker will decide these older records too",
-        F.col("producer_id"), here, F.col("first_offset"), epoch, F.col("cur_tid"), here, F.col("cur_state"),
-        F.col("cur_epoch"),
-    )
-    age = F.lit(opts.as_of_ms) - F.coalesce("cur_start", "first_timestamp")
-    overdue = (F.col("cur_state") == "Ongoing") & F.col("cur_timeout").isNotNull() & (age > F.col("cur_timeout"))
-    open_evidence = F.when(
-        listed,
-        F.format_string(
-            "producer %d (transactional id %s, epoch %d) has a transaction open on %s since offset %d, "
-            "started %s (%s before the audit time); the coordinator lists %s in its %s transaction%s",
-            F.col("producer_id"), F.col("cur_tid"), epoch, here, F.col("first_offset"),
-            ts(F.coalesce("cur_start", "first_timestamp")), duration(age), here, F.col("cur_state"),
-            F.when(overdue, F.format_string(", which is older than its %d ms transaction.timeout.ms: the "
-                                            "coordinator should already have aborted it", F.col("cur_timeout")))
-            .otherwise(F.lit("")),
-        ),
-    ).otherwise(
-        F.format_string(
-            "producer %d (epoch %d) has a transaction open on %s since offset %d, last write %s (%s before the "
-            "audit time) and %s; find-hanging reports it once that last write is older than %s",
-            F.col("producer_id"), epoch, here, F.col("first_offset"), ts("producer_last_timestamp"),
-            duration(idle_ms), where_coord, duration(F.lit(opts.max_transaction_timeout_ms)),
-        )
-    )
-    # each open transaction is of one kind: the joined rows are read once, not once per kind. One
-    # whose last write here is unknown cannot be said to hang: it is reported open
-    return finding(
-        open_,
-        F.when(hanging, "hanging_transaction").when(mismatch, "open_transaction_epoch_mismatch")
-        .otherwise("open_transaction"),
-        F.when(hanging, CRITICAL).when(mismatch | ~listed | overdue, WARNING).otherwise(INFO),
-        F.when(hanging, hanging_evidence).when(mismatch, mismatch_evidence).otherwise(open_evidence),
-        remediation=F.when(hanging, abort_command(F.col("topic"), F.col("partition"), F.col("first_offset"))),
-        remediation_pre_3_0=F.when(hanging, abort_command_pre_3_0(
-            F.col("topic"), F.col("partition"), F.col("producer_id"), epoch, F.col("last_coordinator_epoch"))),
-        **base_cols,
-    )
 
 
 # -- coordinator against partitions ----------------------------------------------------------
@@ -264,22 +144,13 @@ def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
     )
 
 
-def last_markers_of(markers: DataFrame) -> DataFrame:
-    """Per producer on a partition: its last marker's coordinator epoch (``last_coordinator_epoch``)
-    and its newest marker's time (``last_marker_timestamp``), from one aggregation of ``markers``."""
-    return markers.groupBy("topic", "partition", "producer_id").agg(
-        F.max_by("coordinator_epoch", "offset").alias("last_coordinator_epoch"),
-        F.max("timestamp").alias("last_marker_timestamp"),
-    )
-
-
 @dataclass(frozen=True)
 class PrepareMatches:
     """What followed each Prepare* record on each partition it lists (``_prepare_marker_matches``),
     as the rules read it.
 
     ``every``: every row. Read by the duplicate-marker rule, which joins it with few rows.
-    ``unsettled``: kept. The rows that may give a ``coordinator_findings`` finding: no marker
+    ``unsettled``: kept. The rows that may give a ``decision_rules`` finding: no marker
     answered the record (``has_marker`` false or unknown), the coordinator wrote nothing after it
     (``next_state`` null), or the marker's type differs from the decision. A healthy cluster's
     matches hold one settled row per transaction and partition, so this is a small part of them.
@@ -290,8 +161,8 @@ class PrepareMatches:
 
 
 def unsettled(matches: DataFrame) -> DataFrame:
-    """The rows of ``matches`` (``_prepare_marker_matches``) that may give a coordinator finding
-    (``PrepareMatches.unsettled``): each of the rule's kinds reads only such rows."""
+    """The rows of ``matches`` (``_prepare_marker_matches``) that may give a finding of
+    ``decision_rules`` (``PrepareMatches.unsettled``): each of its kinds reads only such rows."""
     return matches.where(
         ~F.coalesce(F.col("has_marker"), F.lit(False))
         | F.col("next_state").isNull()
@@ -310,108 +181,14 @@ def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: Data
     return PrepareMatches(every=matches, unsettled=unsettled(matches).localCheckpoint())
 
 
-def coordinator_findings(matches: DataFrame, last_markers: DataFrame, ptx: DataFrame, opts: DetectOptions) -> DataFrame:
-    """``missing_marker``, ``outcome_mismatch`` and ``coordinator_stuck`` from Prepare* records
-    and what followed them (``prepare_marker_matches``: every row, or only its unsettled ones,
-    which give the same findings). ``last_markers`` gives each producer's
-    ``last_marker_timestamp`` on a partition.
-
-    A missing marker is reported only where it matters and is certain: the partition is in
-    the dump and still holds that producer's transaction open from before the decision.
-    """
-    completed = matches.where(F.col("next_state").isin("CompleteCommit", "CompleteAbort"))
-    here = pname()
-    still_open = ptx.where(F.col("state") == "open").select(
-        "topic", "partition", "producer_id", F.col("first_timestamp").alias("_open_since"),
-        F.col("first_offset").alias("_open_from"), F.col("last_data_offset").alias("_open_to"),
-    )
-    missing = (
-        completed.where(F.col("in_dump") & ~F.col("has_marker"))
-        .join(still_open, ["topic", "partition", "producer_id"])
-        .where(F.col("_open_since") <= F.col("ts"))
-        .join(last_markers.select("topic", "partition", "producer_id", "last_coordinator_epoch"),
-              ["topic", "partition", "producer_id"], "left")
-    )
-    missing_rows = finding(
-        missing,
-        "missing_marker",
-        CRITICAL,
-        F.format_string(
-            "transactional id %s (producer %d, epoch %d) decided %s at %s (__transaction_state-%d offset %d) and "
-            "the coordinator then wrote %s, but %s never received the %s marker for it and holds the transaction "
-            "open from offset %d",
-            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("decision"), ts("ts"),
-            F.col("txn_log_partition"), F.col("txn_log_offset"), F.col("next_state"), here, F.col("decision"),
-            F.col("_open_from"),
-        ),
-        producer_epoch=F.col("epoch"),
-        first_offset=F.col("_open_from"),
-        last_offset=F.col("_open_to"),
-        first_timestamp_ms=F.col("ts"),
-        remediation=abort_command(F.col("topic"), F.col("partition"), F.col("_open_from")),
-        remediation_pre_3_0=abort_command_pre_3_0(F.col("topic"), F.col("partition"), F.col("producer_id"),
-                                                  F.col("epoch"), F.col("last_coordinator_epoch")),
-    )
-    mismatch = matches.where(
-        F.col("has_marker") & F.col("next_marker_type").isin(*KNOWN_MARKERS)
-        & (F.col("next_marker_type") != F.col("decision"))
-    )
-    mismatch_rows = finding(
-        mismatch,
-        "outcome_mismatch",
-        CRITICAL,
-        F.format_string(
-            "transactional id %s (producer %d, epoch %d) decided %s at %s but the marker written to %s at offset %d "
-            "is %s",
-            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("decision"), ts("ts"), here,
-            F.col("next_marker_offset"), F.col("next_marker_type"),
-        ),
-        producer_epoch=F.col("epoch"),
-        first_offset=F.col("next_marker_offset"),
-        last_offset=F.col("next_marker_offset"),
-        first_timestamp_ms=F.col("ts"),
-    )
-    # stuck: the id's latest record is a Prepare*; report each partition still waiting for its marker.
-    # Markers of other brokers may carry a clock a little behind the coordinator's.
-    newest_marker = last_markers.select("topic", "partition", "producer_id", "last_marker_timestamp")
-    stuck = (
-        matches.where(F.col("next_state").isNull())
-        .join(newest_marker, ["topic", "partition", "producer_id"], "left")
-        .withColumn("has_marker", F.col("has_marker") | F.coalesce(
-            F.col("last_marker_timestamp") >= F.col("ts") - opts.clock_skew_ms, F.lit(False)))
-    )
-    done_on = stuck.groupBy("transactional_id").agg(
-        F.array_sort(F.collect_list(F.when(F.col("has_marker"), here))).alias("done_on")
-    )
-    age = F.lit(opts.as_of_ms) - F.col("ts")
-    pending = stuck.where(~F.col("has_marker")).join(done_on, "transactional_id")
-    stuck_rows = finding(
-        pending,
-        "coordinator_stuck",
-        F.when(age > opts.prepare_grace_ms, WARNING).otherwise(INFO),
-        F.format_string(
-            "transactional id %s (producer %d, epoch %d) has been in %s since %s (%s before the audit time) with no "
-            "Complete record; %s still has no marker%s",
-            F.col("transactional_id"), F.col("producer_id"), F.col("epoch"), F.col("state"), ts("ts"),
-            duration(age), here,
-            F.when(F.size("done_on") > 0,
-                   F.concat(F.lit(", while markers were written to "), F.array_join("done_on", ", ")))
-            .otherwise(F.lit("")),
-        ),
-        producer_epoch=F.col("epoch"),
-        first_timestamp_ms=F.col("ts"),
-    )
-    return missing_rows.unionByName(mismatch_rows).unionByName(stuck_rows)
+#: the partition transactions that are a marker without data following another marker of their
+#: producer there: every ``duplicate_marker_findings`` row is of one (a pyarrow filter)
+BARE_MARKERS = (pc.field("first_offset").is_null() & pc.field("marker_offset").is_valid()
+                & pc.field("prev_marker_offset").is_valid())
 
 
-def bare_markers(ptx: DataFrame) -> DataFrame:
-    """Markers that end no data and follow another marker of their producer on the partition:
-    every ``duplicate_marker_findings`` row is of one."""
-    return ptx.where(F.col("first_offset").isNull() & F.col("marker_offset").isNotNull()
-                     & F.col("prev_marker_offset").isNotNull())
-
-
-def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: DataFrame) -> DataFrame:
+def duplicate_marker_findings(ptx: DataFrame, bare: DataFrame, matches: DataFrame,
+                              producer_ids: DataFrame) -> DataFrame:
     """``duplicate_marker``: a marker that repeats the previous marker of its producer on the
     partition (same epoch) without a decision of its own: one decision written twice. A
     coordinator writes a marker again when it resends after a lost answer or after a failover
@@ -435,11 +212,11 @@ def duplicate_marker_findings(ptx: DataFrame, matches: DataFrame, producer_ids: 
     transaction would have left one, which compaction cannot have removed while an earlier
     record of its transactional id is still there).
 
-    Only markers that end no data and the two before each are read: few rows, joined by broadcast.
+    ``bare``: the (topic, partition, producer, ``txn_seq``) of the ``BARE_MARKERS`` rows of ``ptx``,
+    few rows (read on the driver). Only those markers and the two before each are read, joined by
+    broadcast.
     """
     key = ["topic", "partition", "producer_id"]
-    # few rows, each read several times below: computed once
-    bare = bare_markers(ptx).select(*key, "txn_seq").localCheckpoint()
     wanted = bare.unionByName(bare.withColumn("txn_seq", F.col("txn_seq") - 1)).unionByName(
         bare.withColumn("txn_seq", F.col("txn_seq") - 2)).distinct()
     rows = ptx.join(F.broadcast(wanted), [*key, "txn_seq"]).where(F.col("marker_offset").isNotNull())

@@ -6,8 +6,7 @@ that differs from the copy audited).
 Their rows are ``partition_stability``'s and ``replica_stability``'s: one per partition and one
 per copy, read whole from the derived tables' files (``Reconstruction.rows``). Everything they
 say is in those rows, the culprit's first offset included (``reconstruct.stability``), so no
-transaction row is read. As Spark queries they cost a plan and a job each, and a place in the
-gates' query (``detect._Gates``), on every dump.
+transaction row is read. As Spark queries they cost a plan and a job each, on every dump.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
-__all__ = ["ABORT_COMMAND", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text", "duration_text", "finding_row",
-           "partition_name", "rows_where", "time_text"]
+__all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text",
+           "duration_text", "finding_row", "formatted", "partition_name", "rows_where", "time_text", "value_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -37,6 +37,11 @@ time_text = format_time_ms
 #: the command that aborts a hanging transaction (Kafka 3.0+), of its topic, partition and first
 #: offset: a ``%`` format, as Python and Spark's ``format_string`` read it alike
 ABORT_COMMAND = "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --start-offset %d"
+#: the command that aborts it through a broker before Kafka 3.0, which does not find the
+#: transaction by its offset: of its topic, partition, producer id, producer epoch and coordinator
+#: epoch (the producer's last marker's there, at least 0)
+ABORT_COMMAND_PRE_3_0 = ("kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d "
+                         "--producer-id %d --producer-epoch %d --coordinator-epoch %d")
 #: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
 KNOWN_MARKERS = ("COMMIT", "ABORT")
 
@@ -61,9 +66,21 @@ def partition_name(topic: str | None, partition: int | None) -> str:
     return f"{topic}-{partition}"
 
 
-def abort_command_text(topic: str, partition: int, start_offset: int) -> str:
+def value_text(value: object) -> str:
+    """``value`` as Spark's ``format_string`` (Java's formatter) writes it for ``%s`` or ``%d``:
+    ``null`` when unknown."""
+    return "null" if value is None else str(value)
+
+
+def formatted(template: str, *values: object) -> str:
+    """``template`` (of ``%s`` and ``%d`` only) filled as Spark's ``format_string`` fills it
+    (``value_text``)."""
+    return template.replace("%d", "%s") % tuple(value_text(value) for value in values)
+
+
+def abort_command_text(topic: str, partition: int, start_offset: int | None) -> str:
     """``ABORT_COMMAND`` for the transaction open on ``topic``-``partition`` from ``start_offset``."""
-    return ABORT_COMMAND % (topic, partition, start_offset)
+    return formatted(ABORT_COMMAND, topic, partition, start_offset)
 
 
 def finding_row(source: Mapping[str, Any], kind: str, severity: Severity, evidence: str,
