@@ -39,6 +39,7 @@ from txn_audit.detect.rules import (
 )
 from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
+from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import Reconstruction
 from txn_audit.replica_tasks.reading import manifest_dataset
@@ -173,10 +174,6 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     # and the markers without data
     judged = _Once(lambda: recon.rows("partition_transactions", JUDGED | OPEN | BARE_MARKERS))
 
-    def unrecorded(name: str) -> Callable[[], bool]:
-        """Whether raw table ``name`` holds no row, by its manifest (no job; False when not known)."""
-        return partial(tables.holds_no_rows, name)
-
     def nothing_reported() -> bool:
         reported = tables["reported_transactions"]
         # nothing to compare with (the usual dump): the open transactions are not classified again
@@ -189,6 +186,14 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 
     def bare() -> pa.Table:
         return judged().filter(BARE_MARKERS)
+
+    def open_on_offsets() -> pa.Table:
+        """The open transactions on ``__consumer_offsets``: every ``pending_offset_commit`` is in one."""
+        open_rows = judged().filter(OPEN)
+        return open_rows.filter(pc.equal(open_rows.column("topic"), CONSUMER_OFFSETS_TOPIC))
+
+    def pending_commits() -> DataFrame:
+        return pending_offset_commit_findings(commits, spark.createDataFrame(open_on_offsets().combine_chunks()))
 
     def duplicates() -> DataFrame:
         keys = bare().select(["topic", "partition", "producer_id", "txn_seq"]).combine_chunks()
@@ -225,7 +230,8 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
         Rule(duplicates, lambda: bare().num_rows == 0),
-        Rule(lambda: pending_offset_commit_findings(commits, ptx), unrecorded("offset_commits")),
+        # no offset commit (the manifest says so with no job), or none that can be pending
+        Rule(pending_commits, lambda: tables.holds_no_rows("offset_commits") or open_on_offsets().num_rows == 0),
         Rule(lambda: _frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
         Rule(disagreement, nothing_reported),
     ]

@@ -348,8 +348,11 @@ def duplicate_marker_findings(ptx: DataFrame, bare: DataFrame, matches: DataFram
 # -- offsets ----------------------------------------------------------------------------------
 
 
-def pending_offset_commit_findings(offset_commits: DataFrame, ptx: DataFrame) -> DataFrame:
-    open_ = ptx.where((F.col("state") == "open") & (F.col("topic") == "__consumer_offsets")).select(
+def pending_offset_commit_findings(offset_commits: DataFrame, open_offsets: DataFrame) -> DataFrame:
+    """``pending_offset_commit``: a group's offsets committed inside a transaction no marker ended.
+    ``open_offsets``: the open transactions on ``__consumer_offsets`` (``partition_transactions``
+    rows, read on the driver: few)."""
+    open_ = open_offsets.select(
         "partition", "producer_id", "first_offset", "transactional_id", F.col("max_epoch").alias("epoch")
     )
     commits = offset_commits.where(F.col("is_transactional")).alias("c")
