@@ -72,10 +72,7 @@ def _expected(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | None, in
 def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, reading: str, tmp_path: Any) -> None:
     """Spark ordering the markers (frames made in memory), and the producer pass's tasks
     following them (the tables' files, as a scan reads them)."""
-    from pyspark.sql import functions as F
-
-    from txn_audit.detect import DetectOptions
-    from txn_audit.detect.rules import _prepare_marker_matches
+    from txn_audit.detect.rules import prepare_marker_matches
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -91,9 +88,7 @@ def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, 
         raw = tables.frames
     else:
         raw = b.tables(spark)
-    present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
-    opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
-    matches = _prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, follows)
+    matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], follows)
     got = {
         (r["transactional_id"], r["txn_log_offset"], r["topic"], r["partition"]):
             (r["has_marker"], r["next_marker_type"], r["next_marker_offset"])
@@ -110,11 +105,8 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     the markers with ``prepare_records`` (frames made in memory): equal in every column, the
     Prepare* records on partitions absent from the dump included. ``split``: each partition is
     read in shares of its producers, by many tasks, each given only its share's records."""
-    from pyspark.sql import functions as F
-
-    from txn_audit.detect import DetectOptions
-    from txn_audit.detect.rules import _prepare_marker_matches
-    from txn_audit.reconstruct import DerivedOutput, reconstruct
+    from txn_audit.detect.rules import prepare_marker_matches
+    from txn_audit.reconstruct import FOLLOW_FIELDS, DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     # the module (the package's ``transactions`` is a function of it)
@@ -134,12 +126,11 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     tables = load_raw_tables(spark, tmp_path / "tables")
     recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
     assert recon.prepare_follows is not None
-    opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
 
     def rows(raw: Any, follows: Any) -> list[dict[str, Any]]:
-        present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
-        matches = _prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, follows)
-        return sorted((r.asDict() for r in matches.collect()), key=lambda r: repr(sorted(r.items())))
+        matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], follows)
+        return sorted((r.asDict() for r in matches.select(*FOLLOW_FIELDS.names).collect()),
+                      key=lambda r: repr(sorted(r.items())))
 
     from_files, in_spark = rows(tables.frames, recon.prepare_follows), rows(b.tables(spark), None)
     assert from_files == in_spark
@@ -151,16 +142,16 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int, tmp_path: Any) -> None:
-    """The rules of the coordinator's decisions (``decision_rules``) over the kept unsettled rows
-    (``PrepareMatches.unsettled``) find what they find over every row, and the settled rows are left out. Each producer also leaves a
-    transaction open on some partitions, written before its Prepare* records, so that markers can
-    be missing as well as stuck or of the other type."""
-    from pyspark.sql import functions as F
-
-    from txn_audit.detect import DetectOptions, open_transaction_inputs, stuck_marker_rows
-    from txn_audit.detect.decision_rules import decision_findings
+    """The rules of the coordinator's decisions (``decision_rules``) over the unsettled rows
+    (``decision_rules.UNSETTLED``, read on the driver by ``detect.match_rows``) find what they
+    find over every row, from the pass's files and from Spark ordering the markers (frames), and
+    the settled rows are left out. Each producer also leaves a transaction open on some
+    partitions, written before its Prepare* records, so that markers can be missing as well as
+    stuck or of the other type."""
+    from txn_audit.detect import DetectOptions, match_rows, open_transaction_inputs, stuck_marker_rows
+    from txn_audit.detect.decision_rules import UNSETTLED, decision_findings
     from txn_audit.detect.open_transaction_rules import OPEN
-    from txn_audit.detect.rules import prepare_marker_matches, unsettled
+    from txn_audit.detect.rules import prepare_marker_matches
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -171,26 +162,22 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
             b.batch(topic, partition, pid=pid, epoch=rng.randint(0, 2), seq=0, ts=T0 - 5, txn=True)
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
-    recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
     opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
-    raw = tables.frames
-    present = raw["batches"].groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
-    matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], present, opts, recon.prepare_follows)
-    open_rows, _coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
-
-    def findings(rows: Any) -> list[dict[str, Any]]:
-        table = rows.toArrow()
-        found = decision_findings(table, open_rows, previous, stuck_marker_rows(recon, table), opts.as_of_ms,
-                                  opts.prepare_grace_ms, opts.clock_skew_ms)
-        return sorted(found.to_pylist(), key=repr)
-
-    every = matches.every.collect()
-    kept = matches.unsettled.collect()
-    assert findings(matches.unsettled) == findings(matches.every)
-    assert sorted(map(repr, kept)) == sorted(map(repr, unsettled(matches.every).collect()))
-    settled = [r for r in every if r["has_marker"] and r["next_state"] is not None
-               and r["next_marker_type"] == r["decision"]]
-    assert len(kept) == len(every) - len(settled)
+    found = []
+    for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):  # the pass's files, Spark's order
+        recon = reconstruct(tables, as_of_ms=opts.as_of_ms, late_tolerance_ms=1_000, output=output)
+        assert (recon.prepare_follows is None) == (output.tables_dir is None)
+        matches = prepare_marker_matches(recon.coordinator_log.records, recon.markers, recon.prepare_follows)
+        open_rows, _coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
+        every, kept = match_rows(recon, matches, None), match_rows(recon, matches, UNSETTLED)
+        for rows in (every, kept):
+            found.append(sorted(decision_findings(
+                rows, open_rows, previous, stuck_marker_rows(recon, rows), opts.as_of_ms, opts.prepare_grace_ms,
+                opts.clock_skew_ms).to_pylist(), key=repr))
+        settled = [r for r in every.to_pylist() if r["has_marker"] and r["next_state"] is not None
+                   and r["next_marker_type"] == r["decision"]]
+        assert kept.num_rows == every.num_rows - len(settled)
+    assert found[0] == found[1] == found[2] == found[3]
 
 
 def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from txn_audit.detect.coordinator_rules import coordinator_rule_findings
-from txn_audit.detect.decision_rules import decision_findings, marker_rows, stuck_keys
+from txn_audit.detect.decision_rules import UNSETTLED, decision_findings, in_dump, marker_rows, stuck_keys
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
 from txn_audit.detect.open_transaction_rules import (
     COORDINATOR_COLUMNS,
@@ -41,7 +41,7 @@ from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
-from txn_audit.reconstruct import Reconstruction
+from txn_audit.reconstruct import FOLLOW_FIELDS, Reconstruction, decisions, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
@@ -49,10 +49,13 @@ from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables
 
 T = TypeVar("T")
+#: what ``match_rows`` reads of the partitions' extent (``Reconstruction.extent``)
+EXTENT = pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+                    pa.field("covers_from", pa.int64())])
 
 __all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
-           "finding_order", "open_transaction_inputs", "producer_rule_inputs", "rule_findings", "stuck_marker_rows",
-           "write_detected", "write_findings"]
+           "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs", "rule_findings",
+           "stuck_marker_rows", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -167,8 +170,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
     spark = batches.sparkSession
     txn_log = recon.coordinator_log.records
-    present = recon.extent.select("topic", "partition", "covers_from")
-    matches = prepare_marker_matches(txn_log, markers, present, opts, recon.prepare_follows)
+    matches = prepare_marker_matches(txn_log, markers, recon.prepare_follows)
     ptx = recon.partition_transactions
     # the few transactions the rules judge, read in one pass: those judged alone, the open ones
     # and the markers without data
@@ -197,7 +199,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 
     def duplicates() -> DataFrame:
         keys = bare().select(["topic", "partition", "producer_id", "txn_seq"]).combine_chunks()
-        return duplicate_marker_findings(ptx, spark.createDataFrame(keys), matches.every, recon.producer_ids)
+        return duplicate_marker_findings(ptx, spark.createDataFrame(keys), matches, recon.producer_ids)
 
     def computed_on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
@@ -216,7 +218,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
             open_rows, coordinator, previous = open_transaction_inputs(recon, open_rows)
             found.append(open_transaction_findings(open_rows, coordinator, previous, opts.as_of_ms,
                                                    opts.max_transaction_timeout_ms))
-        unsettled = matches.unsettled.toArrow()
+        unsettled = match_rows(recon, matches, UNSETTLED)
         if unsettled.num_rows:
             found.append(decision_findings(unsettled, open_rows, previous, stuck_marker_rows(recon, unsettled),
                                            opts.as_of_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
@@ -256,6 +258,26 @@ def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple
     previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
                 else recon.rows("partition_transactions", condition))
     return open_rows, coordinator, previous
+
+
+def match_rows(recon: Reconstruction, matches: DataFrame, where: pc.Expression | None) -> pa.Table:
+    """The rows of what followed each Prepare* record (``rules.prepare_marker_matches``: the
+    ``matches`` of ``recon``) that meet ``where`` (None: every row; ``decision_rules.UNSETTLED``:
+    the few the rules of the coordinator's decisions read), with the record's ``decision`` and
+    whether its partition is in the dump (``decision_rules.in_dump``), read on the driver: with
+    pyarrow from the files the producer pass wrote when it did (no Spark job), else collected from
+    ``matches`` (every row). The partitions' extent is collected only for rows that meet ``where``."""
+    follows_dir = None if recon.prepare_follows is None else recon.output.work_dir("prepare_follows")
+    if follows_dir is not None:
+        rows = read_follows(follows_dir)
+    else:
+        every = matches.select(*FOLLOW_FIELDS.names).toArrow().cast(FOLLOW_FIELDS)
+        rows = every.append_column("decision", decisions(every.column("state")))
+    if where is not None:
+        rows = rows.filter(where)
+    extent = (EXTENT.empty_table() if not rows.num_rows
+              else recon.extent.select(*EXTENT.names).toArrow().cast(EXTENT))
+    return in_dump(rows, extent)
 
 
 def stuck_marker_rows(recon: Reconstruction, unsettled: pa.Table) -> pa.Table:

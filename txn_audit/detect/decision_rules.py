@@ -5,11 +5,12 @@ the decision) and ``coordinator_stuck`` (a transactional id left in Prepare*, th
 still waiting for its marker).
 
 Their rows are few, whatever the number of transactions: the unsettled rows of what followed
-each Prepare* record on each partition it lists (``rules.PrepareMatches.unsettled``: a healthy
-log's are settled), the open transactions of their producers (``open_transaction_rules.OPEN``)
-and the markers before those (whose coordinator epoch the pre-3.0 abort command names), and
-the newest marker time of each (partition, producer) left in Prepare* (``stuck_keys``), read
-from the rows of ``partition_transactions`` that name them (``marker_rows``).
+each Prepare* record on each partition it lists (``UNSETTLED``: a healthy log's are settled;
+each placed in the dump or not by ``in_dump``), the open transactions of their producers
+(``open_transaction_rules.OPEN``) and the markers before those (whose coordinator epoch the
+pre-3.0 abort command names), and the newest marker time of each (partition, producer) left in
+Prepare* (``stuck_keys``), read from the rows of ``partition_transactions`` that name them
+(``marker_rows``).
 
 Values a row lacks are judged as SQL judges them, so that the rules read as they did as Spark
 queries: a comparison with an unknown value is unknown, and only a known truth counts; an
@@ -38,11 +39,18 @@ from txn_audit.detect.words import (
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["COMPLETE_STATES", "decision_findings", "marker_rows", "missing_marker_findings",
-           "outcome_mismatch_findings", "stuck_findings", "stuck_keys"]
+__all__ = ["COMPLETE_STATES", "UNSETTLED", "decision_findings", "in_dump", "marker_rows",
+           "missing_marker_findings", "outcome_mismatch_findings", "stuck_findings", "stuck_keys"]
 
 #: the coordinator states that end a transaction: a Prepare* followed by one was decided
 COMPLETE_STATES = ("CompleteCommit", "CompleteAbort")
+#: the rows of what followed a Prepare* record (``reconstruct.FOLLOW_FIELDS`` and its
+#: ``decision``) that may give a finding here: no marker answered the record (``has_marker``
+#: false or unknown), the coordinator wrote nothing after it (``next_state`` null), or the
+#: marker's type differs from the decision. Each rule of this module reads only such rows; a
+#: healthy log's rows are settled, one per transaction and partition.
+UNSETTLED = (~pc.coalesce(pc.field("has_marker"), False) | pc.field("next_state").is_null()
+             | pc.coalesce(pc.field("next_marker_type") != pc.field("decision"), False))
 
 Key = tuple[str, int, int]
 
@@ -162,6 +170,18 @@ def stuck_findings(matches: list[dict[str, Any]], newest_markers: dict[Key, int]
         found.append(finding_row(m, "coordinator_stuck", severity, evidence, producer_epoch=m["epoch"],
                                  first_timestamp_ms=m["ts"]))
     return found
+
+
+def in_dump(matches: pa.Table, extent: pa.Table) -> pa.Table:
+    """``matches`` with ``covers_from`` (the oldest batch time of the record's partition, from
+    ``extent``: ``partition_extent`` rows; null when the dump does not hold the partition) and
+    ``in_dump``: whether the partition is in the dump from before the record's time (unknown
+    when the record's time is), so that a marker missing there would show."""
+    placed = matches.join(extent.select(["topic", "partition", "covers_from"]), ["topic", "partition"],
+                          join_type="left outer")
+    covers_from = placed.column("covers_from")
+    return placed.append_column("in_dump", pc.and_kleene(pc.is_valid(covers_from),
+                                                         pc.less_equal(covers_from, placed.column("ts"))))
 
 
 def marker_rows(keys: Iterable[Key]) -> pc.Expression | None:

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from txn_audit.detect.words import DURATION_STEPS, KNOWN_MARKERS
-from txn_audit.reconstruct import NAMED_MAX, prepare_decision, prepare_records
+from txn_audit.reconstruct import NAMED_MAX, prepare_records
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
 
@@ -86,26 +86,23 @@ def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence:
 # -- coordinator against partitions ----------------------------------------------------------
 
 
-def _prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions,
-                            follows: DataFrame | None = None) -> DataFrame:
-    """Every Prepare* record, exploded per listed partition, with what followed it.
+def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, follows: DataFrame | None = None) -> DataFrame:
+    """Every Prepare* record, exploded per listed partition, with what followed it
+    (``reconstruct.FOLLOW_FIELDS``' columns).
 
     ``next_state`` is the id's next coordinator record (a Prepare* is always followed by its
     Complete*, null when the Prepare* is the latest record); ``has_marker`` says whether the
     producer's next event on that partition, by time, is a marker of the prepared epoch.
     ``follows`` (``Reconstruction.prepare_follows``), when the producer pass gave it, holds these
     rows already, one per Prepare* record and partition listed (a partition the pass did not read
-    holds no marker); otherwise Spark orders the markers with the records (``_matched_in_spark``).
+    holds no marker), read again by whichever rule needs them; otherwise Spark orders the markers
+    with the records (``_matched_in_spark``), once (a local checkpoint). The rules of the
+    coordinator's decisions read the few that are not settled (``detect.match_rows``), the
+    duplicate-marker rule every one, in a join with few rows.
     """
     if follows is not None:
-        matched = follows.withColumn("decision", prepare_decision())
-    else:
-        matched = _matched_in_spark(prepare_records(txn_log), markers)
-    return (
-        # one row per partition of the dump: broadcast, so that the records are not shuffled
-        matched.join(F.broadcast(present), ["topic", "partition"], "left")
-        .withColumn("in_dump", F.col("covers_from").isNotNull() & (F.col("covers_from") <= F.col("ts")))
-    )
+        return follows
+    return _matched_in_spark(prepare_records(txn_log), markers).localCheckpoint()
 
 
 def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
@@ -142,43 +139,6 @@ def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
         .withColumn("has_marker", matched)
         .drop("is_prepare", "next_is_marker", "next_epoch", "marker_offset", "marker_type")
     )
-
-
-@dataclass(frozen=True)
-class PrepareMatches:
-    """What followed each Prepare* record on each partition it lists (``_prepare_marker_matches``),
-    as the rules read it.
-
-    ``every``: every row. Read by the duplicate-marker rule, which joins it with few rows.
-    ``unsettled``: kept. The rows that may give a ``decision_rules`` finding: no marker
-    answered the record (``has_marker`` false or unknown), the coordinator wrote nothing after it
-    (``next_state`` null), or the marker's type differs from the decision. A healthy cluster's
-    matches hold one settled row per transaction and partition, so this is a small part of them.
-    """
-
-    every: DataFrame
-    unsettled: DataFrame
-
-
-def unsettled(matches: DataFrame) -> DataFrame:
-    """The rows of ``matches`` (``_prepare_marker_matches``) that may give a finding of
-    ``decision_rules`` (``PrepareMatches.unsettled``): each of its kinds reads only such rows."""
-    return matches.where(
-        ~F.coalesce(F.col("has_marker"), F.lit(False))
-        | F.col("next_state").isNull()
-        | F.coalesce(F.col("next_marker_type") != F.col("decision"), F.lit(False))
-    )
-
-
-def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, present: DataFrame, opts: DetectOptions,
-                           follows: DataFrame | None = None) -> PrepareMatches:
-    """``_prepare_marker_matches`` as the rules read it. From the pass's ``follows`` (files), every
-    row is read again by whichever rule needs it, and only the unsettled rows are kept. Ordered
-    by Spark, every row is kept, so that the markers are ordered once."""
-    matches = _prepare_marker_matches(txn_log, markers, present, opts, follows)
-    if follows is None:
-        matches = matches.localCheckpoint()
-    return PrepareMatches(every=matches, unsettled=unsettled(matches).localCheckpoint())
 
 
 #: the partition transactions that are a marker without data following another marker of their

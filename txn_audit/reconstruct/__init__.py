@@ -25,6 +25,7 @@ and what holds it back.
 """
 
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
+from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, decisions, read_follows
 from txn_audit.reconstruct.replicas import RankedReplicas, chosen_replicas, on_replicas, ranked_replicas
 from txn_audit.reconstruct.stability import NAMED_MAX, partition_stability
 from txn_audit.reconstruct.transactions import (
@@ -48,16 +49,19 @@ __all__ = [
     "BEHIND",
     "CONFLICT",
     "DerivedOutput",
+    "FOLLOW_FIELDS",
     "RankedReplicas",
     "Reconstruction",
     "chosen_replicas",
     "coordinator_current",
+    "decisions",
     "on_replicas",
     "partition_stability",
     "partition_transactions",
     "prepare_decision",
     "prepare_records",
     "ranked_replicas",
+    "read_follows",
     "producer_events",
     "producer_pass",
     "producer_transactional_ids",

@@ -8,7 +8,7 @@ tasks answer this for the Prepare* records of their partition, as the markers go
 only one candidate per Prepare* record: the first marker at or after its time. Each answer
 carries its Prepare* record, so the rules read the answers as they are: Spark need not read,
 join and order every marker, nor order the coordinator log a second time
-(``detect.rules._prepare_marker_matches`` does so for frames the pass does not read from files).
+(``detect.rules.prepare_marker_matches`` does so for frames the pass does not read from files).
 
 The Prepare* records reach the pass's tasks as files: the coordinator pass's tasks write them
 (``PrepareFile``: ordered by partition, so that the row groups of a few partitions are all a
@@ -55,6 +55,8 @@ OUTCOME_FIELDS = (
     pa.field("next_marker_offset", pa.int64()),
 )
 FOLLOW_FIELDS = pa.schema([*PREPARE_FIELDS, *OUTCOME_FIELDS])
+#: the Prepare* state that decides COMMIT, and the markers it and any other decide
+COMMIT_STATE, COMMIT_MARKER, ABORT_MARKER = "PrepareCommit", "COMMIT", "ABORT"
 
 #: rows of Prepare* records a task holds before it sorts and writes them; and per row group
 PREPARE_CHUNK_ROWS = 1_048_576
@@ -120,6 +122,22 @@ def read_prepares(directory: str, partitions: Iterable[tuple[str, int]], *, else
     files = ds.dataset(path, format="parquet", filesystem=filesystem, schema=PREPARE_FIELDS)
     found: pa.Table = files.to_table(filter=on, use_threads=False)
     return found
+
+
+def decisions(states: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """The marker type each Prepare* record's state decides (``transactions.prepare_decision``
+    as arrays): ``COMMIT_MARKER`` for ``COMMIT_STATE``, else ``ABORT_MARKER``."""
+    decided: pa.ChunkedArray | pa.Array = pc.if_else(pc.fill_null(pc.equal(states, COMMIT_STATE), False),
+                                                     COMMIT_MARKER, ABORT_MARKER)
+    return decided
+
+
+def read_follows(directory: str) -> pa.Table:
+    """Every row the producer pass's tasks wrote into ``directory`` (``FOLLOW_FIELDS``), once it
+    has been computed, with each record's ``decision`` (``decisions``)."""
+    filesystem, path = located(directory)
+    rows = ds.dataset(path, format="parquet", filesystem=filesystem, schema=FOLLOW_FIELDS).to_table()
+    return rows.append_column("decision", decisions(rows.column("state")))
 
 
 _NONE = np.iinfo(np.int64).max  # no marker found yet: after every (time, offset)

@@ -38,7 +38,13 @@ from txn_audit.reconstruct.ordered_pass import (
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
 from txn_audit.reconstruct.coordinator_pass import COORDINATOR_PASS, EPOCH_RECORD, coordinator_over_files
-from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS
+from txn_audit.reconstruct.prepare_follows import (
+    ABORT_MARKER,
+    COMMIT_MARKER,
+    COMMIT_STATE,
+    FOLLOW_FIELDS,
+    PREPARE_FIELDS,
+)
 from txn_audit.reconstruct.divergence import compare_replicas
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replicas import (
@@ -456,7 +462,7 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
 
 def prepare_decision() -> Column:
     """The marker type a Prepare* record's ``state`` decides (``prepare_records``' ``decision``)."""
-    return F.when(F.col("state") == "PrepareCommit", "COMMIT").otherwise("ABORT")
+    return F.when(F.col("state") == COMMIT_STATE, COMMIT_MARKER).otherwise(ABORT_MARKER)
 
 
 def prepare_records(txn_log: DataFrame) -> DataFrame:
