@@ -60,6 +60,20 @@ def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
     return RawTables(load_tables(spark, tables_dir, RAW_TABLES), Manifest.load(tables_dir))
 
 
+def rows_on_partitions(values: Mapping[tuple[str, int], Iterable[int]], column: str) -> pc.Expression | None:
+    """A filter of the rows whose ``column`` is one of the ``values`` of their (topic, partition):
+    few rows a rule names, which Parquet answers from its row groups' statistics first
+    (``read_arrow_table``); None when no value is given."""
+    import pyarrow.compute as pc
+
+    condition: pc.Expression | None = None
+    for (topic, partition), named in sorted(values.items()):
+        term = ((pc.field("topic") == topic) & (pc.field("partition") == partition)
+                & pc.field(column).isin(sorted(set(named))))
+        condition = term if condition is None else condition | term
+    return condition
+
+
 def read_arrow_table(tables_dir: str | Path, name: str, where: pc.Expression | None = None) -> pa.Table:
     """A small table, or the few rows of one that meet ``where``, read on the driver with pyarrow,
     with its declared schema (no Spark job); Parquet answers ``where`` from its row groups'

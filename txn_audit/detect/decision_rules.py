@@ -29,14 +29,14 @@ from txn_audit.detect.words import (
     ABORT_COMMAND_PRE_3_0,
     KNOWN_MARKERS,
     abort_command_text,
-    duration_text,
+    duration_or_null,
     finding_row,
     formatted,
     partition_name,
-    time_text,
-    value_text,
+    time_or_null,
 )
 from txn_audit.schemas import FINDINGS
+from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
 __all__ = ["COMPLETE_STATES", "UNSETTLED", "decision_findings", "in_dump", "marker_rows",
@@ -57,10 +57,6 @@ Key = tuple[str, int, int]
 
 def _key(row: dict[str, Any]) -> Key:
     return row["topic"], row["partition"], row["producer_id"]
-
-
-def _time(ms: int | None) -> str:
-    return value_text(None if ms is None else time_text(ms))
 
 
 def _or(*terms: bool | None) -> bool | None:
@@ -92,7 +88,7 @@ def missing_marker_findings(matches: list[dict[str, Any]], open_rows: list[dict[
                 "transactional id %s (producer %d, epoch %d) decided %s at %s (__transaction_state-%d offset %d) and "
                 "the coordinator then wrote %s, but %s never received the %s marker for it and holds the "
                 "transaction open from offset %d",
-                m["transactional_id"], m["producer_id"], m["epoch"], m["decision"], _time(m["ts"]),
+                m["transactional_id"], m["producer_id"], m["epoch"], m["decision"], time_or_null(m["ts"]),
                 m["txn_log_partition"], m["txn_log_offset"], m["next_state"], here, m["decision"],
                 held["first_offset"],
             )
@@ -118,7 +114,7 @@ def outcome_mismatch_findings(matches: list[dict[str, Any]]) -> list[dict[str, A
         evidence = formatted(
             "transactional id %s (producer %d, epoch %d) decided %s at %s but the marker written to %s at offset %d "
             "is %s",
-            m["transactional_id"], m["producer_id"], m["epoch"], m["decision"], _time(m["ts"]),
+            m["transactional_id"], m["producer_id"], m["epoch"], m["decision"], time_or_null(m["ts"]),
             partition_name(m["topic"], m["partition"]), m["next_marker_offset"], marker_type,
         )
         found.append(finding_row(
@@ -163,8 +159,8 @@ def stuck_findings(matches: list[dict[str, Any]], newest_markers: dict[Key, int]
         evidence = formatted(
             "transactional id %s (producer %d, epoch %d) has been in %s since %s (%s before the audit time) with no "
             "Complete record; %s still has no marker%s",
-            m["transactional_id"], m["producer_id"], m["epoch"], m["state"], _time(m["ts"]),
-            None if age is None else duration_text(age), partition_name(m["topic"], m["partition"]), written,
+            m["transactional_id"], m["producer_id"], m["epoch"], m["state"], time_or_null(m["ts"]),
+            duration_or_null(age), partition_name(m["topic"], m["partition"]), written,
         )
         severity = Severity.WARNING if age is not None and age > prepare_grace_ms else Severity.INFO
         found.append(finding_row(m, "coordinator_stuck", severity, evidence, producer_epoch=m["epoch"],
@@ -190,12 +186,7 @@ def marker_rows(keys: Iterable[Key]) -> pc.Expression | None:
     by_partition: dict[tuple[str, int], set[int]] = {}
     for topic, partition, producer_id in keys:
         by_partition.setdefault((topic, partition), set()).add(producer_id)
-    condition: pc.Expression | None = None
-    for (topic, partition), producer_ids in sorted(by_partition.items()):
-        term = ((pc.field("topic") == topic) & (pc.field("partition") == partition)
-                & pc.field("producer_id").isin(sorted(producer_ids)))
-        condition = term if condition is None else condition | term
-    return condition
+    return rows_on_partitions(by_partition, "producer_id")
 
 
 def decision_findings(unsettled: pa.Table, open_rows: pa.Table, previous: pa.Table, markers: pa.Table,

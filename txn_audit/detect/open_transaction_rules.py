@@ -25,14 +25,16 @@ import pyarrow.compute as pc
 from txn_audit.detect.words import (
     ABORT_COMMAND_PRE_3_0,
     abort_command_text,
+    duration_or_null,
     duration_text,
     finding_row,
     formatted,
     partition_name,
-    time_text,
+    time_or_null,
     value_text,
 )
 from txn_audit.schemas import FINDINGS
+from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
 __all__ = ["COORDINATOR_COLUMNS", "OPEN", "classify", "open_transaction_findings", "previous_markers"]
@@ -51,12 +53,7 @@ def previous_markers(open_rows: pa.Table) -> pc.Expression | None:
     for row in open_rows.select(["topic", "partition", "prev_marker_offset"]).to_pylist():
         if row["prev_marker_offset"] is not None:
             offsets.setdefault((row["topic"], row["partition"]), set()).add(row["prev_marker_offset"])
-    condition: pc.Expression | None = None
-    for (topic, partition), marker_offsets in sorted(offsets.items()):
-        term = ((pc.field("topic") == topic) & (pc.field("partition") == partition)
-                & pc.field("marker_offset").isin(sorted(marker_offsets)))
-        condition = term if condition is None else condition | term
-    return condition
+    return rows_on_partitions(offsets, "marker_offset")
 
 
 def _minus(a: int | None, b: int | None) -> int | None:
@@ -72,14 +69,6 @@ def _and(*terms: bool | None) -> bool | None:
     if any(term is False for term in terms):
         return False
     return None if any(term is None for term in terms) else True
-
-
-def _time(ms: int | None) -> str:
-    return value_text(None if ms is None else time_text(ms))
-
-
-def _duration(ms: int | None) -> str:
-    return value_text(None if ms is None else duration_text(ms))
 
 
 def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coordinator_epoch: int | None,
@@ -122,11 +111,12 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
     pid, first, ep = row["producer_id"], value_text(row["first_offset"]), value_text(epoch)
     tid, state = value_text(cur_tid), value_text(cur_state)
     timeout_text = duration_text(max_transaction_timeout_ms)
+    written_at, idle = time_or_null(last_write), duration_or_null(idle_ms)
     if hanging:
         kind, severity = "hanging_transaction", Severity.CRITICAL
         evidence = (
             f"producer {pid} (epoch {ep}) has a transaction open on {here} since offset {first}{since}; its last "
-            f"write here was at {_time(last_write)}, {_duration(idle_ms)} before the audit time (more than the "
+            f"write here was at {written_at}, {idle} before the audit time (more than the "
             f"{timeout_text} maximum transaction timeout), and {where_coord}, so no marker will ever close it"
         )
     elif mismatch:
@@ -145,14 +135,14 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
                     "already have aborted it") if overdue else ""
             evidence = (
                 f"producer {pid} (transactional id {tid}, epoch {ep}) has a transaction open on {here} since offset "
-                f"{first}, started {_time(started)} ({_duration(age)} before the audit time); the coordinator lists "
-                f"{here} in its {state} transaction{late}"
+                f"{first}, started {time_or_null(started)} ({duration_or_null(age)} before the audit time); the "
+                f"coordinator lists {here} in its {state} transaction{late}"
             )
         else:
             evidence = (
                 f"producer {pid} (epoch {ep}) has a transaction open on {here} since offset {first}, last write "
-                f"{_time(last_write)} ({_duration(idle_ms)} before the audit time) and {where_coord}; find-hanging "
-                f"reports it once that last write is older than {timeout_text}"
+                f"{written_at} ({idle} before the audit time) and {where_coord}; find-hanging reports it once that "
+                f"last write is older than {timeout_text}"
             )
     remedies: dict[str, str | None] = {"remediation": None, "remediation_pre_3_0": None}
     if hanging:

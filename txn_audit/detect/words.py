@@ -20,7 +20,8 @@ from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
 __all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text",
-           "duration_text", "finding_row", "formatted", "partition_name", "rows_where", "time_text", "value_text"]
+           "duration_or_null", "duration_text", "finding_row", "formatted", "partition_name", "rows_where",
+           "time_or_null", "time_text", "value_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -70,6 +71,16 @@ def value_text(value: object) -> str:
     """``value`` as Spark's ``format_string`` (Java's formatter) writes it for ``%s`` or ``%d``:
     ``null`` when unknown."""
     return "null" if value is None else str(value)
+
+
+def time_or_null(ms: int | None) -> str:
+    """``time_text``, or ``null`` for an unknown time, as Spark's ``format_string`` wrote it."""
+    return value_text(None if ms is None else time_text(ms))
+
+
+def duration_or_null(ms: int | None) -> str:
+    """``duration_text``, or ``null`` for an unknown duration, as Spark's ``format_string`` wrote it."""
+    return value_text(None if ms is None else duration_text(ms))
 
 
 def formatted(template: str, *values: object) -> str:
