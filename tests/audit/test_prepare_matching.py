@@ -168,7 +168,8 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
         recon = reconstruct(tables, as_of_ms=opts.as_of_ms, late_tolerance_ms=1_000, output=output)
         assert (recon.prepare_follows is None) == (output.tables_dir is None)
         matches = prepare_marker_matches(recon.coordinator_log.records, recon.markers, recon.prepare_follows)
-        open_rows, _coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
+        open_rows = recon.rows("partition_transactions", OPEN)
+        _coordinator, previous = open_transaction_inputs(recon, open_rows)
         every, kept = match_rows(recon, matches, None), match_rows(recon, matches, UNSETTLED)
         for rows in (every, kept):
             found.append(sorted(decision_findings(

@@ -148,7 +148,8 @@ def test_open_transactions_are_judged_from_their_own_rows(spark: Any, sample_sca
     found: list[list[dict[str, Any]]] = []
     for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):
         recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms, output=output)
-        open_rows, coordinator, previous = open_transaction_inputs(recon, recon.rows("partition_transactions", OPEN))
+        open_rows = recon.rows("partition_transactions", OPEN)
+        coordinator, previous = open_transaction_inputs(recon, open_rows)
         every = recon.partition_transactions
         assert open_rows.num_rows == every.where("state = 'open'").count() > 0
         assert set(coordinator.column("producer_id").to_pylist()) <= set(open_rows.column("producer_id").to_pylist())

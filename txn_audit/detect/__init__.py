@@ -195,11 +195,11 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         return open_rows.filter(pc.equal(open_rows.column("topic"), CONSUMER_OFFSETS_TOPIC))
 
     def pending_commits() -> DataFrame:
-        return pending_offset_commit_findings(commits, spark.createDataFrame(open_on_offsets().combine_chunks()))
+        return pending_offset_commit_findings(commits, _frame(spark, open_on_offsets()))
 
     def duplicates() -> DataFrame:
-        keys = bare().select(["topic", "partition", "producer_id", "txn_seq"]).combine_chunks()
-        return duplicate_marker_findings(ptx, spark.createDataFrame(keys), matches, recon.producer_ids)
+        keys = bare().select(["topic", "partition", "producer_id", "txn_seq"])
+        return duplicate_marker_findings(ptx, _frame(spark, keys), matches, recon.producer_ids)
 
     def computed_on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
@@ -215,7 +215,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         previous = ALL_TABLES["partition_transactions"].empty_table()
         if open_rows.num_rows:
-            open_rows, coordinator, previous = open_transaction_inputs(recon, open_rows)
+            coordinator, previous = open_transaction_inputs(recon, open_rows)
             found.append(open_transaction_findings(open_rows, coordinator, previous, opts.as_of_ms,
                                                    opts.max_transaction_timeout_ms))
         unsettled = match_rows(recon, matches, UNSETTLED)
@@ -239,25 +239,25 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
     ]
 
 
-def _frame(spark: SparkSession, findings: pa.Table) -> DataFrame:
-    """``findings`` (a ``FINDINGS`` table computed on the driver) as a frame. In one chunk:
+def _frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
+    """``rows`` (read or computed on the driver) as a frame of their schema. In one chunk:
     pyspark 4.1's ``createDataFrame`` loses the rows of a table whose first two chunks are empty
-    (two rules that found nothing before one that did)."""
-    return spark.createDataFrame(findings.combine_chunks(), spark_schema(FINDINGS))
+    (e.g. two rules that found nothing before one that did)."""
+    return spark.createDataFrame(rows.combine_chunks(), spark_schema(rows.schema))
 
 
-def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
-    """The open-transaction rule's inputs (``open_transaction_rules.open_transaction_findings``):
-    ``open_rows`` (the ``OPEN`` rows of ``partition_transactions``), the coordinator's current
-    rows of their producer ids (collected through a filter that names them) and the rows of the
-    markers before them (``previous_markers``, read as ``open_rows`` were)."""
+def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The open-transaction rule's inputs (``open_transaction_rules.open_transaction_findings``)
+    besides ``open_rows`` (the ``OPEN`` rows of ``partition_transactions``): the coordinator's
+    current rows of their producer ids (collected through a filter that names them) and the rows
+    of the markers before them (``previous_markers``, read as ``open_rows`` were)."""
     producer_ids = sorted(set(open_rows.column("producer_id").to_pylist()))
     coordinator = recon.coordinator.where(F.col("producer_id").isin(producer_ids)).select(
         *COORDINATOR_COLUMNS).toArrow()
     condition = previous_markers(open_rows)
     previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
                 else recon.rows("partition_transactions", condition))
-    return open_rows, coordinator, previous
+    return coordinator, previous
 
 
 def match_rows(recon: Reconstruction, matches: DataFrame, where: pc.Expression | None) -> pa.Table:

@@ -35,6 +35,7 @@ from txn_audit.detect.words import (
     partition_name,
     time_or_null,
 )
+from txn_audit.detect.open_transaction_rules import MarkerEpochs, last_coordinator_epoch, marker_epochs
 from txn_audit.schemas import FINDINGS
 from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
@@ -67,11 +68,11 @@ def _or(*terms: bool | None) -> bool | None:
 
 
 def missing_marker_findings(matches: list[dict[str, Any]], open_rows: list[dict[str, Any]],
-                            last_coordinator_epochs: dict[Key, int]) -> list[dict[str, Any]]:
+                            epochs: MarkerEpochs) -> list[dict[str, Any]]:
     """A decided Prepare* record (its next record a Complete*) whose partition is in the dump and
     got no marker of it (``has_marker`` false), and still holds that producer's transaction open
     from before the decision: reported only where it matters and is certain.
-    ``last_coordinator_epochs``: per (topic, partition, producer), its last marker's there."""
+    ``epochs``: the coordinator epochs of the markers before the open transactions."""
     still_open: dict[Key, list[dict[str, Any]]] = {}
     for row in open_rows:
         still_open.setdefault(_key(row), []).append(row)
@@ -92,7 +93,7 @@ def missing_marker_findings(matches: list[dict[str, Any]], open_rows: list[dict[
                 m["txn_log_partition"], m["txn_log_offset"], m["next_state"], here, m["decision"],
                 held["first_offset"],
             )
-            coordinator_epoch = last_coordinator_epochs.get(_key(m))
+            coordinator_epoch = last_coordinator_epoch(held, epochs)
             found.append(finding_row(
                 m, "missing_marker", Severity.CRITICAL, evidence, producer_epoch=m["epoch"],
                 first_offset=held["first_offset"], last_offset=held["last_data_offset"], first_timestamp_ms=m["ts"],
@@ -199,17 +200,11 @@ def decision_findings(unsettled: pa.Table, open_rows: pa.Table, previous: pa.Tab
     ``stuck_keys``."""
     matches = unsettled.to_pylist()
     opened = open_rows.to_pylist()
-    marker_epochs = {(m["topic"], m["partition"], m["marker_offset"]): m["coordinator_epoch"]
-                     for m in previous.select(["topic", "partition", "marker_offset", "coordinator_epoch"]).to_pylist()}
-    # an open transaction is its producer's last on the partition: the marker before it is the last
-    last_epochs = {_key(row): epoch for row in opened
-                   if (epoch := marker_epochs.get((row["topic"], row["partition"], row["prev_marker_offset"])))
-                   is not None}
     newest: dict[Key, int] = {}
     for row in markers.select(["topic", "partition", "producer_id", "marker_timestamp"]).to_pylist():
         if row["marker_timestamp"] is not None:
             key = _key(row)
             newest[key] = max(newest.get(key, row["marker_timestamp"]), row["marker_timestamp"])
-    rows = [*missing_marker_findings(matches, opened, last_epochs), *outcome_mismatch_findings(matches),
+    rows = [*missing_marker_findings(matches, opened, marker_epochs(previous)), *outcome_mismatch_findings(matches),
             *stuck_findings(matches, newest, as_of_ms, prepare_grace_ms, clock_skew_ms)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

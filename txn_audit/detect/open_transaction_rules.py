@@ -37,7 +37,8 @@ from txn_audit.schemas import FINDINGS
 from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
-__all__ = ["COORDINATOR_COLUMNS", "OPEN", "classify", "open_transaction_findings", "previous_markers"]
+__all__ = ["COORDINATOR_COLUMNS", "OPEN", "MarkerEpochs", "classify", "last_coordinator_epoch", "marker_epochs",
+           "open_transaction_findings", "previous_markers"]
 
 #: the transactions no marker ended: every ``open_transaction_findings`` row is of one
 OPEN = pc.field("state") == "open"
@@ -54,6 +55,22 @@ def previous_markers(open_rows: pa.Table) -> pc.Expression | None:
         if row["prev_marker_offset"] is not None:
             offsets.setdefault((row["topic"], row["partition"]), set()).add(row["prev_marker_offset"])
     return rows_on_partitions(offsets, "marker_offset")
+
+
+#: the coordinator epoch of each ``previous_markers`` row, by its topic, partition and marker offset
+MarkerEpochs = dict[tuple[str, int, int], int]
+
+
+def marker_epochs(previous: pa.Table) -> MarkerEpochs:
+    """The coordinator epochs of the ``previous_markers`` rows of ``partition_transactions``."""
+    return {(m["topic"], m["partition"], m["marker_offset"]): m["coordinator_epoch"]
+            for m in previous.select(["topic", "partition", "marker_offset", "coordinator_epoch"]).to_pylist()}
+
+
+def last_coordinator_epoch(open_row: Mapping[str, Any], epochs: MarkerEpochs) -> int | None:
+    """The coordinator epoch of the marker before open transaction ``open_row``: its producer's
+    last on the partition (the open transaction is its last there); None without one."""
+    return epochs.get((open_row["topic"], open_row["partition"], open_row["prev_marker_offset"]))
 
 
 def _minus(a: int | None, b: int | None) -> int | None:
@@ -169,11 +186,10 @@ def open_transaction_findings(open_rows: pa.Table, coordinator: pa.Table, previo
     for cur in coordinator.select(list(COORDINATOR_COLUMNS)).to_pylist():
         if not cur["tombstone"]:
             by_producer.setdefault(cur["producer_id"], []).append(cur)
-    epochs = {(m["topic"], m["partition"], m["marker_offset"]): m["coordinator_epoch"]
-              for m in previous.select(["topic", "partition", "marker_offset", "coordinator_epoch"]).to_pylist()}
+    epochs = marker_epochs(previous)
     rows: list[dict[str, Any]] = []
     for row in open_rows.to_pylist():
-        last_epoch = epochs.get((row["topic"], row["partition"], row["prev_marker_offset"]))
+        last_epoch = last_coordinator_epoch(row, epochs)
         currents: list[dict[str, Any] | None] = [*by_producer.get(row["producer_id"], [])] or [None]
         rows.extend(classify(row, cur, last_epoch, as_of_ms, max_transaction_timeout_ms) for cur in currents)
     return pa.Table.from_pylist(rows, schema=FINDINGS)
