@@ -402,6 +402,37 @@ TRANSACTIONS = pa.schema(
     ]
 )
 
+#: Reconstruct's answers from the coordinator log that the pass and the rules read (never
+#: written as tables): the newest coordinator record of each transactional id, with the partitions
+#: it lists (only Ongoing and Prepare* list any) as ``<topic>-<partition>`` names
+#: (``coordinator_current``)...
+COORDINATOR_CURRENT = pa.schema(
+    [
+        pa.field("transactional_id", pa.string()),
+        pa.field("tombstone", pa.bool_()),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int32()),
+        pa.field("state", pa.string()),
+        pa.field("listed", pa.list_(pa.string())),
+        pa.field("txn_timeout_ms", pa.int32()),
+        pa.field("txn_start_timestamp", pa.int64()),
+        pa.field("txn_last_update_timestamp", pa.int64()),
+        pa.field("client_transaction_version", pa.int32()),
+        pa.field("txn_log_offset", pa.int64()),
+        pa.field("txn_log_partition", pa.int32()),
+    ]
+)
+
+#: ...and the transactional id of each producer id, from its newest record, with the transaction
+#: version its client spoke (``producer_transactional_ids``)
+PRODUCER_IDS = pa.schema(
+    [
+        pa.field("producer_id", pa.int64()),
+        pa.field("transactional_id", pa.string()),
+        pa.field("transaction_version", pa.int32()),  # 2 for a TV2 client, else 1
+    ]
+)
+
 #: ``hw_source`` of a replica whose checkpointed HW lies beyond its own log end (the HW used is the log end)
 HW_CAPPED = "capped_at_log_end"
 

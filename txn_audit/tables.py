@@ -81,3 +81,14 @@ def read_arrow_table(tables_dir: str | Path, name: str, where: pc.Expression | N
     import pyarrow.dataset as ds
 
     return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name]).to_table(filter=where)
+
+
+def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
+    """``rows`` (read or computed on the driver) as a frame of their schema. In one chunk:
+    pyspark 4.1's ``createDataFrame`` loses the rows of a table whose first two chunks are empty
+    (e.g. two rules that found nothing before one that did). No rows: no chunk, which pyspark
+    refuses for a nested column, so an empty frame of the schema."""
+    schema = spark_schema(rows.schema)
+    if rows.num_rows == 0:
+        return spark.createDataFrame([], schema)
+    return spark.createDataFrame(rows.combine_chunks(), schema)

@@ -18,9 +18,9 @@ from txn_audit.reconstruct import pass_files, prepare_follows, transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
 from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFile, PrepareFollower
-from txn_audit.reconstruct.transaction_files import PRODUCER_ID_FIELDS, pass_writing_transactions
+from txn_audit.reconstruct.transaction_files import pass_writing_transactions
 from txn_audit.replica_tasks.commit import file_name, finish_table, start_table
-from txn_audit.schemas import PARTITION_TRANSACTIONS, RAW_TABLES
+from txn_audit.schemas import PARTITION_TRANSACTIONS, PRODUCER_IDS, RAW_TABLES
 
 STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
 
@@ -43,11 +43,14 @@ def _as_table_rows(txns: list[dict[str, Any]], ids: dict[int, str]) -> list[dict
     return sorted(rows, key=repr)
 
 
-def _task_rows(items: list[dict[str, Any]], ids: dict[int, str]) -> pa.RecordBatch:
-    known = [{"producer_id": pid, "transactional_id": tid} for pid, tid in ids.items()]
-    rows = [item | {"producer_ids": known} for item in items]
-    schema = pa.schema([*PASS_ITEM, pa.field("producer_ids", pa.list_(pa.struct(list(PRODUCER_ID_FIELDS))))])
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+def _task_rows(items: list[dict[str, Any]]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(items, schema=PASS_ITEM)
+
+
+def _known(ids: dict[int, str]) -> pa.Table:
+    """``ids`` as the driver hands them to the pass (``PRODUCER_IDS``)."""
+    return pa.Table.from_pylist([{"producer_id": pid, "transactional_id": tid, "transaction_version": 1}
+                                 for pid, tid in ids.items()], schema=PRODUCER_IDS)
 
 
 def _write_prepares(directory: Path, prepares: list[dict[str, Any]]) -> None:
@@ -112,11 +115,11 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     unread = [p for p in prepares if (p["topic"], p["partition"]) not in replicas]
     out = []
     for task in (items[: len(items) // 2], items[len(items) // 2:]):
-        out += pass_writing_transactions(iter([_task_rows(task, ids)]), late_tolerance_ms=TOLERANCE_MS,
+        out += pass_writing_transactions(iter([_task_rows(task)]), late_tolerance_ms=TOLERANCE_MS,
                                          unsequenced_topics=COMPACTED, directory=directory, job="job",
                                          output=output, prepares_dir=str(tmp_path / "prepares"),
                                          follows_dir=follows_dir, strays_task=len(items) - 1,
-                                         read_partitions=sorted(replicas))
+                                         read_partitions=sorted(replicas), producer_ids=_known(ids))
 
     assert all(b.schema == output for b in out)
     rows = [r for b in out for r in pa.Table.from_batches([b]).to_pylist()]

@@ -46,7 +46,7 @@ from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
-from txn_audit.tables import RawTables
+from txn_audit.tables import RawTables, arrow_frame
 
 T = TypeVar("T")
 #: what ``match_rows`` reads of the partitions' extent (``Reconstruction.extent``)
@@ -183,7 +183,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 
     def disagreement() -> DataFrame:
         found = on_driver()
-        hanging = _frame(spark, found.filter(pc.equal(found.column("kind"), "hanging_transaction")))
+        hanging = arrow_frame(spark, found.filter(pc.equal(found.column("kind"), "hanging_transaction")))
         return find_hanging_disagreement_findings(tables["reported_transactions"], hanging, ptx, opts)
 
     def bare() -> pa.Table:
@@ -195,11 +195,11 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         return open_rows.filter(pc.equal(open_rows.column("topic"), CONSUMER_OFFSETS_TOPIC))
 
     def pending_commits() -> DataFrame:
-        return pending_offset_commit_findings(commits, _frame(spark, open_on_offsets()))
+        return pending_offset_commit_findings(commits, arrow_frame(spark, open_on_offsets()))
 
     def duplicates() -> DataFrame:
         keys = bare().select(["topic", "partition", "producer_id", "txn_seq"])
-        return duplicate_marker_findings(ptx, _frame(spark, keys), matches, recon.producer_ids)
+        return duplicate_marker_findings(ptx, arrow_frame(spark, keys), matches, recon.producer_ids)
 
     def computed_on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
@@ -234,16 +234,9 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         Rule(duplicates, lambda: bare().num_rows == 0),
         # no offset commit (the manifest says so with no job), or none that can be pending
         Rule(pending_commits, lambda: tables.holds_no_rows("offset_commits") or open_on_offsets().num_rows == 0),
-        Rule(lambda: _frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
+        Rule(lambda: arrow_frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
         Rule(disagreement, nothing_reported),
     ]
-
-
-def _frame(spark: SparkSession, rows: pa.Table) -> DataFrame:
-    """``rows`` (read or computed on the driver) as a frame of their schema. In one chunk:
-    pyspark 4.1's ``createDataFrame`` loses the rows of a table whose first two chunks are empty
-    (e.g. two rules that found nothing before one that did)."""
-    return spark.createDataFrame(rows.combine_chunks(), spark_schema(rows.schema))
 
 
 def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table]:

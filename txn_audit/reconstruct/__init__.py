@@ -1,5 +1,9 @@
-"""Rebuild transactions from the raw tables: DataFrame in, DataFrame out. Nothing is collected
-but the chosen replicas (one row per partition, ``replicas.ranked_replicas``).
+"""Rebuild transactions from the raw tables: DataFrame in, DataFrame out. The driver holds only
+few rows: the chosen replicas (one per partition, ``replicas.ranked_replicas``), each
+transactional id's newest coordinator record and each producer id's transactional id (a row per
+id, ``transactions.CoordinatorLog``), and the ``transactions`` table (a row per producer id,
+``producer_summary``), which it builds with pyarrow from ``partition_transactions``' rows read a
+batch at a time.
 
 The raw tables come as ``tables.RawTables``: a frame per table and, when the frames read the
 files ingest wrote, their manifest (``txn_audit.manifest``). With it the producer pass reads
@@ -19,8 +23,8 @@ longest log); every other copy is audited on its own data too and compared with 
 (``replica_stability``, ``divergence``).
 
 ``partition_transactions``: one row per transaction per partition, from the producer's data
-batches and markers in offset order. ``transactions``: those joined with the replayed
-coordinator log. ``partition_stability``: high watermark, the LSO as the broker computes it,
+batches and markers in offset order. ``transactions``: those per producer id, against the
+replayed coordinator log. ``partition_stability``: high watermark, the LSO as the broker computes it,
 and what holds it back.
 """
 
@@ -40,8 +44,8 @@ from txn_audit.reconstruct.transactions import (
     producer_transactional_ids,
     reconstruct,
     transaction_rows,
-    transactions,
 )
+from txn_audit.reconstruct.producer_summary import summarize_producers
 
 __all__ = [
     "AHEAD",
@@ -66,6 +70,6 @@ __all__ = [
     "producer_pass",
     "producer_transactional_ids",
     "reconstruct",
+    "summarize_producers",
     "transaction_rows",
-    "transactions",
 ]

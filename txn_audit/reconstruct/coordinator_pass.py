@@ -49,7 +49,7 @@ from txn_audit.formats.txn_state import txn_partitions_for
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
 from txn_audit.replica_tasks.commit import file_name
 from txn_audit.replica_tasks.reading import int_values, item_int, item_list, replica_filter, table_dataset
-from txn_audit.schemas import REPLICA_COLUMNS, TXN_LOG
+from txn_audit.schemas import COORDINATOR_CURRENT, PRODUCER_IDS, REPLICA_COLUMNS, TXN_LOG
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
 CURRENT_FIELDS = pa.schema([TXN_LOG.field(name).with_nullable(True) for name in (
@@ -292,3 +292,61 @@ def _only(column: str, values: pa.Array) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [values if f.name == column else pa.nulls(len(values), f.type) for f in COORDINATOR_PASS],
         schema=COORDINATOR_PASS)
+
+
+#: the states whose records list partitions: those still awaiting markers
+LISTING_STATES = ("Ongoing", *PREPARE_STATES)
+
+
+def partition_names(topics: pa.Array, partitions: pa.Array) -> pa.Array:
+    """``<topic>-<partition>``, null when either is."""
+    return pc.binary_join_element_wise(topics, pc.cast(partitions, pa.string()), "-")
+
+
+def listed_partitions(states: pa.Array, topic_partitions: pa.Array) -> pa.ListArray:
+    """The ``partition_names`` each record lists: those of its ``topic_partitions`` in an Ongoing or
+    Prepare* state (``LISTING_STATES``), none in another (an empty list, never null)."""
+    lists = topic_partitions.cast(TXN_LOG.field("topic_partitions").type)
+    listing = pc.and_(pc.fill_null(pc.is_in(states, value_set=pa.array(LISTING_STATES)), False), pc.is_valid(lists))
+    lengths = np.where(listing.to_numpy(zero_copy_only=False),
+                       pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False), 0)
+    # a null element names no partition: its fields are null too (``flatten`` applies its validity)
+    topics, partitions = lists.filter(listing).flatten().flatten()
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, partition_names(topics, partitions))
+
+
+def _first_of_each(rows: pa.Table, key: str, order: list[tuple[str, str]]) -> pa.Table:
+    """The first row of each value of ``key`` (null one value too) in ``order``
+    (``pyarrow.compute.sort_indices`` keys: a null last), in ``key`` order."""
+    ordered = rows.take(pc.sort_indices(rows, sort_keys=[(key, "ascending"), *order]))
+    places = pa.table({key: ordered.column(key), "_at": pa.array(np.arange(ordered.num_rows, dtype=np.int64))})
+    first = places.group_by(key, use_threads=False).aggregate([("_at", "min")]).column("_at_min")
+    return ordered.take(pa.array(np.sort(first.to_numpy())))
+
+
+def newest_current(current: pa.Table) -> pa.Table:
+    """``COORDINATOR_CURRENT``: each transactional id's newest record (in the highest partition
+    of the log, then at the highest offset), from the pass's ``current`` rows (``CURRENT_FIELDS``:
+    the newest of each id in each partition)."""
+    newest = _first_of_each(current.select(CURRENT_FIELDS.names).cast(CURRENT_FIELDS), "transactional_id",
+                            [("partition", "descending"), ("offset", "descending")])
+    columns = {name: newest.column(name) for name in CURRENT_FIELDS.names}
+    columns["listed"] = listed_partitions(newest.column("state").combine_chunks(),
+                                          newest.column("topic_partitions").combine_chunks())
+    columns["txn_log_offset"], columns["txn_log_partition"] = columns["offset"], columns["partition"]
+    return pa.table([columns[f.name] for f in COORDINATOR_CURRENT], schema=COORDINATOR_CURRENT)
+
+
+def newest_producer_ids(producers: pa.Table) -> pa.Table:
+    """``PRODUCER_IDS``: each producer id's transactional id from its newest record (the highest
+    offset, then the lowest transactional id, a null one first), from the pass's ``producer``
+    rows (``PRODUCER_FIELDS``: the newest of each producer id in each partition). TV2 when the
+    record's client spoke it."""
+    rows = producers.select(PRODUCER_FIELDS.names).cast(PRODUCER_FIELDS)
+    rows = rows.append_column("_named", pc.is_valid(rows.column("transactional_id")))
+    newest = _first_of_each(rows, "producer_id", [("offset", "descending"), ("_named", "ascending"),
+                                                   ("transactional_id", "ascending")])
+    tv2 = pc.fill_null(pc.greater_equal(newest.column("client_transaction_version"), 2), False)
+    return pa.table([newest.column("producer_id"), newest.column("transactional_id"),
+                     pc.if_else(tv2, 2, 1).cast(pa.int32())], schema=PRODUCER_IDS)

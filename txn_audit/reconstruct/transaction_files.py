@@ -69,16 +69,12 @@ class _Lookup:
         return self.values.take(pa.array(inside, mask=~found))
 
 
-#: a producer id and its transactional id, as every pass task receives them
-PRODUCER_ID_FIELDS = pa.schema([pa.field("producer_id", pa.int64()), pa.field("transactional_id", pa.string())])
-
-
-def known_ids(producer_ids: pa.StructArray | None) -> _Lookup:
-    """Transactional ids by producer id, from ``PRODUCER_ID_FIELDS`` structs."""
-    if producer_ids is None or len(producer_ids) == 0:
+def known_ids(producer_ids: pa.Table) -> _Lookup:
+    """Transactional ids by producer id, from a table with both columns (``schemas.PRODUCER_IDS``)."""
+    if producer_ids.num_rows == 0:
         return _Lookup(np.empty(0, np.int64), pa.array([], pa.string()))
-    keys = pc.fill_null(producer_ids.field("producer_id").cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
-    return _Lookup(keys, producer_ids.field("transactional_id").cast(pa.string()))
+    keys = pc.fill_null(producer_ids.column("producer_id").cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+    return _Lookup(keys, producer_ids.column("transactional_id").combine_chunks().cast(pa.string()))
 
 
 class TransactionFile:
@@ -171,9 +167,9 @@ class TransactionFile:
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,
                               unsequenced_topics: tuple[str, ...], directory: str, job: str,
                               output: pa.Schema, prepares_dir: str, follows_dir: str, strays_task: int,
-                              read_partitions: Sequence[tuple[str, int]]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows with a ``producer_ids`` column (every
-    known ``(producer_id, transactional_id)``, the same in each row) in; out come the ``event``
+                              read_partitions: Sequence[tuple[str, int]],
+                              producer_ids: pa.Table) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows in; out come the ``event``
     rows of each item, as rows of ``output`` (``event``, ``txn``; ``txn`` null). Each item's
     transactions are written to ``directory`` (``file_name(task, job)``). The task reads the
     Prepare* records of its items' partitions from the files in ``prepares_dir``
@@ -181,15 +177,15 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
     and producers, to one file in ``follows_dir`` (``prepare_follows.FOLLOW_FIELDS``, named after
     its first item's ``task``). Item ``strays_task`` also writes a row, with no marker, for each
     record on none of ``read_partitions`` (every item's partition), so that every Prepare*
-    record is followed once per partition it lists."""
-    work = [(item, batch.column("producer_ids")[row].values) for batch in items
-            for row, item in enumerate(batch.drop_columns(["producer_ids"]).to_pylist())]
+    record is followed once per partition it lists. ``producer_ids``: every known producer id and
+    its transactional id (``schemas.PRODUCER_IDS``' first two columns), which the rows written take."""
+    work = [item for batch in items for item in batch.to_pylist()]
     if not work:
         return
-    known = known_ids(work[0][1])  # every item is given the same
-    prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item, _ in work})
-    with TableFile(follows_dir, file_name(item_int(work[0][0], "task"), job), FOLLOW_FIELDS) as follows:
-        for item, _ in work:
+    known = known_ids(producer_ids)
+    prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item in work})
+    with TableFile(follows_dir, file_name(item_int(work[0], "task"), job), FOLLOW_FIELDS) as follows:
+        for item in work:
             follower = PrepareFollower(_prepares_of(item, prepares))
             with TransactionFile(directory, file_name(item_int(item, "task"), job), known) as written:
                 for out in item_pass(item, late_tolerance_ms=late_tolerance_ms,

@@ -37,7 +37,16 @@ from txn_audit.reconstruct.ordered_pass import (
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
-from txn_audit.reconstruct.coordinator_pass import COORDINATOR_PASS, EPOCH_RECORD, coordinator_over_files
+from txn_audit.reconstruct.coordinator_pass import (
+    COORDINATOR_PASS,
+    EPOCH_RECORD,
+    LISTING_STATES,
+    coordinator_over_files,
+    newest_current,
+    newest_producer_ids,
+)
+from txn_audit.reconstruct.producer_summary import READ as SUMMARY_READ
+from txn_audit.reconstruct.producer_summary import summarize_producers
 from txn_audit.reconstruct.prepare_follows import (
     ABORT_MARKER,
     COMMIT_MARKER,
@@ -58,30 +67,30 @@ from txn_audit.reconstruct.transaction_files import (
     FROM_LOG,
     MARKER_STATES,
     OPEN,
-    PRODUCER_ID_FIELDS,
     pass_writing_transactions,
 )
 from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
+from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
 from txn_audit.reconstruct.stability import partition_extent, partition_stability
 from txn_audit.schemas import (
+    COORDINATOR_CURRENT,
     COPY_COLUMNS,
     DERIVED_TABLES,
     PARTITION_COLUMNS,
     PARTITION_STABILITY,
     PARTITION_TRANSACTIONS,
+    PRODUCER_IDS,
     REPLICA_COLUMNS,
     REPLICA_STABILITY,
-    TRANSACTIONS,
     Replica,
     cast_select_list,
     conform,
     spark_schema,
 )
-from txn_audit.tables import RawTables, read_arrow_table
+from txn_audit.tables import RawTables, arrow_frame, read_arrow_table
 from txn_audit.spark import side_by_side
 
-LISTING_STATES = ("Ongoing",) + PREPARE_STATES
 KEY = ("topic", "partition", "producer_id")
 
 
@@ -129,7 +138,7 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     return ordered.mapInArrow(walk, output)  # type: ignore[arg-type]  # pyspark's stub types mapInArrow's function too narrowly
 
 
-def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: DataFrame,
+def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: pa.Table,
                           coordinator_log: CoordinatorLog, directory: str, follows_dir: str, *,
                           late_tolerance_ms: int, batch_files: TableManifest | None,
                           marker_files: TableManifest | None) -> DataFrame | None:
@@ -140,23 +149,24 @@ def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: 
     listed, whether a task reads that partition or not, as files of
     ``prepare_follows.FOLLOW_FIELDS`` in ``follows_dir``. None unless ``batch_files`` and
     ``marker_files`` are the manifests of both frames' rows (as for ``producer_pass``) and name
-    some replica. The files are written when the frame is computed: compute it once, then call
-    ``written_partition_transactions`` and ``written_prepare_follows``. The tables are committed
-    as ``replica_tasks`` says."""
+    some replica. ``producer_ids``: each producer id's transactional id (``PRODUCER_IDS``, built
+    on the driver), handed to every task with its function. The files are written when the frame
+    is computed: compute it once, then call ``written_partition_transactions`` and
+    ``written_prepare_follows``. The tables are committed as ``replica_tasks`` says."""
     items = _pass_items(batches, batch_files, marker_files)
     if not items:
         return None
     start_table(directory)
     start_table(follows_dir)
-    shared = _one_row(producer_ids, PRODUCER_ID_FIELDS, "producer_ids")
     output = _pass_output(batches, markers)
     # the records on partitions no item reads go to the task of the last (lightest) item
     read = sorted({(str(item["topic"]), item_int(item, "partition")) for item in items})
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
                              output=to_arrow_schema(output), prepares_dir=coordinator_log.prepare_files(),
-                             follows_dir=follows_dir, strays_task=len(items) - 1, read_partitions=read)
-    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, shared=shared, weight=item_weight)
+                             follows_dir=follows_dir, strays_task=len(items) - 1, read_partitions=read,
+                             producer_ids=producer_ids.select(["producer_id", "transactional_id"]))
+    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, weight=item_weight)
 
 
 def written_prepare_follows(spark: SparkSession, follows_dir: str) -> DataFrame:
@@ -170,13 +180,6 @@ def _set_rows(frame: DataFrame, column: str) -> DataFrame:
     """The rows of a pass's output (one struct column set in each, the others null) that set
     struct ``column``, as that struct's columns."""
     return frame.where(F.col(column).isNotNull()).select(f"{column}.*")
-
-
-def _one_row(frame: DataFrame, fields: pa.Schema, column: str) -> DataFrame:
-    """All of ``frame``'s rows, as a list of ``fields`` structs in ``column`` of one row."""
-    struct = spark_schema(fields)
-    return frame.agg(F.collect_list(F.struct(
-        *[F.col(f.name).cast(f.dataType).alias(f.name) for f in struct.fields])).alias(column))
 
 
 def _pass_output(batches: DataFrame, markers: DataFrame) -> StructType:
@@ -334,7 +337,7 @@ class CoordinatorLog:
     """What reconstruct reads of the coordinator log (``records``: the chosen replicas' records):
     its Prepare* records (``prepare_records``), each transactional id's newest record
     (``coordinator_current``) and each producer id's transactional id
-    (``producer_transactional_ids``), and the records the epoch rule may flag
+    (``producer_transactional_ids``), both as rows on the driver, and the records the epoch rule may flag
     (``epoch_candidates``). From one pass over the log's files (``coordinator_pass``,
     computed once: ``passed``) when their manifest is given, and no transactional id has records
     in two of the log's partitions (the pass orders each partition alone); otherwise from
@@ -397,17 +400,31 @@ class CoordinatorLog:
                 self.prepares_dir)
         return self.prepares_dir
 
-    def current(self) -> DataFrame:
-        """``coordinator_current``."""
+    @functools.cached_property
+    def _newest(self) -> tuple[pa.Table, pa.Table]:
+        """``current_rows`` and ``producer_id_rows``: from the pass's few rows, collected at once
+        (one job over its checkpoint) and chosen across the log's partitions on the driver; or
+        the windows' answers over every record, collected."""
         if self.passed is None:
-            return coordinator_current(self.records)
-        return coordinator_current(_set_rows(self.passed, "current"))
+            return (coordinator_current(self.records).toArrow().select(COORDINATOR_CURRENT.names)
+                    .cast(COORDINATOR_CURRENT),
+                    producer_transactional_ids(self.records).toArrow().select(PRODUCER_IDS.names).cast(PRODUCER_IDS))
+        rows = self.passed.where(F.col("current").isNotNull() | F.col("producer").isNotNull()).select(
+            "current", "producer").toArrow()
 
-    def producer_ids(self) -> DataFrame:
-        """``producer_transactional_ids``."""
-        if self.passed is None:
-            return producer_transactional_ids(self.records)
-        return _producer_ids_of(_set_rows(self.passed, "producer"))
+        def set_rows(column: str) -> pa.Table:
+            values = rows.column(column).combine_chunks()
+            return pa.Table.from_struct_array(values.filter(values.is_valid()))
+
+        return newest_current(set_rows("current")), newest_producer_ids(set_rows("producer"))
+
+    def current_rows(self) -> pa.Table:
+        """``coordinator_current`` as ``COORDINATOR_CURRENT`` rows on the driver, in id order."""
+        return self._newest[0]
+
+    def producer_id_rows(self) -> pa.Table:
+        """``producer_transactional_ids`` as ``PRODUCER_IDS`` rows on the driver, in producer id order."""
+        return self._newest[1]
 
     def epoch_candidates(self) -> DataFrame:
         """``epoch_candidates``."""
@@ -649,51 +666,6 @@ def _open_before_log_start(markers: DataFrame, snapshots: DataFrame, offsets: Da
     )
 
 
-def transactions(ptx: DataFrame, current: DataFrame, producer_ids: DataFrame) -> DataFrame:
-    """Per producer id: what the partitions hold against what its coordinator says now."""
-    # first per producer and partition, with plain aggregates: far fewer rows, so the partition
-    # names and the sets of them are built once per partition, not once per transaction
-    per_partition = ptx.groupBy("producer_id", "topic", "partition").agg(
-        F.max("max_epoch").alias("producer_epoch"),
-        F.max(F.col("batches") > 0).alias("has_data"),
-        F.count(F.when(F.col("state") == "committed", True)).alias("committed"),
-        F.count(F.when(F.col("state") == "aborted", True)).alias("aborted"),
-        F.count(F.when(F.col("state") == "open", True)).alias("open"),
-        F.min("first_timestamp").alias("first_timestamp"),
-        F.max(F.greatest("last_timestamp", "marker_timestamp")).alias("last_timestamp"),
-    )
-    name = _partition_name(F.col("topic"), F.col("partition"))
-    per_producer = per_partition.groupBy("producer_id").agg(
-        F.max("producer_epoch").alias("producer_epoch"),
-        F.array_sort(F.collect_set(F.when(F.col("has_data"), name))).alias("partitions_with_data"),
-        F.array_sort(F.collect_set(F.when(F.col("open") > 0, name))).alias("open_partitions"),
-        *[F.sum(count).alias(count) for count in ("committed", "aborted", "open")],
-        F.min("first_timestamp").alias("first_timestamp"),
-        F.max("last_timestamp").alias("last_timestamp"),
-    )
-    coord = current.where(~F.col("tombstone")).select(
-        F.col("producer_id").alias("_cur_pid"),
-        F.col("transactional_id").alias("_cur_tid"),
-        F.col("state").alias("coordinator_state"),
-        F.col("listed").alias("coordinator_listed"),
-        "txn_timeout_ms",
-    )
-    joined = (
-        per_producer.join(producer_ids, "producer_id", "left")
-        .join(coord, F.col("transactional_id").eqNullSafe(F.col("_cur_tid")), "left")
-        .withColumn(
-            # a rotated producer id no longer owns its transactional id's current state
-            "coordinator_state",
-            F.when(F.col("_cur_pid") == F.col("producer_id"), F.col("coordinator_state")).otherwise(
-                F.when(F.col("_cur_tid").isNotNull(), F.lit("Rotated"))
-            ),
-        )
-        .withColumn("coordinator_listed",
-                    F.when(F.col("_cur_pid") == F.col("producer_id"), F.col("coordinator_listed")))
-    )
-    return conform(joined, TRANSACTIONS)
-
-
 @dataclass
 class Reconstruction:
     """Everything reconstruct derives; the first three are tables, the rest helpers for detect."""
@@ -771,6 +743,19 @@ class DerivedOutput:
         if self.tables_dir is not None:
             drop_table(f"{self.tables_dir.rstrip('/')}/{WORK_DIR}")
 
+    def keep_rows(self, spark: SparkSession, name: str, rows: pa.Table) -> DataFrame:
+        """Table ``name``'s ``rows``, built on the driver: written with pyarrow as one file and
+        read back (committed as ``replica_tasks`` commits the tasks' files), or a frame of them."""
+        directory = self.table_dir(name)
+        if directory is None:
+            return arrow_frame(spark, rows)
+        schema = DERIVED_TABLES[name]
+        start_table(directory)
+        with TableFile(directory, file_name(0, new_job()), schema) as written:
+            written.add(rows)
+        finish_table(directory, schema)
+        return spark.read.schema(spark_schema(schema)).parquet(directory)
+
     def keep(self, name: str, frame: DataFrame) -> DataFrame:
         """``frame`` computed once: written as table ``name`` and read back, or checkpointed."""
         directory = self.table_dir(name)
@@ -826,11 +811,15 @@ def reconstruct(
     # reports apart
     reported = tables["reported_transactions"]
     has_reports = not tables.holds_no_rows("reported_transactions") and not described_transactions(reported).isEmpty()
-    logged_ids = coordinator_log.producer_ids()
-    ids = keep("producer_ids", logged_ids.unionByName(reported_producer_ids(reported, logged_ids))
-               if has_reports else logged_ids)
+    # each transactional id's newest record and each producer id's transactional id: few rows,
+    # on the driver (what the rules and the pass's tasks read), and frames of them
+    current_rows, id_rows = coordinator_log.current_rows(), coordinator_log.producer_id_rows()
+    if has_reports:
+        current_rows, id_rows = with_reports(reported, current_rows, id_rows)
+    spark = batches.sparkSession
+    current, ids = arrow_frame(spark, current_rows), arrow_frame(spark, id_rows)
     writing = None if directory is None or follows_dir is None else producer_pass_writing(
-        batches, markers, ids, coordinator_log, directory, follows_dir, late_tolerance_ms=late_tolerance_ms,
+        batches, markers, id_rows, coordinator_log, directory, follows_dir, late_tolerance_ms=late_tolerance_ms,
         batch_files=batch_files, marker_files=marker_files)
     follows = None
     if writing is not None and directory is not None and follows_dir is not None:
@@ -844,10 +833,11 @@ def reconstruct(
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids,
                                           snapshot_files=snapshot_files))
-    def current_coordinator() -> DataFrame:
-        logged = coordinator_log.current()
-        return keep("coordinator", logged.unionByName(reported_coordinator(reported, logged))
-                    if has_reports else logged)
+    def summary() -> DataFrame:
+        """The ``transactions`` table, built on the driver from ``partition_transactions``' rows."""
+        summarized = summarize_producers(_table_batches(out, "partition_transactions", ptx, SUMMARY_READ),
+                                         current_rows, id_rows)
+        return out.keep_rows(spark, "transactions", summarized)
 
     # independent of one another, so computed side by side (spark.side_by_side); the few rows the
     # rules read (producer_events) kept apart: rules read them several times, and each read of the
@@ -859,13 +849,12 @@ def reconstruct(
     first: list[Callable[[], DataFrame]] = [
         *[functools.partial(audit, group) for group in groups],
         lambda: keep("producer_events", producer_events(passed)),
-        current_coordinator,
+        summary,
         lambda: keep("partition_extent", partition_extent(batches, batch_files)),
         lambda: keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms)),
     ]
-    *others, ordered, current, extent, chosen_stability = side_by_side(batches.sparkSession, first)
-    derived_transactions, stability, copies = side_by_side(batches.sparkSession, [
-        lambda: keep("transactions", transactions(ptx, current, ids)),
+    *others, ordered, derived_transactions, extent, chosen_stability = side_by_side(spark, first)
+    stability, copies = side_by_side(spark, [
         lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
         lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability,
                                                             list(zip(groups, others, strict=True)))),
@@ -887,6 +876,30 @@ def reconstruct(
         prepare_follows=follows,
         output=out,
     )
+
+
+def _table_batches(out: DerivedOutput, name: str, frame: DataFrame, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The rows of derived table ``name`` (``columns`` of them), a batch at a time on the driver:
+    read with pyarrow from its files when ``out`` wrote them, else collected from ``frame``."""
+    import pyarrow.dataset as ds
+
+    directory = out.table_dir(name)
+    if directory is None:
+        yield from frame.select(*columns).toArrow().to_batches()
+        return
+    dataset = ds.dataset(directory, format="parquet", schema=DERIVED_TABLES[name])
+    yield from dataset.to_batches(columns=list(columns))
+
+
+def with_reports(reported: DataFrame, current: pa.Table, producer_ids: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``current`` (``COORDINATOR_CURRENT``) and ``producer_ids`` (``PRODUCER_IDS``) from the
+    coordinator log, each with the rows ``kafka-transactions.sh describe`` outputs add for the ids
+    the log does not hold (``reported_coordinator``, ``reported_producer_ids``)."""
+    spark = reported.sparkSession
+    more_current = reported_coordinator(reported, arrow_frame(spark, current)).toArrow()
+    more_ids = reported_producer_ids(reported, arrow_frame(spark, producer_ids)).toArrow()
+    return (pa.concat_tables([current, more_current.select(COORDINATOR_CURRENT.names).cast(COORDINATOR_CURRENT)]),
+            pa.concat_tables([producer_ids, more_ids.select(PRODUCER_IDS.names).cast(PRODUCER_IDS)]))
 
 
 def pass_manifests(raw: RawTables, keys: frozenset[Replica]) -> tuple[TableManifest | None, TableManifest | None]:

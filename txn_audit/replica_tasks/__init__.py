@@ -104,34 +104,29 @@ def pack(items: Sequence[Mapping[str, object]], tasks: int,
 
 
 def each_item(batches: Iterator[pa.RecordBatch], *, body: Body) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body of ``tasks_over_items``' tasks: each task's row (its items as a list,
-    and the shared columns) becomes one batch per item, as ``body`` reads them: the item's
-    fields, then the shared columns."""
+    """``mapInArrow`` body of ``tasks_over_items``' tasks: each task's row (its items as a list)
+    becomes one batch per item, as ``body`` reads them: the item's fields."""
     def items() -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            shared = batch.drop_columns([ITEMS_COLUMN])
-            for row, packed in enumerate(batch.column(ITEMS_COLUMN)):
+            for packed in batch.column(ITEMS_COLUMN):
                 members = packed.values
                 if members is None:
                     continue
                 fields = members.flatten()  # the fields' arrays, as many rows as the items
                 names = [field.name for field in members.type]
                 for index in range(len(members)):
-                    arrays = [array.slice(index, 1) for array in fields]
-                    arrays += [column.slice(row, 1) for column in shared.columns]
-                    yield pa.RecordBatch.from_arrays(arrays, names=names + shared.schema.names)
+                    yield pa.RecordBatch.from_arrays([array.slice(index, 1) for array in fields], names=names)
 
     yield from body(items())
 
 
 def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]], item_schema: pa.Schema,
-                     body: Body, output: StructType, shared: DataFrame | None = None,
+                     body: Body, output: StructType,
                      weight: Callable[[Mapping[str, object]], float] = rows_weight) -> DataFrame:
     """``body`` (a ``mapInArrow`` body) over ``items`` (rows of ``item_schema``), which are
     packed into Spark tasks by their ``weight`` (``pack``, ``task_count``); ``body``
-    receives them one item a batch. ``shared``, a frame of one row, adds its columns to every
-    item (broadcast: each task receives them once)."""
-    from pyspark.sql import functions as F
+    receives them one item a batch. What every task needs besides its items goes with ``body``
+    (e.g. bound with ``functools.partial``: pickled with the function, broadcast when large)."""
     from pyspark.sql.types import ArrayType, StructField
     from pyspark.sql.types import StructType as SparkStruct
 
@@ -139,6 +134,4 @@ def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]],
     rows = [([tuple(item[name] for name in item_schema.names) for item in group],) for group in groups]
     schema = SparkStruct([StructField(ITEMS_COLUMN, ArrayType(spark_schema(item_schema), containsNull=False))])
     work = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), schema)
-    if shared is not None:
-        work = work.crossJoin(F.broadcast(shared))
     return work.mapInArrow(functools.partial(each_item, body=body), output)
