@@ -433,6 +433,11 @@ PRODUCER_IDS = pa.schema(
     ]
 )
 
+#: per partition: from when on the dump holds its data, its oldest batch's first timestamp
+#: (``stability.partition_extent``)
+PARTITION_EXTENT = pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+                              pa.field("covers_from", pa.int64())])
+
 #: ``hw_source`` of a replica whose checkpointed HW lies beyond its own log end (the HW used is the log end)
 HW_CAPPED = "capped_at_log_end"
 

@@ -43,15 +43,12 @@ from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import FOLLOW_FIELDS, Reconstruction, decisions, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
-from txn_audit.schemas import ALL_TABLES, FINDINGS, spark_schema
+from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
 
 T = TypeVar("T")
-#: what ``match_rows`` reads of the partitions' extent (``Reconstruction.extent``)
-EXTENT = pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
-                    pa.field("covers_from", pa.int64())])
 
 __all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
            "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs", "rule_findings",
@@ -268,8 +265,8 @@ def match_rows(recon: Reconstruction, matches: DataFrame, where: pc.Expression |
         rows = every.append_column("decision", decisions(every.column("state")))
     if where is not None:
         rows = rows.filter(where)
-    extent = (EXTENT.empty_table() if not rows.num_rows
-              else recon.extent.select(*EXTENT.names).toArrow().cast(EXTENT))
+    extent = (PARTITION_EXTENT.empty_table() if not rows.num_rows
+              else recon.extent.select(*PARTITION_EXTENT.names).toArrow().cast(PARTITION_EXTENT))
     return in_dump(rows, extent)
 
 

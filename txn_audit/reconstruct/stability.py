@@ -15,11 +15,13 @@ other copy (every other copy at once, told apart by its broker, or one rank at a
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from txn_audit.manifest import TableManifest, widen_extent
-from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, REPLICA_COLUMNS
+from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, REPLICA_COLUMNS
+from txn_audit.tables import arrow_frame
 
 #: the most keys a filter of the batches names, so that Parquet answers it from its row groups'
 #: statistics: the replicas whose records are held (``held_ranges``), the files and segments a
@@ -38,19 +40,30 @@ def _held() -> Column:
 
 def partition_extent(batches: DataFrame, files: TableManifest | None = None) -> DataFrame:
     """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
-    when on the dump holds its data. No row is read when ``files``, the manifest of ``batches``'
-    rows in the raw tables' files (``replica_tasks.replicas_rows``), gives it for every row group
-    (what ingest writes, ``TableManifest.extents``); else one aggregation over every batch."""
+    when on the dump holds its data (``PARTITION_EXTENT``). No row is read when ``files``, the
+    manifest of ``batches``' rows in the raw tables' files (``replica_tasks.replicas_rows``), gives
+    it for every row group (what ingest writes, ``manifest_extent``: then a frame of the driver's
+    rows); else one aggregation over every batch."""
+    known = manifest_extent(files)
+    if known is not None:
+        return arrow_frame(batches.sparkSession, known)
+    return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+
+
+def manifest_extent(files: TableManifest | None) -> pa.Table | None:
+    """``partition_extent`` from the manifest of the batches' rows alone, on the driver; None when
+    it does not give every row group's extent."""
     extents = None if files is None else files.extents()
     if extents is None:
-        return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
+        return None
     per_partition: dict[tuple[str | None, int | None], tuple[int | None, int | None]] = {}
     topic, partition = REPLICA_COLUMNS.index("topic"), REPLICA_COLUMNS.index("partition")
     for replica, (_highest, lowest) in extents.items():
         key: tuple[str | None, int | None] = (replica[topic], replica[partition])  # type: ignore[assignment]  # REPLICA_COLUMNS' topic and partition
         widen_extent(per_partition, key, None, lowest)
-    rows = [(t, p, lowest) for (t, p), (_none, lowest) in sorted(per_partition.items())]
-    return batches.sparkSession.createDataFrame(rows, "topic string, partition int, covers_from long")
+    rows = [{"topic": t, "partition": p, "covers_from": lowest}
+            for (t, p), (_none, lowest) in sorted(per_partition.items())]
+    return pa.Table.from_pylist(rows, schema=PARTITION_EXTENT)
 
 
 def partition_stability(

@@ -72,7 +72,7 @@ from txn_audit.reconstruct.transaction_files import (
 from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
 from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
-from txn_audit.reconstruct.stability import partition_extent, partition_stability
+from txn_audit.reconstruct.stability import manifest_extent, partition_extent, partition_stability
 from txn_audit.schemas import (
     COORDINATOR_CURRENT,
     COPY_COLUMNS,
@@ -833,27 +833,29 @@ def reconstruct(
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids,
                                           snapshot_files=snapshot_files))
+    def kept_extent() -> DataFrame:
+        """``partition_extent``: from the manifest, rows on the driver (read again at no cost), or kept."""
+        known = manifest_extent(batch_files)
+        return arrow_frame(spark, known) if known is not None else keep("partition_extent", partition_extent(batches))
+
     def summary() -> DataFrame:
         """The ``transactions`` table, built on the driver from ``partition_transactions``' rows."""
         summarized = summarize_producers(_table_batches(out, "partition_transactions", ptx, SUMMARY_READ),
                                          current_rows, id_rows)
         return out.keep_rows(spark, "transactions", summarized)
 
-    # independent of one another, so computed side by side (spark.side_by_side); the few rows the
-    # rules read (producer_events) kept apart: rules read them several times, and each read of the
-    # pass would go through every transaction row too. The other copies' audits (a dump of
-    # several brokers) are the longest: they go first
+    # independent of one another, so computed side by side (spark.side_by_side). The other
+    # copies' audits (a dump of several brokers) are the longest: they go first
     audit = functools.partial(copies_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
                               late_tolerance_ms=late_tolerance_ms)
     groups = copy_groups(tables, ranked)
     first: list[Callable[[], DataFrame]] = [
         *[functools.partial(audit, group) for group in groups],
-        lambda: keep("producer_events", producer_events(passed)),
         summary,
-        lambda: keep("partition_extent", partition_extent(batches, batch_files)),
+        kept_extent,
         lambda: keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms)),
     ]
-    *others, ordered, derived_transactions, extent, chosen_stability = side_by_side(spark, first)
+    *others, derived_transactions, extent, chosen_stability = side_by_side(spark, first)
     stability, copies = side_by_side(spark, [
         lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
         lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability,
@@ -864,7 +866,8 @@ def reconstruct(
         transactions=derived_transactions,
         partition_stability=stability,
         replica_stability=copies,
-        producer_events=ordered,
+        # read once, by the producer rules, from the pass's checkpoint (no copy of its own)
+        producer_events=producer_events(passed),
         coordinator=current,
         producer_ids=ids,
         replicas=replicas,
