@@ -7,9 +7,9 @@ answers (``COORDINATOR_CURRENT``, ``PRODUCER_IDS``: a row per transactional or p
 
 1. per producer id and partition: the highest epoch, whether any transaction holds data, how
    many are committed, aborted and open, the first and the last time seen (a transaction's last
-   is its last batch's or its marker's, the later). Each batch is reduced on its own, then the
-   batches' reductions together, so the driver holds a row per producer and partition, never
-   one per transaction;
+   is its last batch's or its marker's, the later). Each batch is reduced on its own and the
+   reductions are folded together as they grow (``COMBINE_ROWS``), so the driver holds about a
+   row per producer and partition, not one per transaction;
 2. per producer id: the same over its partitions, with the names of those with data and of
    those with an open transaction, each sorted (``<topic>-<partition>``);
 3. its transactional id (``PRODUCER_IDS``) and that id's newest coordinator record that is no
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from txn_audit.reconstruct.coordinator_pass import partition_names
 from txn_audit.schemas import COORDINATOR_CURRENT, PARTITION_TRANSACTIONS, PRODUCER_IDS, TRANSACTIONS
 
-__all__ = ["COUNTED", "READ", "ROTATED", "per_partition", "summarize_producers"]
+__all__ = ["COMBINE_ROWS", "COUNTED", "READ", "ROTATED", "per_partition", "summarize_producers"]
 
 #: the columns of ``partition_transactions`` the summary reads
 READ = ("producer_id", "topic", "partition", "max_epoch", "batches", "state", "first_timestamp", "last_timestamp",
@@ -38,6 +38,9 @@ ROTATED = "Rotated"
 #: the transaction states counted per producer, each in the column of its name
 COUNTED = ("committed", "aborted", "open")
 _KEY = ["producer_id", "topic", "partition"]
+#: the batches' reductions are folded into one when they hold more rows than this, or than twice
+#: the last fold (so that a fold of many producers is not repeated at every batch)
+COMBINE_ROWS = 1 << 20
 #: how each per-partition column is reduced, within a batch and then across batches
 _REDUCED = {"producer_epoch": "max", "has_data": "any", **{state: "sum" for state in COUNTED},
             "first_timestamp": "min", "last_timestamp": "max"}
@@ -66,7 +69,16 @@ def _reduced(rows: pa.Table, keys: list[str]) -> pa.Table:
 def per_partition(batches: Iterable[pa.RecordBatch]) -> pa.Table:
     """Step 1: one row per producer id and partition of the ``partition_transactions`` rows in
     ``batches`` (``READ`` columns at least), with the ``_REDUCED`` columns."""
-    parts = [_reduced(_batch_rows(batch), _KEY) for batch in batches if batch.num_rows]
+    parts: list[pa.Table] = []
+    pending, limit = 0, COMBINE_ROWS
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        parts.append(_reduced(_batch_rows(batch), _KEY))
+        pending += parts[-1].num_rows
+        if pending > limit and len(parts) > 1:
+            parts = [_reduced(pa.concat_tables(parts), _KEY)]
+            pending, limit = parts[0].num_rows, max(COMBINE_ROWS, 2 * parts[0].num_rows)
     if len(parts) == 1:
         return parts[0]
     if not parts:
