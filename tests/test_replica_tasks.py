@@ -167,12 +167,11 @@ def test_items_of_a_small_dump_go_to_one_task() -> None:
     assert task_count(small, 8, weight=lambda item: 2 * int(item["rows"])) == TASKS_PER_CORE * 8  # type: ignore[call-overload]
 
 
-def test_a_packed_task_gives_its_body_one_item_a_batch_with_the_shared_columns() -> None:
+def test_a_packed_task_gives_its_body_one_item_a_batch() -> None:
     item_type = pa.struct([pa.field("topic", pa.string()), pa.field("rows", pa.int64())])
     items = pa.array([[{"topic": "a", "rows": 3}, {"topic": "b", "rows": 1}], [{"topic": "c", "rows": 2}]],
                      pa.list_(item_type))
-    shared = pa.array([[1, 2], [3]], pa.list_(pa.int64()))
-    packed = pa.RecordBatch.from_arrays([items, shared], names=["items", "ids"])
+    packed = pa.RecordBatch.from_arrays([items], names=["items"])
     seen: list[dict[str, Any]] = []
 
     def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -181,6 +180,5 @@ def test_a_packed_task_gives_its_body_one_item_a_batch_with_the_shared_columns()
             yield batch.select(["topic"])
 
     out = list(each_item(iter([packed.slice(0, 1), packed.slice(1, 1)]), body=body))
-    assert seen == [{"topic": "a", "rows": 3, "ids": [1, 2]}, {"topic": "b", "rows": 1, "ids": [1, 2]},
-                    {"topic": "c", "rows": 2, "ids": [3]}]
+    assert seen == [{"topic": "a", "rows": 3}, {"topic": "b", "rows": 1}, {"topic": "c", "rows": 2}]
     assert [batch.num_rows for batch in out] == [1, 1, 1]

@@ -716,10 +716,11 @@ WORK_DIR = "_work"
 class DerivedOutput:
     """Where reconstruct puts what it derives. Each derived table (``schemas.DERIVED_TABLES``) is
     written once to ``tables_dir/<table>`` and read back from there (the pass's tasks write
-    ``partition_transactions`` themselves when they read the raw tables' files); every other
-    intermediate, and every table when ``tables_dir`` is None (tests, notebooks), is kept in a
-    local checkpoint. Detection reads each of them several times: without this Spark would
-    re-plan and re-run the whole lineage each time."""
+    ``partition_transactions`` themselves when they read the raw tables' files, the driver
+    ``transactions``: ``keep_rows``); every other intermediate, and every table when
+    ``tables_dir`` is None (tests, notebooks), is kept in a local checkpoint, or, built on the
+    driver, is a frame of its rows. Detection reads each of them several times: without this
+    Spark would re-plan and re-run the whole lineage each time."""
 
     tables_dir: str | None = None
 
