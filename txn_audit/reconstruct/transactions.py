@@ -834,6 +834,7 @@ def reconstruct(
         ptx = keep("partition_transactions",
                    partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids,
                                           snapshot_files=snapshot_files))
+
     def kept_extent() -> DataFrame:
         """``partition_extent``: from the manifest, rows on the driver (read again at no cost), or kept."""
         known = manifest_extent(batch_files)
