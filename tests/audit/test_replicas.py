@@ -144,7 +144,7 @@ def test_the_manifest_ingest_saved_equals_what_spark_aggregates(spark: Any, samp
     end and each partition's oldest time, against Spark's aggregates over every row."""
     from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
     from txn_audit.reconstruct.replicas import _log_ends
-    from txn_audit.reconstruct.stability import partition_extent
+    from txn_audit.reconstruct.stability import manifest_extent, partition_extent
     from txn_audit.replica_tasks import read_as_is
     from txn_audit.schemas import REPLICA_COLUMNS
     from txn_audit.tables import load_raw_tables
@@ -164,7 +164,9 @@ def test_the_manifest_ingest_saved_equals_what_spark_aggregates(spark: Any, samp
     assert batches is raw["batches"]  # one copy per partition in the sample
     read = read_as_is(files, ranked.keys(1))
     assert read is not None and read.extents() is not None
-    from_manifest = sorted(map(tuple, partition_extent(batches, read).collect()))
+    known = manifest_extent(read)
+    assert known is not None
+    from_manifest = sorted(tuple(row.values()) for row in known.to_pylist())
     aggregated = sorted(map(tuple, partition_extent(batches).collect()))
     assert len(from_manifest) > 5 and from_manifest == aggregated
     ends = _log_ends(batches, read)

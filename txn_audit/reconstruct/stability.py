@@ -21,7 +21,6 @@ from pyspark.sql import functions as F
 
 from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, REPLICA_COLUMNS
-from txn_audit.tables import arrow_frame
 
 #: the most keys a filter of the batches names, so that Parquet answers it from its row groups'
 #: statistics: the replicas whose records are held (``held_ranges``), the files and segments a
@@ -38,21 +37,17 @@ def _held() -> Column:
     return F.col("last_stable_offset") < F.col("hw")
 
 
-def partition_extent(batches: DataFrame, files: TableManifest | None = None) -> DataFrame:
+def partition_extent(batches: DataFrame) -> DataFrame:
     """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
-    when on the dump holds its data (``PARTITION_EXTENT``). No row is read when ``files``, the
-    manifest of ``batches``' rows in the raw tables' files (``replica_tasks.replicas_rows``), gives
-    it for every row group (what ingest writes, ``manifest_extent``: then a frame of the driver's
-    rows); else one aggregation over every batch."""
-    known = manifest_extent(files)
-    if known is not None:
-        return arrow_frame(batches.sparkSession, known)
+    when on the dump holds its data (``PARTITION_EXTENT``), by one aggregation over every batch.
+    ``manifest_extent`` gives the same without reading a row when the manifest knows it."""
     return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
 
 
 def manifest_extent(files: TableManifest | None) -> pa.Table | None:
-    """``partition_extent`` from the manifest of the batches' rows alone, on the driver; None when
-    it does not give every row group's extent."""
+    """``partition_extent`` on the driver, no row read, from ``files``, the manifest of the
+    batches' rows in the raw tables' files (``replica_tasks.replicas_rows``), when it gives every
+    row group's extent (what ingest writes, ``TableManifest.extents``); else None."""
     extents = None if files is None else files.extents()
     if extents is None:
         return None
