@@ -674,7 +674,8 @@ class Reconstruction:
     transactions: DataFrame
     partition_stability: DataFrame
     producer_events: DataFrame  # the producer rows a rule may flag (``producer_pass``)
-    coordinator: DataFrame
+    #: each transactional id's newest coordinator record, on the driver (``COORDINATOR_CURRENT``)
+    coordinator: pa.Table
     producer_ids: DataFrame
     replicas: DataFrame  # the chosen replica of each partition (``replicas.ranked_replicas`` rank 1)
     #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
@@ -813,12 +814,13 @@ def reconstruct(
     reported = tables["reported_transactions"]
     has_reports = not tables.holds_no_rows("reported_transactions") and not described_transactions(reported).isEmpty()
     # each transactional id's newest record and each producer id's transactional id: few rows,
-    # on the driver (what the rules and the pass's tasks read), and frames of them
+    # on the driver (what the rules and the pass's tasks read); a frame of the producer ids for
+    # the Spark joins
     current_rows, id_rows = coordinator_log.current_rows(), coordinator_log.producer_id_rows()
     if has_reports:
         current_rows, id_rows = with_reports(reported, current_rows, id_rows)
     spark = batches.sparkSession
-    current, ids = arrow_frame(spark, current_rows), arrow_frame(spark, id_rows)
+    ids = arrow_frame(spark, id_rows)
     writing = None if directory is None or follows_dir is None else producer_pass_writing(
         batches, markers, id_rows, coordinator_log, directory, follows_dir, late_tolerance_ms=late_tolerance_ms,
         batch_files=batch_files, marker_files=marker_files)
@@ -870,7 +872,7 @@ def reconstruct(
         replica_stability=copies,
         # read once, by the producer rules, from the pass's checkpoint (no copy of its own)
         producer_events=producer_events(passed),
-        coordinator=current,
+        coordinator=current_rows,
         producer_ids=ids,
         replicas=replicas,
         extent=extent,
