@@ -504,6 +504,18 @@ REPLICA_STABILITY = pa.schema(
     ]
 )
 
+#: ``reconstruct.stability``'s rows, one per replica audited: its columns, its rank and the
+#: columns of its partition's choice (``reconstruct.replicas.RankedReplicas.rows``), and what its
+#: own data says (``_STABILITY``). ``PARTITION_STABILITY`` and ``REPLICA_STABILITY`` select theirs.
+STABILITY_ROWS = pa.schema(
+    _REPLICA
+    + [PARTITION_OFFSETS.field("cleaner_offset")]
+    + [REPLICA_STABILITY.field(name) for name in (
+        "replica_rank", "replica_name", "leader_epoch", "metadata_leader", "metadata_leader_epoch", "in_isr")]
+    + [PARTITION_STABILITY.field(name) for name in ("replicas", "chosen_replica", "replica_choice_reason")]
+    + _STABILITY
+)
+
 #: what a finding or an incident is (its kind, a severity: info | warning | critical) and where
 _KIND_AND_PLACE = [
     pa.field("kind", pa.string(), nullable=False),
@@ -584,6 +596,14 @@ def conform(df: DataFrame, schema: pa.Schema) -> DataFrame:
     if missing:
         raise ValueError(f"missing columns {missing}; have {sorted(have)}")
     return df.selectExpr(*cast_select_list(schema, {name: f"`{name}`" for name in schema.names}))
+
+
+def conform_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``conform`` on the driver: ``schema``'s columns of ``table`` in order, cast to their types."""
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise ValueError(f"missing columns {missing}; have {sorted(table.column_names)}")
+    return table.select(schema.names).cast(schema)
 
 
 def cast_select_list(schema: pa.Schema, sources: dict[str, str]) -> list[str]:

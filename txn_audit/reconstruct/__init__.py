@@ -1,9 +1,10 @@
 """Rebuild transactions from the raw tables: DataFrame in, DataFrame out. The driver holds only
 few rows: the chosen replicas (one per partition, ``replicas.ranked_replicas``), each
 transactional id's newest coordinator record and each producer id's transactional id (a row per
-id, ``transactions.CoordinatorLog``), and the ``transactions`` table (a row per producer id,
+id, ``transactions.CoordinatorLog``), the ``transactions`` table (a row per producer id,
 ``producer_summary``), which it builds with pyarrow from ``partition_transactions``' rows read a
-batch at a time.
+batch at a time, and each replica's stability (``stability``), from the same rows' few open or
+unreplicated transactions.
 
 The raw tables come as ``tables.RawTables``: a frame per table and, when the frames read the
 files ingest wrote, their manifest (``txn_audit.manifest``). With it the producer pass reads

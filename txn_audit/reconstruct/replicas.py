@@ -44,13 +44,16 @@ class RankedReplicas:
         """The replicas ranked one of ``ranks`` (1: the chosen ones), as ``on_replicas`` takes them."""
         return frozenset(_replica_of(r) for r in self.rows if r["replica_rank"] in ranks)
 
+    def rows_of(self, *ranks: int) -> list[dict[str, Any]]:
+        """The rows of the replicas ranked one of ``ranks`` (1: the chosen ones), on the driver."""
+        return [r for r in self.rows if r["replica_rank"] in ranks]
+
     def of_rank(self, *ranks: int) -> DataFrame:
         """The replicas ranked one of ``ranks`` in their partitions (1: the chosen ones). One rank
         holds at most one copy per partition, so the per-partition stages audit its replicas as
         they audit the chosen ones; several ranks need ``told_apart``."""
         return self.spark.createDataFrame(
-            [tuple(r[f.name] for f in self.schema.fields) for r in self.rows if r["replica_rank"] in ranks],
-            self.schema)
+            [tuple(r[f.name] for f in self.schema.fields) for r in self.rows_of(*ranks)], self.schema)
 
     def told_apart(self, *ranks: int) -> bool:
         """Whether the replicas ranked one of ``ranks`` can be audited at once, their rows told

@@ -11,30 +11,38 @@ log it was computed from.
 
 Computed per replica: for the chosen replica of each partition, and in the same way for each
 other copy (every other copy at once, told apart by its broker, or one rank at a time).
+
+Computed on the driver (``partition_stability``, rows of ``schemas.STABILITY_ROWS``): the
+replicas are a few rows the driver ranked, and of their transactions only the unstable ones
+and the open ones count, few in any dump. They are read with pyarrow from
+``partition_transactions``' files when the producer pass wrote them, a batch at a time, else
+collected from the frame through the same filter in Spark (``CANDIDATE_FILTER``); the rule
+that decides is ``_unstable``, on the driver, for both. Only the records held back from
+``read_committed`` consumers need the batches: one Spark aggregation over the held ranges,
+and only when a partition holds records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from txn_audit.manifest import TableManifest, widen_extent
-from txn_audit.schemas import HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, REPLICA_COLUMNS
+from txn_audit.reconstruct.transaction_files import OPEN
+from txn_audit.schemas import (
+    HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, PARTITION_TRANSACTIONS, REPLICA_COLUMNS, STABILITY_ROWS,
+)
+from txn_audit.tables import arrow_frame
 
 #: the most keys a filter of the batches names, so that Parquet answers it from its row groups'
 #: statistics: the replicas whose records are held (``held_ranges``), the files and segments a
 #: rule reads (``detect.rules.batches_named``); with more, every batch is read
 NAMED_MAX = 1024
-
-#: replica columns ``partition_stability`` carries through from its ``replicas`` rows
-PASSED_THROUGH = ("cleaner_offset", "replica_rank", "replica_name", "replica_choice_reason", "chosen_replica",
-                  "replicas", "leader_epoch", "metadata_leader", "metadata_leader_epoch", "in_isr")
-
-
-def _held() -> Column:
-    """The partition's last stable offset is below its high watermark: records are held."""
-    return F.col("last_stable_offset") < F.col("hw")
 
 
 def partition_extent(batches: DataFrame) -> DataFrame:
@@ -61,76 +69,161 @@ def manifest_extent(files: TableManifest | None) -> pa.Table | None:
     return pa.Table.from_pylist(rows, schema=PARTITION_EXTENT)
 
 
+#: the columns of ``partition_transactions`` the stability reads
+TRANSACTION_COLUMNS = ("state", "first_offset", "marker_offset", "producer_id", "max_epoch", "transactional_id",
+                       "first_timestamp", "producer_last_timestamp")
+
+
+def replica_bounds(replica: Mapping[str, Any]) -> dict[str, Any]:
+    """A replica's row (``replicas.RankedReplicas.rows``) with the HW its LSO is measured against:
+    ``hw`` (the checkpointed HW, else the log end, else the log start, else 0; the log end when
+    the checkpoint says more than a copy cut short holds, ``cut_short``), ``hw_source``,
+    ``high_watermark`` (capped like ``hw``), ``checkpoint_high_watermark`` (as the file said) and
+    ``log_end_offset`` (the log start when no batch gives it)."""
+    capped = bool(replica.get("cut_short"))  # replica_choice.CopyFacts.torn
+    high, end, start = replica.get("high_watermark"), replica.get("log_end_offset"), replica.get("log_start_offset")
+    source: str
+    if capped:
+        source, hw = HW_CAPPED, end
+    elif high is not None:
+        given = replica.get("hw_source")
+        source, hw = ("checkpoint" if given is None else str(given)), high
+    else:
+        source, hw = "log_end", next((v for v in (end, start) if v is not None), 0)
+    return {**replica, "checkpoint_high_watermark": high, "hw_source": source, "hw": hw,
+            "high_watermark": end if capped else high, "log_end_offset": end if end is not None else start}
+
+
+def _hw_table(bounds: Sequence[Mapping[str, Any]], keys: tuple[str, ...]) -> pa.Table:
+    """Each replica's ``keys`` and ``hw``, for the filters of its transactions."""
+    fields = [STABILITY_ROWS.field(key) for key in keys] + [pa.field("hw", pa.int64())]
+    return pa.Table.from_pylist([{key: b[key] for key in (*keys, "hw")} for b in bounds], schema=pa.schema(fields))
+
+
+#: the transactions ``_unstable`` may count, as Spark SQL over rows joined with their replica's
+#: ``hw``: open ones, and those whose marker is not below the HW (``_candidates`` on the driver)
+CANDIDATE_FILTER = f"state = '{OPEN}' OR marker_offset >= hw"
+
+
+def _candidates(rows: pa.Table) -> pa.Table:
+    """``CANDIDATE_FILTER`` over rows joined with ``hw``, on the driver."""
+    open_ = pc.equal(rows["state"], OPEN)
+    unreplicated = pc.greater_equal(rows["marker_offset"], rows["hw"])
+    return rows.filter(pc.or_kleene(open_, unreplicated).fill_null(False))
+
+
+def transaction_candidates(transactions: DataFrame | Iterable[pa.RecordBatch], bounds: Sequence[Mapping[str, Any]],
+                           keys: tuple[str, ...]) -> pa.Table:
+    """The rows of the replicas' transactions (``keys`` and ``TRANSACTION_COLUMNS`` of
+    ``partition_transactions`` rows) that ``CANDIDATE_FILTER`` keeps, with their replica's ``hw``:
+    ``transactions`` is a frame (filtered in Spark, the few rows left collected) or the table's
+    record batches, read on the driver (each joined with the replicas and filtered in turn)."""
+    hws = _hw_table(bounds, keys)
+    columns = [*keys, *TRANSACTION_COLUMNS]
+    if isinstance(transactions, DataFrame):
+        spark = transactions.sparkSession
+        found = (transactions.select(*columns).join(F.broadcast(arrow_frame(spark, hws)), list(keys))
+                 .where(CANDIDATE_FILTER).toArrow())
+        return _candidates(found.select([*columns, "hw"]).cast(_candidate_schema(keys)))
+    parts = [_candidates(pa.Table.from_batches([batch]).select(columns).join(hws, list(keys), join_type="inner")
+                         .select([*columns, "hw"]))
+             for batch in transactions if batch.num_rows]
+    schema = _candidate_schema(keys)
+    return pa.concat_tables([part.cast(schema) for part in parts]) if parts else schema.empty_table()
+
+
+def _candidate_schema(keys: tuple[str, ...]) -> pa.Schema:
+    """``transaction_candidates``' columns: ``keys``, ``TRANSACTION_COLUMNS``, ``hw``."""
+    return pa.schema([STABILITY_ROWS.field(key).with_nullable(True) for key in keys]
+                     + [PARTITION_TRANSACTIONS.field(name).with_nullable(True) for name in TRANSACTION_COLUMNS]
+                     + [pa.field("hw", pa.int64())])
+
+
+def _unstable(row: Mapping[str, Any]) -> bool:
+    """A transaction that holds the LSO: it has a first offset and is open, or its marker is not
+    yet below the HW (``candidates``' rows)."""
+    if row["first_offset"] is None:
+        return False
+    marker = row["marker_offset"]
+    return row["state"] == OPEN or (marker is not None and marker >= row["hw"])
+
+
 def partition_stability(
-    batches: DataFrame, ptx: DataFrame, replicas: DataFrame, *, as_of_ms: int,
-    keys: tuple[str, ...] = PARTITION_COLUMNS,
-) -> DataFrame:
-    """One row per replica of ``replicas`` (``replicas.ranked_replicas`` rows) with the columns of
-    ``schemas._STABILITY`` and the replica columns; the batches are read again only for replicas
-    whose records are held. ``keys`` tell the replicas' rows apart in every frame: a partition's
+    batches: DataFrame, transactions: DataFrame | Iterable[pa.RecordBatch], replicas: Sequence[Mapping[str, Any]], *,
+    as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS,
+) -> pa.Table:
+    """One row per replica of ``replicas`` (``replicas.RankedReplicas.rows``), ``STABILITY_ROWS``,
+    from its transactions (``transaction_candidates``: a ``partition_transactions`` frame, or its
+    record batches read on the driver); the batches are read again only for replicas whose
+    records are held. ``keys`` tell the replicas' rows apart in every frame: a partition's
     (``PARTITION_COLUMNS``) when ``replicas`` hold at most one copy per partition (the chosen
     ones, or those of one rank), a copy's (``COPY_COLUMNS``) for several ranks at once.
 
     The HW is never beyond the replica's own log end: a checkpoint that says more (a copy cut
     short, ``cut_short``: its log lost its tail after the checkpoint was written) is capped there, ``hw_source`` says
     ``capped_at_log_end`` and ``checkpoint_high_watermark`` keeps what the file said."""
-    capped = F.coalesce(F.col("cut_short"), F.lit(False))  # replica_choice.CopyFacts.torn
-    parts = (
-        replicas.select(*REPLICA_COLUMNS, "high_watermark", "hw_source", "log_start_offset", "log_end_offset",
-                        "cut_short", *[c for c in PASSED_THROUGH if c in replicas.columns])
-        .withColumn("checkpoint_high_watermark", F.col("high_watermark"))
-        .withColumn("hw_source", F.when(capped, F.lit(HW_CAPPED))
-                    .when(F.col("high_watermark").isNotNull(), F.coalesce("hw_source", F.lit("checkpoint")))
-                    .otherwise(F.lit("log_end")))
-        .withColumn("hw", F.when(capped, F.col("log_end_offset"))
-                    .otherwise(F.coalesce("high_watermark", "log_end_offset", "log_start_offset", F.lit(0))))
-        .withColumn("high_watermark", F.when(capped, F.col("log_end_offset")).otherwise(F.col("high_watermark")))
-        .withColumn("log_end_offset", F.coalesce("log_end_offset", "log_start_offset"))
-    )
-    # per-partition frames are one row per partition: broadcast them rather than shuffle the big side
-    txns = ptx.join(F.broadcast(parts.select(*keys, "hw")), list(keys))
-    unstable = txns.where(
-        F.col("first_offset").isNotNull()
-        & ((F.col("state") == "open") | (F.col("marker_offset").isNotNull() & (F.col("marker_offset") >= F.col("hw"))))
-    )
-    first_unstable = unstable.groupBy(*keys).agg(
-        F.min("first_offset").alias("first_unstable_offset"),
-        F.min_by("producer_id", "first_offset").alias("culprit_producer_id"),
-        F.min_by("max_epoch", "first_offset").alias("culprit_producer_epoch"),
-        F.min_by("transactional_id", "first_offset").alias("culprit_transactional_id"),
-        F.min_by("first_timestamp", "first_offset").alias("culprit_first_timestamp"),
-        F.min_by("producer_last_timestamp", "first_offset").alias("culprit_last_timestamp"),
-    )
-    open_count = ptx.where(F.col("state") == "open").groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("open_transactions")
-    )
-    fu = F.greatest(F.col("first_unstable_offset"), F.coalesce("log_start_offset", F.lit(0)))
-    stab = (
-        parts.join(first_unstable, list(keys), "left")
-        .join(open_count, list(keys), "left")
-        .withColumn("open_transactions", F.coalesce("open_transactions", F.lit(0)))
-        .withColumn(
-            "last_stable_offset",
-            F.when(F.col("first_unstable_offset").isNotNull() & (fu < F.col("hw")), fu).otherwise(F.col("hw")),
-        )
-        .withColumn("culprit_first_offset", F.col("first_unstable_offset"))  # before the clamp to the log start
-        .withColumn("first_unstable_offset", F.when(F.col("first_unstable_offset").isNotNull(), fu))
-        .localCheckpoint()  # one row per replica, read twice below
-    )
-    held_partitions = stab.where(_held()).select(*keys, "last_stable_offset", "hw")
-    named = held_partitions.limit(NAMED_MAX + 1).collect()
-    if not named:  # the usual case: no partition holds records, no batch need be read
-        return _with_held(stab, None, as_of_ms, keys)
+    bounds = [replica_bounds(replica) for replica in replicas]
+    open_count: dict[tuple[Any, ...], int] = {}
+    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in transaction_candidates(transactions, bounds, keys).to_pylist():
+        key = tuple(row[k] for k in keys)
+        if row["state"] == OPEN:
+            open_count[key] = open_count.get(key, 0) + 1
+        # the earliest unstable transaction; of two at one offset (never on one log), the lower producer id
+        if _unstable(row) and (key not in first or (row["first_offset"], row["producer_id"] or 0)
+                               < (first[key]["first_offset"], first[key]["producer_id"] or 0)):
+            first[key] = row
+    rows = []
+    for replica in bounds:
+        key = tuple(replica[k] for k in keys)
+        culprit = first.get(key)
+        hw = replica["hw"]
+        unstable = None if culprit is None else max(culprit["first_offset"], replica["log_start_offset"] or 0)
+        rows.append({
+            **replica,
+            "open_transactions": open_count.get(key, 0),
+            "first_unstable_offset": unstable,
+            "last_stable_offset": unstable if unstable is not None and unstable < hw else hw,
+            "culprit_first_offset": None if culprit is None else culprit["first_offset"],  # before the clamp
+            **{f"culprit_{name}": None if culprit is None else culprit[column] for name, column in _CULPRIT.items()},
+        })
+    return _with_held(rows, _held_counts(batches, rows, keys), as_of_ms, keys)
+
+
+#: the culprit's columns (``culprit_<name>``) and the transaction's column each is taken from
+_CULPRIT = {"producer_id": "producer_id", "producer_epoch": "max_epoch", "transactional_id": "transactional_id",
+            "first_timestamp": "first_timestamp", "last_timestamp": "producer_last_timestamp"}
+
+
+def _is_held(row: Mapping[str, Any]) -> bool:
+    """The replica's last stable offset is below its high watermark: records are held."""
+    return bool(row["last_stable_offset"] < row["hw"])
+
+
+def _held_counts(batches: DataFrame, rows: Sequence[Mapping[str, Any]],
+                 keys: tuple[str, ...]) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """Per replica of ``rows`` (``keys``) whose records are held, the records and bytes of its
+    data batches from its LSO to its HW (batches straddling either counted by their offsets
+    inside the range): one Spark aggregation over ``batches``, none when nothing is held (the
+    usual case)."""
+    held = [row for row in rows if _is_held(row)]
+    if not held:
+        return {}
+    named = [Row(**{key: row[key] for key in keys}, last_stable_offset=row["last_stable_offset"], hw=row["hw"])
+             for row in held]
+    fields = [STABILITY_ROWS.field(key) for key in keys] + [pa.field("last_stable_offset", pa.int64()),
+                                                            pa.field("hw", pa.int64())]
+    ranges = arrow_frame(batches.sparkSession, pa.Table.from_pylist(
+        [row.asDict() for row in named], schema=pa.schema(fields)))
     read = batches.where(~F.col("is_control"))
     if len(named) <= NAMED_MAX:
         read = read.where(held_ranges(named, keys))
-    held = (
+    counted = (
         read
-        .join(F.broadcast(held_partitions), list(keys))
+        .join(F.broadcast(ranges), list(keys))
         .where((F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw")))
         .groupBy(*keys)
         .agg(
-            # records of batches straddling the LSO or HW are counted by their offsets inside the range
             F.sum(
                 F.least(F.col("last_offset"), F.col("hw") - 1)
                 - F.greatest(F.col("base_offset"), F.col("last_stable_offset"))
@@ -138,8 +231,9 @@ def partition_stability(
             ).alias("held_records"),
             F.sum("size_bytes").alias("held_bytes"),
         )
+        .collect()
     )
-    return _with_held(stab, held, as_of_ms, keys)
+    return {tuple(row[key] for key in keys): (row["held_records"], row["held_bytes"]) for row in counted}
 
 
 def held_ranges(held: list[Row], keys: tuple[str, ...]) -> Column:
@@ -161,24 +255,28 @@ def held_ranges(held: list[Row], keys: tuple[str, ...]) -> Column:
     return condition
 
 
-def _with_held(stab: DataFrame, held: DataFrame | None, as_of_ms: int, keys: tuple[str, ...]) -> DataFrame:
-    """``stab`` with what ``held`` (records and bytes per replica of ``keys``, None: nothing held) says."""
-    held_since = F.when(_held(), F.coalesce("culprit_first_timestamp", "culprit_last_timestamp"))
-    if held is None:
-        nothing = F.lit(None).cast("long")
-        joined = stab.withColumn("held_records", nothing).withColumn("held_bytes", nothing)
-    else:
-        joined = stab.join(held, list(keys), "left")
-    return (
-        joined
-        .withColumn("held_records", F.coalesce("held_records", F.lit(0)))
-        .withColumn("held_bytes", F.coalesce("held_bytes", F.lit(0)))
-        .withColumn("held_since_timestamp", held_since)
-        .withColumn("held_ms", F.lit(as_of_ms) - held_since)
-        .withColumn("culprit_producer_id", F.when(held_since.isNotNull(), F.col("culprit_producer_id")))
-        .withColumn("culprit_producer_epoch", F.when(held_since.isNotNull(), F.col("culprit_producer_epoch")))
-        .withColumn("culprit_transactional_id", F.when(held_since.isNotNull(), F.col("culprit_transactional_id")))
-        .withColumn("culprit_first_offset", F.when(held_since.isNotNull(), F.col("culprit_first_offset")))
-        .withColumn("effective_high_watermark", F.col("hw"))
-        .withColumn("lso_below_hw", F.coalesce(_held(), F.lit(False)))
-    )
+def _with_held(rows: Sequence[dict[str, Any]], held: Mapping[tuple[Any, ...], tuple[int, int]], as_of_ms: int,
+               keys: tuple[str, ...]) -> pa.Table:
+    """``rows`` with what ``held`` (records and bytes per replica of ``keys``) says, as
+    ``STABILITY_ROWS``: the culprit is named only where records are held, since when."""
+    out = []
+    for row in rows:
+        records, size = held.get(tuple(row[key] for key in keys), (0, 0))
+        is_held = _is_held(row)
+        since = None
+        if is_held:
+            since = next((v for v in (row["culprit_first_timestamp"], row["culprit_last_timestamp"]) if v is not None),
+                         None)
+        named = since is not None
+        out.append({
+            **row,
+            "held_records": records or 0, "held_bytes": size or 0,
+            "held_since_timestamp": since, "held_ms": None if since is None else as_of_ms - since,
+            **{name: row[name] if named else None for name in (
+                "culprit_producer_id", "culprit_producer_epoch", "culprit_transactional_id", "culprit_first_offset")},
+            "effective_high_watermark": row["hw"],
+            "lso_below_hw": is_held,
+        })
+    return pa.Table.from_pylist([{name: row.get(name) for name in STABILITY_ROWS.names} for row in out],
+                                schema=STABILITY_ROWS)
+

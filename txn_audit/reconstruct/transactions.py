@@ -72,6 +72,7 @@ from txn_audit.reconstruct.transaction_files import (
 from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
 from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
+from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS as STABILITY_READ
 from txn_audit.reconstruct.stability import manifest_extent, partition_extent, partition_stability
 from txn_audit.schemas import (
     COORDINATOR_CURRENT,
@@ -86,6 +87,7 @@ from txn_audit.schemas import (
     Replica,
     cast_select_list,
     conform,
+    conform_table,
     spark_schema,
 )
 from txn_audit.tables import RawTables, arrow_frame, read_arrow_table
@@ -718,7 +720,8 @@ class DerivedOutput:
     """Where reconstruct puts what it derives. Each derived table (``schemas.DERIVED_TABLES``) is
     written once to ``tables_dir/<table>`` and read back from there (the pass's tasks write
     ``partition_transactions`` themselves when they read the raw tables' files, the driver
-    ``transactions``: ``keep_rows``); every other intermediate, and every table when
+    ``transactions``, ``partition_stability`` and, for a dump of one copy per partition,
+    ``replica_stability``: ``keep_rows``); every other intermediate, and every table when
     ``tables_dir`` is None (tests, notebooks), is kept in a local checkpoint, or, built on the
     driver, is a frame of its rows. Detection reads each of them several times: without this
     Spark would re-plan and re-run the whole lineage each time."""
@@ -853,18 +856,27 @@ def reconstruct(
     audit = functools.partial(copies_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
                               late_tolerance_ms=late_tolerance_ms)
     groups = copy_groups(tables, ranked)
-    first: list[Callable[[], DataFrame]] = [
+    def chosen_stability() -> pa.Table:
+        """The chosen replicas' stability, on the driver, from ``partition_transactions``' files
+        when they were written (read a batch at a time), else from its frame."""
+        written = out.table_dir("partition_transactions") is not None
+        transactions = (_table_batches(out, "partition_transactions", ptx, [*PARTITION_COLUMNS, *STABILITY_READ])
+                        if written else ptx)
+        return partition_stability(batches, transactions, ranked.rows_of(1), as_of_ms=as_of_ms)
+
+    first: list[Callable[[], DataFrame | pa.Table]] = [
         *[functools.partial(audit, group) for group in groups],
         summary,
         kept_extent,
-        lambda: keep("chosen_stability", partition_stability(batches, ptx, replicas, as_of_ms=as_of_ms)),
+        chosen_stability,
     ]
-    *others, derived_transactions, extent, chosen_stability = side_by_side(spark, first)
-    stability, copies = side_by_side(spark, [
-        lambda: keep("partition_stability", conform(chosen_stability, PARTITION_STABILITY)),
-        lambda: keep("replica_stability", replica_stability(tables, ranked, batches, chosen_stability,
-                                                            list(zip(groups, others, strict=True)))),
-    ])
+    *others, derived_transactions, extent, chosen_rows = side_by_side(spark, first)
+    assert isinstance(derived_transactions, DataFrame) and isinstance(extent, DataFrame)
+    assert isinstance(chosen_rows, pa.Table)
+    stability = out.keep_rows(spark, "partition_stability", conform_table(chosen_rows, PARTITION_STABILITY))
+    copies = replica_stability(spark, out, tables, ranked, batches, chosen_rows,
+                               [(group, rows) for group, rows in zip(groups, others, strict=True)
+                                if isinstance(rows, pa.Table)])
     return Reconstruction(
         partition_transactions=ptx,
         transactions=derived_transactions,
@@ -943,7 +955,7 @@ def copy_keys(ranks: Sequence[int]) -> tuple[str, ...]:
 
 
 def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int], producer_ids: DataFrame, *,
-                     as_of_ms: int, late_tolerance_ms: int) -> DataFrame:
+                     as_of_ms: int, late_tolerance_ms: int) -> pa.Table:
     """The stability of the replicas ranked one of ``ranks`` (a ``copy_groups`` group), each
     audited on its own batches, markers and snapshots by the functions that audit the chosen ones
     (``producer_pass``, ``partition_transactions``, ``partition_stability``), their rows told
@@ -957,27 +969,34 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
                            batch_files=batch_files, marker_files=marker_files)
     ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told,
                                  snapshot_files=replicas_rows(raw.files("producer_snapshots"), keys))
-    return partition_stability(batches, ptx, these, as_of_ms=as_of_ms, keys=told)
+    return partition_stability(batches, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told)
 
 
-def replica_stability(raw: RawTables, ranked: RankedReplicas, chosen_batches: DataFrame,
-                      chosen_stability: DataFrame, others: Sequence[tuple[Sequence[int], DataFrame]]) -> DataFrame:
-    """``REPLICA_STABILITY``: the chosen replicas' stability (``chosen_stability``) and every other
+def replica_stability(spark: SparkSession, out: DerivedOutput, raw: RawTables, ranked: RankedReplicas,
+                      chosen_batches: DataFrame, chosen_rows: pa.Table,
+                      others: Sequence[tuple[Sequence[int], pa.Table]]) -> DataFrame:
+    """``REPLICA_STABILITY``, kept: the chosen replicas' stability (``chosen_rows``) and every other
     copy's, ``others`` holding each ``copy_groups`` group with its ``copies_stability``, each
-    copy compared with the chosen copy of its partition (``divergence.compare_replicas``). The
+    copy compared with the chosen copy of its partition (``divergence.compare_replicas``). With
+    no other copy (a dump of one broker) the table is the chosen rows, written on the driver. The
     comparisons are independent of one another and each waits on a few small jobs, so they run
     side by side (``spark.side_by_side``); their rows follow in the groups' order."""
-    chosen = (chosen_stability.withColumn("divergence", F.lit(None).cast("string"))
-              .withColumn("divergent_offset", F.lit(None).cast("long"))
-              .withColumn("replica_holds", F.lit(None).cast("string"))
-              .withColumn("chosen_holds", F.lit(None).cast("string")))
+    compared_columns = {"chosen": pa.bool_(), "divergence": pa.string(), "divergent_offset": pa.int64(),
+                        "replica_holds": pa.string(), "chosen_holds": pa.string()}
+    chosen = chosen_rows
+    for name, kind in compared_columns.items():  # the chosen copy is compared with no other
+        values = [True] * chosen.num_rows if name == "chosen" else [None] * chosen.num_rows
+        chosen = chosen.append_column(pa.field(name, kind), pa.array(values, kind))
+    chosen = conform_table(chosen, REPLICA_STABILITY)
+    if not others:
+        return out.keep_rows(spark, "replica_stability", chosen)
+    chosen_stability = arrow_frame(spark, chosen_rows)
 
-    def compared(ranks: Sequence[int], stability: DataFrame) -> DataFrame:
-        return compare_replicas(stability, rank_rows(raw, ranked, ranks, "batches"), chosen_stability, chosen_batches,
-                                keys=copy_keys(ranks))
+    def compared(ranks: Sequence[int], rows: pa.Table) -> DataFrame:
+        return compare_replicas(arrow_frame(spark, rows), rank_rows(raw, ranked, ranks, "batches"), chosen_stability,
+                                chosen_batches, keys=copy_keys(ranks))
 
-    frame = chosen
-    for more in side_by_side(chosen_batches.sparkSession, [
-            functools.partial(compared, ranks, stability) for ranks, stability in others]):
-        frame = frame.unionByName(more)
-    return conform(frame.withColumn("chosen", F.col("replica_rank") == 1), REPLICA_STABILITY)
+    frame = arrow_frame(spark, chosen)
+    for more in side_by_side(spark, [functools.partial(compared, ranks, rows) for ranks, rows in others]):
+        frame = frame.unionByName(conform(more.withColumn("chosen", F.col("replica_rank") == 1), REPLICA_STABILITY))
+    return out.keep("replica_stability", frame)
