@@ -16,7 +16,9 @@ import pyarrow as pa
 import pytest
 
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS, partition_stability
-from txn_audit.schemas import BATCHES, COPY_COLUMNS, HW_CAPPED, PARTITION_COLUMNS, PARTITION_TRANSACTIONS, STABILITY_ROWS
+from txn_audit.schemas import (
+    BATCHES, COPY_COLUMNS, HW_CAPPED, PARTITION_COLUMNS, PARTITION_TRANSACTIONS, STABILITY_ROWS,
+)
 from txn_audit.tables import arrow_frame
 
 pytestmark = pytest.mark.spark
