@@ -59,8 +59,9 @@ def _random_dump(seed: int) -> tuple[RawBuilder, dict[tuple[str, int], tuple[int
 @pytest.mark.parametrize("named", [True, False])
 def test_held_records_are_summed_over_the_held_range(spark: Any, seed: int, named: bool, tmp_path: Any,
                                                      monkeypatch: Any) -> None:
-    """``named``: the held replicas named in a filter Parquet answers (``stability.held_ranges``);
-    otherwise every batch is read and joined with them."""
+    """``named``: the held replicas named in a filter that the row groups' statistics answer
+    (``stability.held_expression``: the scan reads the raw tables' files with pyarrow);
+    otherwise every data batch is read and joined with them."""
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -69,13 +70,13 @@ def test_held_records_are_summed_over_the_held_range(spark: Any, seed: int, name
     if not named:
         monkeypatch.setattr(stability, "NAMED_MAX", 0)
     else:
-        whole = stability.held_ranges
+        whole = stability.held_expression
 
-        def spied(held: Any, keys: Any) -> Any:
+        def spied(held: Any) -> Any:
             ranges.append(len(held))
-            return whole(held, keys)
+            return whole(held)
 
-        monkeypatch.setattr(stability, "held_ranges", spied)
+        monkeypatch.setattr(stability, "held_expression", spied)
     b, expected = _random_dump(seed)
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")

@@ -18,8 +18,10 @@ and the open ones count, few in any dump. They are read with pyarrow from
 ``partition_transactions``' files when the producer pass wrote them, a batch at a time, else
 collected from the frame through the same filter in Spark (``CANDIDATE_FILTER``); the rule
 that decides is ``_unstable``, on the driver, for both. Only the records held back from
-``read_committed`` consumers need the batches: one Spark aggregation over the held ranges,
-and only when a partition holds records.
+``read_committed`` consumers need the batches, and only when a partition holds records: the
+batches of the held ranges, read with pyarrow from the raw tables' files through a filter their
+row groups' statistics answer (``held_expression``), or narrowed in Spark from a frame without
+files (``held_ranges``) and collected, are counted on the driver (``held_sums``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.reconstruct.transaction_files import OPEN
+from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import (
     HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, PARTITION_TRANSACTIONS, REPLICA_COLUMNS, STABILITY_ROWS,
 )
@@ -150,12 +154,13 @@ def _unstable(row: Mapping[str, Any]) -> bool:
 
 def partition_stability(
     batches: DataFrame, transactions: DataFrame | Iterable[pa.RecordBatch], replicas: Sequence[Mapping[str, Any]], *,
-    as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS,
+    as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS, batch_files: TableManifest | None = None,
 ) -> pa.Table:
     """One row per replica of ``replicas`` (``replicas.RankedReplicas.rows``), ``STABILITY_ROWS``,
     from its transactions (``transaction_candidates``: a ``partition_transactions`` frame, or its
     record batches read on the driver); the batches are read again only for replicas whose
-    records are held. ``keys`` tell the replicas' rows apart in every frame: a partition's
+    records are held (``_held_counts``: with pyarrow from ``batch_files``, the manifest of the
+    files ``batches`` reads, when given). ``keys`` tell the replicas' rows apart in every frame: a partition's
     (``PARTITION_COLUMNS``) when ``replicas`` hold at most one copy per partition (the chosen
     ones, or those of one rank), a copy's (``COPY_COLUMNS``) for several ranks at once.
 
@@ -187,7 +192,7 @@ def partition_stability(
             "culprit_first_offset": None if culprit is None else culprit["first_offset"],  # before the clamp
             **{f"culprit_{name}": None if culprit is None else culprit[column] for name, column in _CULPRIT.items()},
         })
-    return _with_held(rows, _held_counts(batches, rows, keys), as_of_ms, keys)
+    return _with_held(rows, _held_counts(batches, batch_files, rows, keys), as_of_ms, keys)
 
 
 #: the culprit's columns (``culprit_<name>``) and the transaction's column each is taken from
@@ -200,40 +205,86 @@ def _is_held(row: Mapping[str, Any]) -> bool:
     return bool(row["last_stable_offset"] < row["hw"])
 
 
-def _held_counts(batches: DataFrame, rows: Sequence[Mapping[str, Any]],
+#: the batches' columns the held records are counted from; a replica's rows are told apart by
+#: its log dir, topic and partition (a log dir holds one copy of a partition)
+HELD_READ = ("log_dir", "topic", "partition", "base_offset", "last_offset", "size_bytes")
+_REPLICA_OF_ROW = ("log_dir", "topic", "partition")
+
+
+def _held_counts(batches: DataFrame, batch_files: TableManifest | None, rows: Sequence[Mapping[str, Any]],
                  keys: tuple[str, ...]) -> dict[tuple[Any, ...], tuple[int, int]]:
     """Per replica of ``rows`` (``keys``) whose records are held, the records and bytes of its
-    data batches from its LSO to its HW (batches straddling either counted by their offsets
-    inside the range): one Spark aggregation over ``batches``, none when nothing is held (the
-    usual case)."""
+    data batches from its LSO to its HW (``held_sums``); nothing read when none is held (the
+    usual case). The batches are read with pyarrow from ``batch_files``, the manifest of the
+    files ``batches`` reads, when given, a record batch at a time; else from the frame, narrowed
+    in Spark to the held ranges and collected."""
     held = [row for row in rows if _is_held(row)]
     if not held:
         return {}
-    named = [Row(**{key: row[key] for key in keys}, last_stable_offset=row["last_stable_offset"], hw=row["hw"])
-             for row in held]
-    fields = [STABILITY_ROWS.field(key) for key in keys] + [pa.field("last_stable_offset", pa.int64()),
-                                                            pa.field("hw", pa.int64())]
-    ranges = arrow_frame(batches.sparkSession, pa.Table.from_pylist(
-        [row.asDict() for row in named], schema=pa.schema(fields)))
-    read = batches.where(~F.col("is_control"))
-    if len(named) <= NAMED_MAX:
-        read = read.where(held_ranges(named, keys))
-    counted = (
-        read
-        .join(F.broadcast(ranges), list(keys))
-        .where((F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw")))
-        .groupBy(*keys)
-        .agg(
-            F.sum(
-                F.least(F.col("last_offset"), F.col("hw") - 1)
-                - F.greatest(F.col("base_offset"), F.col("last_stable_offset"))
-                + 1
-            ).alias("held_records"),
-            F.sum("size_bytes").alias("held_bytes"),
-        )
-        .collect()
-    )
-    return {tuple(row[key] for key in keys): (row["held_records"], row["held_bytes"]) for row in counted}
+    ranges = pa.Table.from_pylist(
+        [{name: row[name] for name in _REPLICA_OF_ROW} | {"last_stable_offset": row["last_stable_offset"],
+                                                        "hw": row["hw"]} for row in held],
+        schema=pa.schema([STABILITY_ROWS.field(name) for name in _REPLICA_OF_ROW]
+                         + [pa.field("last_stable_offset", pa.int64()), pa.field("hw", pa.int64())]))
+    dataset = None if batch_files is None else manifest_dataset(batch_files)
+    if batch_files is not None and dataset is None:  # no batch at all
+        found: Iterable[pa.RecordBatch] = []
+    elif dataset is not None:
+        condition = ~ds.field("is_control")
+        if len(held) <= NAMED_MAX:
+            condition = condition & held_expression(held)
+        found = dataset.to_batches(columns=list(HELD_READ), filter=condition)
+    else:
+        read = batches.where(~F.col("is_control"))
+        if len(held) <= NAMED_MAX:
+            read = read.where(held_ranges([Row(**row) for row in held], keys))
+        in_range = (F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw"))
+        bounds = F.broadcast(arrow_frame(batches.sparkSession, ranges))
+        narrowed = read.join(bounds, list(_REPLICA_OF_ROW)).where(in_range)
+        found = narrowed.select(*HELD_READ).toArrow().to_batches()
+    sums = held_sums(found, ranges)
+    return {tuple(row[key] for key in keys): sums.get(tuple(row[name] for name in _REPLICA_OF_ROW), (0, 0))
+            for row in held}
+
+
+def held_sums(batches: Iterable[pa.RecordBatch], ranges: pa.Table) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """Records and bytes per replica of ``ranges`` (log dir, topic, partition, its LSO and HW)
+    in ``batches`` (``HELD_READ`` of data batches, any others among them): the batches that end
+    at or after the LSO and start below the HW, those straddling either counted by their offsets
+    inside the range."""
+    totals: dict[tuple[Any, ...], tuple[int, int]] = {}
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        rows = pa.Table.from_batches([batch]).select(list(HELD_READ)).join(
+            ranges, list(_REPLICA_OF_ROW), join_type="inner")
+        lso, hw = rows["last_stable_offset"], rows["hw"]
+        rows = rows.filter(pc.and_(pc.greater_equal(rows["last_offset"], lso), pc.less(rows["base_offset"], hw)))
+        if not rows.num_rows:
+            continue
+        last = pc.min_element_wise(rows["last_offset"], pc.subtract(rows["hw"], 1))
+        first = pc.max_element_wise(rows["base_offset"], rows["last_stable_offset"])
+        counted = rows.append_column("records", pc.add(pc.subtract(last, first), 1)).append_column(
+            "bytes", pc.cast(rows["size_bytes"], pa.int64()))
+        grouped = counted.group_by(list(_REPLICA_OF_ROW)).aggregate([("records", "sum"), ("bytes", "sum")])
+        for row in grouped.to_pylist():
+            key = tuple(row[name] for name in _REPLICA_OF_ROW)
+            records, size = totals.get(key, (0, 0))
+            totals[key] = (records + row["records_sum"], size + row["bytes_sum"])
+    return totals
+
+
+def held_expression(held: Sequence[Mapping[str, Any]]) -> ds.Expression:
+    """``held_ranges`` for pyarrow: the batches of the ``held`` replicas (rows naming the replica,
+    ``last_stable_offset`` and ``hw``) that end at or after the LSO and start below the HW, a
+    filter pyarrow answers from the row groups' statistics first."""
+    condition = ds.scalar(False)
+    for row in held:
+        term = ((ds.field("last_offset") >= row["last_stable_offset"]) & (ds.field("base_offset") < row["hw"])
+                & (ds.field("topic") == row["topic"]) & (ds.field("partition") == row["partition"])
+                & (ds.field("log_dir") == row["log_dir"]))
+        condition = condition | term
+    return condition
 
 
 def held_ranges(held: list[Row], keys: tuple[str, ...]) -> Column:

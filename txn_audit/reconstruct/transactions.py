@@ -862,7 +862,8 @@ def reconstruct(
         written = out.table_dir("partition_transactions") is not None
         transactions = (_table_batches(out, "partition_transactions", ptx, [*PARTITION_COLUMNS, *STABILITY_READ])
                         if written else ptx)
-        return partition_stability(batches, transactions, ranked.rows_of(1), as_of_ms=as_of_ms)
+        return partition_stability(batches, transactions, ranked.rows_of(1), as_of_ms=as_of_ms,
+                                   batch_files=batch_files)
 
     first: list[Callable[[], DataFrame | pa.Table]] = [
         *[functools.partial(audit, group) for group in groups],
@@ -969,7 +970,8 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
                            batch_files=batch_files, marker_files=marker_files)
     ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told,
                                  snapshot_files=replicas_rows(raw.files("producer_snapshots"), keys))
-    return partition_stability(batches, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told)
+    return partition_stability(batches, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told,
+                               batch_files=batch_files)
 
 
 def replica_stability(spark: SparkSession, out: DerivedOutput, raw: RawTables, ranked: RankedReplicas,
