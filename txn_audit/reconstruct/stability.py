@@ -145,7 +145,7 @@ def _candidate_schema(keys: tuple[str, ...]) -> pa.Schema:
 
 def _unstable(row: Mapping[str, Any]) -> bool:
     """A transaction that holds the LSO: it has a first offset and is open, or its marker is not
-    yet below the HW (``candidates``' rows)."""
+    yet below the HW (``transaction_candidates``' rows)."""
     if row["first_offset"] is None:
         return False
     marker = row["marker_offset"]
