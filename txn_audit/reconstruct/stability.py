@@ -128,7 +128,7 @@ def transaction_candidates(transactions: DataFrame | Iterable[pa.RecordBatch], b
         spark = transactions.sparkSession
         found = (transactions.select(*columns).join(F.broadcast(arrow_frame(spark, hws)), list(keys))
                  .where(CANDIDATE_FILTER).toArrow())
-        return _candidates(found.select([*columns, "hw"]).cast(_candidate_schema(keys)))
+        return found.select([*columns, "hw"]).cast(_candidate_schema(keys))
     parts = [_candidates(pa.Table.from_batches([batch]).select(columns).join(hws, list(keys), join_type="inner")
                          .select([*columns, "hw"]))
              for batch in transactions if batch.num_rows]
@@ -321,7 +321,7 @@ def _with_held(rows: Sequence[dict[str, Any]], held: Mapping[tuple[Any, ...], tu
         named = since is not None
         out.append({
             **row,
-            "held_records": records or 0, "held_bytes": size or 0,
+            "held_records": records, "held_bytes": size,
             "held_since_timestamp": since, "held_ms": None if since is None else as_of_ms - since,
             **{name: row[name] if named else None for name in (
                 "culprit_producer_id", "culprit_producer_epoch", "culprit_transactional_id", "culprit_first_offset")},

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -856,6 +857,7 @@ def reconstruct(
     audit = functools.partial(copies_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
                               late_tolerance_ms=late_tolerance_ms)
     groups = copy_groups(tables, ranked)
+
     def chosen_stability() -> pa.Table:
         """The chosen replicas' stability, on the driver, from ``partition_transactions``' files
         when they were written (read a batch at a time), else from its frame."""
@@ -873,11 +875,10 @@ def reconstruct(
     ]
     *others, derived_transactions, extent, chosen_rows = side_by_side(spark, first)
     assert isinstance(derived_transactions, DataFrame) and isinstance(extent, DataFrame)
-    assert isinstance(chosen_rows, pa.Table)
+    assert isinstance(chosen_rows, pa.Table) and all(isinstance(rows, pa.Table) for rows in others)
     stability = out.keep_rows(spark, "partition_stability", conform_table(chosen_rows, PARTITION_STABILITY))
     copies = replica_stability(spark, out, tables, ranked, batches, chosen_rows,
-                               [(group, rows) for group, rows in zip(groups, others, strict=True)
-                                if isinstance(rows, pa.Table)])
+                               list(zip(groups, cast(list[pa.Table], others), strict=True)))
     return Reconstruction(
         partition_transactions=ptx,
         transactions=derived_transactions,
