@@ -133,8 +133,8 @@ def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     spark: Any, sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """GX counts every row check of a suite in one Spark query (``checks.row_counts``), and runs
-    none alone; checks that share a subquery, or read a companion view another check reads,
-    read its cached result in that query."""
+    none alone; checks that read a companion view another check reads (the faults of the rules
+    on one row, the replica order) read its cached result in that query."""
     from pyspark.sql import SparkSession
 
     from txn_audit.quality import CHECKS, validate_tables
@@ -163,7 +163,7 @@ def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     counting = [plan for query, plan in seen if all(f"({one})" in query for one in formatted)]
     assert len(counting) == 1, f"{len(counting)} queries count the suite's row checks"
     # only the failed crc_ok runs its query again, for its examples, and it reads the cached rows
-    # of the subquery it shares, not every batch
+    # of the companion it shares, not every batch
     crc_query = next(c.query for c in batch_checks if c.name == "crc_ok").format(batch=BATCH_VIEW)  # type: ignore[union-attr]
     alone = [(query, plan) for query, plan in seen if query in formatted]
     assert [query for query, _ in alone] == [crc_query], "a row check ran on its own"
@@ -171,16 +171,14 @@ def test_a_suite_counts_its_row_checks_in_one_query_over_the_shared_results(
     assert cached and "Relation [" not in above_cache, "the examples read the table, not the cached rows"
     crc = next(r for r in outcome.results if r.check == "crc_ok")
     assert crc.unexpected_count == 1 and crc.examples and crc.examples[0]["crc_ok"] is False
-    sharing = [c for c in batch_checks if c.shared]
-    assert {c.name for c in sharing} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size",
-                                         "crc_ok"}
     reading = [c for c in batch_checks if c.companions]
-    assert {c.name for c in reading} == {"one_batch_per_offset", "no_overlap", "epochs_non_decreasing"}
+    assert {c.name for c in reading} == {"keys_present", "offsets_ordered", "control_is_one_record", "v2_size",
+                                         "one_batch_per_offset", "no_overlap", "epochs_non_decreasing", "crc_ok"}
     # a companion is cached when several checks read it
     alone = {c.name for c in reading if sum(c.companions[0] in other.companions for other in reading) == 1}
     assert alone == {"epochs_non_decreasing"}
-    # each check that shares a subquery or a companion reads one cached result, in its branch
-    assert counting[0].count("InMemoryRelation") == len(sharing) + len(reading) - len(alone)
+    # each check that reads a companion another reads too reads one cached result, in its branch
+    assert counting[0].count("InMemoryRelation") == len(reading) - len(alone)
     # the suite leaves no view of its own behind
     assert not [t.name for t in spark.catalog.listTables() if t.name.startswith(f"{BATCH_VIEW}_")]
 
@@ -275,7 +273,7 @@ def test_replica_order_checks_find_every_copy_and_overlap(
 def test_row_checks_over_one_scan_each_catch_only_their_own_fault(
     spark: Any, sample_scan: SampleScan, tmp_path: Path
 ) -> None:
-    """The per-row batch checks read one shared subquery: each planted fault fails its own check,
+    """The per-row batch checks read one set of faults: each planted fault fails its own check,
     once, with the planted row as the example, and no other."""
     from pyspark.sql import functions as F
 

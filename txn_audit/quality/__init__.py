@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
-from txn_audit.quality.checks import BATCH_VIEW, CHECKS, Check
+from txn_audit.quality.checks import BATCH_VIEW, CHECKS, ROW_RULES, Check, row_faults_view
 from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
 from txn_audit.quality.gx_import import DEFERRED_MODULES, import_great_expectations
 from txn_audit.quality.replica_order import neighbours_frame
+from txn_audit.quality.row_faults import faults_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -143,6 +144,8 @@ def _over(query: str, view: str) -> str:
 COMPANIONS: dict[str, Callable[[DataFrame, TableManifest | None], DataFrame]] = {
     "replica_neighbours": neighbours_frame,
     **{name: functools.partial(falls_frame, order) for name, order in EPOCH_FALLS.items()},
+    **{row_faults_view(table): functools.partial(faults_frame, table)
+       for table in dict.fromkeys(rule.table for rule in ROW_RULES)},
 }
 
 
@@ -150,7 +153,14 @@ def _with_companions(frame: DataFrame, view: str, checks: list[Check],
                      files: TableManifest | None = None) -> dict[str, DataFrame]:
     """Register ``frame`` as ``view`` and each companion ``checks`` read as ``<view>_<name>``,
     cached when several checks read it (caching one that one check reads costs a little and
-    saves nothing); every view registered, by name, for ``_drop_views``."""
+    saves nothing); every view registered, by name, for ``_drop_views``.
+
+    The row checks of a suite are counted in one query (``checks.row_counts``), a union of theirs.
+    Spark uses a cached result wherever a plan holds it, so a companion (the faults of a table's
+    rules on one row, a window or a pass over every row) is computed once for all the checks that
+    read it, not once in each branch of the union; what is cached is only what it selects, usually
+    no row. Should the metric name its view differently, the plans differ and the caches go
+    unused: slower, never different results."""
     views = {view: frame}
     readers = Counter(name for check in checks for name in check.companions)
     for name, count in readers.items():
@@ -174,8 +184,8 @@ def _drop_views(views: dict[str, DataFrame]) -> None:
 
 def _offending_rows(spark: SparkSession, query: str) -> list[dict[str, Any]]:
     """A few rows a failed row check found (GX's SUMMARY results carry only their count), read
-    by its query over the views of the suite still running (``_computed_once``): its shared
-    subqueries and companions are cached there, so the query reads their few rows, not the table."""
+    by its query over the views of the suite still running (``_with_companions``): a companion
+    read by several checks is cached there, so the query reads its few rows, not the table."""
     try:
         found = spark.sql(_over(query, BATCH_VIEW))
         # ordered so the examples, and the findings quoting them, are the same on every run
@@ -197,23 +207,6 @@ def _outcome(result: Any, spark: SparkSession) -> tuple[int | None, list[dict[st
     if not result.success and not examples and query and error is None:
         examples = _offending_rows(spark, query)
     return count, examples, error
-
-
-def _computed_once(frame: DataFrame, checks: list[Check],
-                   files: TableManifest | None = None) -> tuple[dict[str, DataFrame], list[DataFrame]]:
-    """The views the checks read (``_with_companions``, companions cached) and the cached (lazily)
-    subqueries several of them share (``Check.shared``).
-
-    The row checks of a suite are counted in one query (``checks.row_counts``), a union of theirs.
-    Spark uses a cached result wherever a plan holds it, so a shared subquery (a scan, a grouping
-    or a window over every row) and a companion are computed once for all the checks that read
-    them, not once in each branch of the union; what is cached is only what they select, usually
-    no row. Should the metric name its view differently, the plans differ and the caches go
-    unused: slower, never different results.
-    """
-    views = _with_companions(frame, BATCH_VIEW, checks, files=files)
-    shared = dict.fromkeys(query for check in checks for query in check.shared)
-    return views, [frame.sparkSession.sql(_over(query, BATCH_VIEW)).cache() for query in shared]
 
 
 def _site_config(docs_dir: Path) -> dict[str, Any]:
@@ -336,9 +329,8 @@ class SuiteRun:
             ))
             by_name = {c.name: c for c in checks}
             views: dict[str, DataFrame] = {}
-            cached: list[DataFrame] = []
             try:
-                views, cached = _computed_once(tables[table], checks, _files(manifest, table))
+                views = _with_companions(tables[table], BATCH_VIEW, checks, files=_files(manifest, table))
                 run = checkpoint.run(batch_parameters={"dataframe": tables[table]})
                 suite_results = [r for v in run.run_results.values() for r in v.results]
                 outcomes = [_outcome(r, tables[table].sparkSession) for r in suite_results]
@@ -347,8 +339,6 @@ class SuiteRun:
                                            error=f"{type(err).__name__}: {err}") for c in checks)
                 continue
             finally:
-                for frame in cached:
-                    frame.unpersist()
                 _drop_views(views)
             for r, (count, examples, error) in zip(suite_results, outcomes, strict=True):
                 config = r.expectation_config

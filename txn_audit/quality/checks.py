@@ -6,18 +6,26 @@ wrong: detection already reports those as ``corrupt_batch`` / ``truncated_segmen
 they become no second finding. ``severity`` is the severity of the ``invariant_violation``
 finding a failure of any other check produces.
 
+A rule on one row of a raw table (``RowRule``) is a pyarrow condition, tested where the table's
+rows are read, once for all its rules (``row_faults``); its check counts the rows found to break it.
+
 Great Expectations is imported when a check builds its expectation, not with this module:
-quality's per-replica tasks (``replica_order``, ``epoch_order``) run in Python workers that
+quality's tasks (``replica_order``, ``epoch_order``, ``row_faults``) run in Python workers that
 import this package and never build one, and the import costs about 2 s of a core in each.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from txn_audit.quality.gx_import import import_great_expectations
 from txn_audit.schemas import ALL_TABLES
@@ -40,9 +48,6 @@ class Check:
     build: Callable[..., Any]
     severity: Severity = Severity.WARNING
     data_health: bool = False
-    #: subqueries of the check's query (templates over ``{batch}``) that other checks read too:
-    #: the suite computes each once (``quality._computed_once``)
-    shared: tuple[str, ...] = ()
     #: views besides the table that the check's query reads, as ``{batch}_<name>``: the suite
     #: builds each from the same frame (``quality.COMPANIONS``)
     companions: tuple[str, ...] = ()
@@ -51,6 +56,26 @@ class Check:
     def query(self) -> str | None:
         """A row check's query (a template over ``{batch}``: no row may come out), else None."""
         return self.build.query if isinstance(self.build, RowsBuilder) else None
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """A rule each row of a raw table keeps, checked by pyarrow where the table's files are read
+    (``row_faults``): ``broken``, a condition on one row's columns, is true on a row that breaks it
+    (a null, as in SQL's ``WHERE``, is no fault). It is the check ``name`` of ``table``'s suite,
+    whose rows are the table's faults that carry its ``flag``."""
+
+    table: str
+    name: str
+    rule: str
+    broken: ds.Expression
+    severity: Severity = Severity.WARNING
+    data_health: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The column of the table's faults that tells which break this rule."""
+        return f"breaks_{self.name}"
 
 
 #: the view the row checks' queries read their table from (``{batch}``), registered by
@@ -204,41 +229,68 @@ def _never_down(epoch: str, offset: str, falls: str) -> str:
             f"higher_offset AS higher_epoch_{offset} FROM {{batch}}_{falls}")
 
 
-#: per-row conditions on a batch: (check, rule, condition, severity). They are checked over one
-#: shared subquery, a single scan of the columns they and the examples need, not a scan of
-#: every column per check
-_BATCH_ROW_RULES = (
-    ("keys_present", "every batch has its partition, file position and offsets",
-     "topic IS NULL OR partition IS NULL OR position IS NULL OR base_offset IS NULL OR last_offset IS NULL "
-     "OR magic IS NULL", Severity.WARNING),
-    ("offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
-     "last_offset < base_offset OR base_offset < 0", Severity.CRITICAL),
-    ("control_is_one_record", "a control batch (marker) holds exactly one record",
-     "is_control AND record_count <> 1 AND crc_ok", Severity.WARNING),
-    ("v2_size", "a v2 batch is at least 61 bytes", "magic = 2 AND size_bytes < 61", Severity.CRITICAL),
+def _broken_if_null(*columns: str) -> ds.Expression:
+    return functools.reduce(operator.or_, (ds.field(c).is_null() for c in columns))
+
+
+def _not_in(column: str, values: tuple[str, ...]) -> ds.Expression:
+    """``column`` holds a value and it is none of ``values`` (SQL's ``NOT IN``: a null is no fault)."""
+    return ds.field(column).is_valid() & ~ds.field(column).isin(list(values))
+
+
+_BATCH_RULES = (
+    RowRule("batches", "keys_present", "every batch has its partition, file position and offsets",
+            _broken_if_null("topic", "partition", "position", "base_offset", "last_offset", "magic")),
+    RowRule("batches", "offsets_ordered", "last_offset >= base_offset >= 0 in every batch",
+            (ds.field("last_offset") < ds.field("base_offset")) | (ds.field("base_offset") < 0),
+            severity=Severity.CRITICAL),
+    RowRule("batches", "control_is_one_record", "a control batch (marker) holds exactly one record",
+            ds.field("is_control") & (ds.field("record_count") != 1) & ds.field("crc_ok")),
+    RowRule("batches", "v2_size", "a v2 batch is at least 61 bytes",
+            (ds.field("magic") == 2) & (ds.field("size_bytes") < 61), severity=Severity.CRITICAL),
 )
-_BATCH_ROW_COLUMNS = ("broker_id, log_dir, file, topic, partition, segment_base_offset, position, base_offset, "
-                      "last_offset, magic, is_control, producer_id, producer_epoch, record_count, size_bytes, crc_ok")
-#: a batch whose stored CRC does not match its bytes: damage to the dump (``data_health``), checked
-#: over the same subquery
-_BATCH_CRC_FAULT = "NOT crc_ok"
-_BATCH_ROW_FAULTS = (f"SELECT {_BATCH_ROW_COLUMNS} FROM {{batch}} WHERE "
-                     + " OR ".join(f"({condition})" for condition in
-                                   [*(condition for _, _, condition, _ in _BATCH_ROW_RULES), _BATCH_CRC_FAULT]))
+#: a batch whose stored CRC does not match its bytes: damage to the dump (``data_health``)
+_CRC_RULE = RowRule("batches", "crc_ok", "every batch's stored CRC matches its bytes", ~ds.field("crc_ok"),
+                    data_health=True)
+_MARKER_TYPES = ("COMMIT", "ABORT", "UNKNOWN")
+_MARKER_TYPE_RULE = RowRule("control_markers", "marker_type_valid",
+                            f"marker_type is one of {', '.join(_MARKER_TYPES)}", _not_in("marker_type", _MARKER_TYPES))
+_TXN_LOG_RULES = (
+    RowRule("txn_log", "state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
+            ~ds.field("tombstone") & (ds.field("state").is_null() | _not_in("state", TXN_STATES))),
+    RowRule("txn_log", "complete_lists_nothing", "Empty and Complete* records list no partitions",
+            ds.field("state").isin(["Empty", "CompleteCommit", "CompleteAbort"])
+            & (pc.list_value_length(ds.field("topic_partitions")) > 0)),
+)
+#: every rule on one row of a raw table (``RowRule``)
+ROW_RULES: tuple[RowRule, ...] = (*_BATCH_RULES, _CRC_RULE, _MARKER_TYPE_RULE, *_TXN_LOG_RULES)
+#: the columns a table's faults (``row_faults``) carry: those its rules read and a failed check's
+#: examples show (every column, but for the batches, whose wide rows would cost a scan of them all)
+FAULT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "batches": ("broker_id", "log_dir", "file", "topic", "partition", "segment_base_offset", "position", "base_offset",
+                "last_offset", "magic", "is_control", "producer_id", "producer_epoch", "record_count", "size_bytes",
+                "crc_ok"),
+    **{table: tuple(ALL_TABLES[table].names) for table in ("control_markers", "txn_log")},
+}
 
 
-def _batch_row_checks() -> tuple[Check, ...]:
-    return tuple(
-        Check("batches", name, rule, _rows(f"SELECT * FROM ({_BATCH_ROW_FAULTS}) WHERE {condition}"),
-              severity=severity, shared=(_BATCH_ROW_FAULTS,))
-        for name, rule, condition, severity in _BATCH_ROW_RULES
-    )
+def row_faults_view(table: str) -> str:
+    """The companion (``Check.companions``) that holds ``table``'s rows that break a ``RowRule``."""
+    return f"{table}_row_faults"
+
+
+def _row_check(rule: RowRule) -> Check:
+    """``rule`` as a row check: the rows of its table's faults flagged as breaking it."""
+    columns = ", ".join(FAULT_COLUMNS[rule.table])
+    return Check(rule.table, rule.name, rule.rule,
+                 _rows(f"SELECT {columns} FROM {{batch}}_{row_faults_view(rule.table)} WHERE {rule.flag}"),
+                 severity=rule.severity, data_health=rule.data_health, companions=(row_faults_view(rule.table),))
 
 
 CHECKS: tuple[Check, ...] = (
     *(_schema(t) for t in ALL_TABLES),
     # batches (kafka-formats Appendix A.1, A.2)
-    *_batch_row_checks(),
+    *(_row_check(rule) for rule in _BATCH_RULES),
     Check("batches", "one_batch_per_offset",
           "one batch per (broker, log dir, topic, partition, base offset)",
           # duplicates are neighbours in replica order (``replica_order``): k copies, k - 1 rows
@@ -255,22 +307,15 @@ CHECKS: tuple[Check, ...] = (
           "a producer's epoch never goes down in offset order on a partition",
           _rows(_never_down("producer_epoch", "base_offset", "producer_epoch_falls")),
           severity=Severity.CRITICAL, companions=("producer_epoch_falls",)),
-    Check("batches", "crc_ok", "every batch's stored CRC matches its bytes",
-          _rows(f"SELECT * FROM ({_BATCH_ROW_FAULTS}) WHERE {_BATCH_CRC_FAULT}"),
-          data_health=True, shared=(_BATCH_ROW_FAULTS,)),
+    _row_check(_CRC_RULE),
     # control markers (A.3)
-    _in_set("control_markers", "marker_type", ("COMMIT", "ABORT", "UNKNOWN")),
+    _row_check(_MARKER_TYPE_RULE),
     Check("control_markers", "coordinator_epoch_non_decreasing",
           "the coordinator epoch of a producer's markers never goes down on a partition",
           _rows(_never_down("coordinator_epoch", "offset", "coordinator_epoch_falls")),
           companions=("coordinator_epoch_falls",)),
     # coordinator log (A.5)
-    Check("txn_log", "state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
-          _rows("SELECT * FROM {batch} WHERE NOT tombstone AND (state IS NULL OR state NOT IN ("
-                + ", ".join(f"'{s}'" for s in TXN_STATES) + "))")),
-    Check("txn_log", "complete_lists_nothing", "Empty and Complete* records list no partitions",
-          _rows("SELECT * FROM {batch} WHERE state IN ('Empty', 'CompleteCommit', 'CompleteAbort') "
-                "AND size(topic_partitions) > 0")),
+    *(_row_check(rule) for rule in _TXN_LOG_RULES),
     # derived tables
     Check("partition_stability", "lso_at_most_hw", "last stable offset <= high watermark",
           _rows("SELECT * FROM {batch} WHERE high_watermark IS NOT NULL AND last_stable_offset > high_watermark"),
