@@ -145,7 +145,7 @@ def test_the_faults_are_the_rows_spark_s_where_selects(
     on_driver = faults_frame(table, frame, files)
     assert "LocalRelation" in on_driver._jdf.queryExecution().analyzed().toString()
     assert flagged([r.asDict(recursive=True) for r in on_driver.collect()], table) == expected
-    monkeypatch.setattr(row_faults, "TASKS_MIN_ROWS", in_files.num_rows)
+    monkeypatch.setattr(row_faults, "DRIVER_ROWS", in_files.num_rows - 1)
     by_tasks = faults_frame(table, frame, files)
     assert "MapInArrow" in by_tasks._jdf.queryExecution().analyzed().toString()
     assert flagged([r.asDict(recursive=True) for r in by_tasks.collect()], table) == expected
