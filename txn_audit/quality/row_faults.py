@@ -6,8 +6,9 @@ pyarrow tests every rule of the table at once, where the rows are read: a filter
 broken, then the flags of the few rows it keeps (``faults_of``). When the table's frame reads the
 files ingest wrote as they are, their manifest is given (``txn_audit.manifest``): the driver
 reads them itself, up to ``DRIVER_ROWS`` rows, and tasks read a few files each beyond
-(``txn_audit.replica_tasks``). Any other frame is tested a batch of its rows at a time, in its own tasks
-(``mapInArrow``). Spark is handed the faults alone, usually none: no scan of every row in the JVM.
+(``txn_audit.replica_tasks``). Any other frame is tested a batch of its rows at a time, in its
+own tasks (``mapInArrow``). Spark is handed the faults alone, usually none: no scan of every row
+in the JVM.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["DRIVER_ROWS", "FILES_ITEM", "fault_schema", "faults_frame", "faults_of", "rules_of"]
 
 #: most rows of a table whose files the driver tests itself: pyarrow tests the 1.3 M batches of
-#: the realistic 1 GiB dump in 0.23 s on one core, and its 0.53 M coordinator records in 0.22 s,
-#: while tasks cost Python workers (in paired scans of that dump, tasks took 1.8 s more of the
-#: workers' CPU for the three raw tables than the 0.5 s the work itself costs)
+#: the realistic 1 GiB dump in 0.23 s on one core, and its 0.53 M coordinator records in 0.22 s;
+#: in paired scans of that dump, tasks added 1.8 s to the Python workers' CPU, the driver 1.5 s to
+#: its own, and either saved the JVM about 3 s (docs/performance.md)
 DRIVER_ROWS = 20_000_000
 
 #: a task's work: files of the table, and how many rows they hold
