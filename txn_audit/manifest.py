@@ -84,6 +84,11 @@ class FileEntry:
             return 0
         return sum(g.rows for g in self.row_groups if g.replica in (replica, None))
 
+    @property
+    def rows(self) -> int:
+        """How many rows the file holds."""
+        return sum(group.rows for group in self.row_groups)
+
 
 @dataclass(frozen=True)
 class TableManifest:
@@ -128,7 +133,7 @@ class TableManifest:
     @property
     def rows(self) -> int:
         """How many rows the table holds."""
-        return sum(group.rows for f in self.files for group in f.row_groups)
+        return sum(f.rows for f in self.files)
 
     def newest_times(self) -> list[int] | None:
         """The highest ``TIME_COLUMNS`` value of each row group that holds rows (their highest is

@@ -16,12 +16,11 @@ import this package and never build one, and the import costs about 2 s of a cor
 
 from __future__ import annotations
 
-import functools
 import json
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, reduce
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow.compute as pc
@@ -211,11 +210,16 @@ def _schema(table: str) -> Check:
                  severity=Severity.CRITICAL)
 
 
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """The rule that ``column`` holds one of ``values``, as a sentence."""
+    return f"{column} is one of {', '.join(values)}"
+
+
 def _in_set(table: str, column: str, values: tuple[str, ...]) -> Check:
     """``column`` holds one of ``values`` or nothing (as ``ExpectColumnValuesToBeInSet``, which
     costs three queries to this one)."""
     listed = ", ".join(f"'{v}'" for v in values)
-    return Check(table, f"{column}_valid", f"{column} is one of {', '.join(values)}",
+    return Check(table, f"{column}_valid", _one_of(column, values),
                  _rows(f"SELECT * FROM {{batch}} WHERE {column} NOT IN ({listed})"))
 
 
@@ -230,7 +234,7 @@ def _never_down(epoch: str, offset: str, falls: str) -> str:
 
 
 def _broken_if_null(*columns: str) -> ds.Expression:
-    return functools.reduce(operator.or_, (ds.field(c).is_null() for c in columns))
+    return reduce(operator.or_, (ds.field(c).is_null() for c in columns))
 
 
 def _not_in(column: str, values: tuple[str, ...]) -> ds.Expression:
@@ -253,8 +257,8 @@ _BATCH_RULES = (
 _CRC_RULE = RowRule("batches", "crc_ok", "every batch's stored CRC matches its bytes", ~ds.field("crc_ok"),
                     data_health=True)
 _MARKER_TYPES = ("COMMIT", "ABORT", "UNKNOWN")
-_MARKER_TYPE_RULE = RowRule("control_markers", "marker_type_valid",
-                            f"marker_type is one of {', '.join(_MARKER_TYPES)}", _not_in("marker_type", _MARKER_TYPES))
+_MARKER_TYPE_RULE = RowRule("control_markers", "marker_type_valid", _one_of("marker_type", _MARKER_TYPES),
+                            _not_in("marker_type", _MARKER_TYPES))
 _TXN_LOG_RULES = (
     RowRule("txn_log", "state_valid", f"every live record's state is one of {', '.join(TXN_STATES)}",
             ~ds.field("tombstone") & (ds.field("state").is_null() | _not_in("state", TXN_STATES))),

@@ -87,7 +87,7 @@ def faults_in_rows(batches: Iterator[pa.RecordBatch], *, table: str) -> Iterator
 def _file_items(files: TableManifest) -> list[Mapping[str, object]]:
     """One ``FILES_ITEM`` row per file of ``files``, largest first."""
     items: list[Mapping[str, object]] = [
-        {"files": [files.uri(entry)], "rows": sum(group.rows for group in entry.row_groups)} for entry in files.files]
+        {"files": [files.uri(entry)], "rows": entry.rows} for entry in files.files]
     return sorted(items, key=lambda item: -item_int(item, "rows"))
 
 
