@@ -374,6 +374,7 @@ class Measurements:
     #: the real-broker dump's median scan, or why there is none
     real_broker: ScanRun | None = None
     real_broker_missing: str | None = None
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)  # of the machine the scans ran on
 
 
 def expected_findings(dump: Path) -> dict[str, int]:
@@ -399,6 +400,26 @@ def _row(target: str, workload: str, value: str, limit: str, ratio: float | None
     shown = "-" if ratio is None else f"{ratio:.2f}"
     verdict = met if isinstance(met, str) else "not measured" if met is None else "met" if met else "not met"
     return f"| {target} | {workload} | {value} | {limit} | {shown} | {verdict} |"
+
+
+#: the process roles whose CPU a scan's row splits (``Sampler.cpu_s``)
+CPU_ROLES = ("worker", "jvm", "driver")
+
+
+def _marginal_cpu_rows(a: ScanRun, b: ScanRun, workload: str, kafka_python: float, cores: int) -> list[str]:
+    """What a further GiB costs in CPU, every process of the scan counted, against kafka-python's
+    one core: a diagnostic, not a target. The marginal target leaves ``MARGINAL_RATIO`` of
+    kafka-python's time per GiB on each of ``cores`` cores, so a scan whose CPU per GiB is above
+    that budget misses it even with every core busy, and one below it misses it by idle cores."""
+    if not a.cpu_s or not b.cpu_s:
+        return []
+    gib = b.size_gib - a.size_gib
+    per_gib = (sum(b.cpu_s.values()) - sum(a.cpu_s.values())) / gib
+    roles = ", ".join(f"{role} {(b.cpu_s.get(role, 0.0) - a.cpu_s.get(role, 0.0)) / gib:.1f}" for role in CPU_ROLES)
+    budget = cores * MARGINAL_RATIO * kafka_python
+    return [_row(f"CPU per further GiB, every process ({a.size_gib:g} to {b.size_gib:g} GiB)", workload,
+                 f"{per_gib:.1f} s/GiB ({roles}) vs {budget:.1f} s/GiB",
+                 f"{MARGINAL_RATIO:.2f}x kafka-python's on each of {cores} cores", per_gib / budget, "measured")]
 
 
 def target_table(m: Measurements) -> list[str]:
@@ -439,6 +460,7 @@ def target_table(m: Measurements) -> list[str]:
                               workload, f"{marginal:.1f} s/GiB vs {kp:.1f} s/GiB",
                               f"<= {MARGINAL_RATIO:.2f}", ratio,
                               ratio <= MARGINAL_RATIO if marginal > 0 else "inconclusive: larger scan not slower"))
+            lines += _marginal_cpu_rows(a, b, workload, kp, m.cores)
             flat = (b.wall_s / b.size_gib) / (a.wall_s / a.size_gib)
             lines.append(_row(f"cost per GiB flat ({a.size_gib:g} to {b.size_gib:g} GiB)", workload,
                               f"{a.wall_s / a.size_gib:.1f} to {b.wall_s / b.size_gib:.1f} s/GiB",
@@ -621,7 +643,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"scans of the {key[0]} {key[1]:g} GiB dump: {', '.join(f'{r.wall_s:.1f}' for r in runs)} s "
               f"(median {median.wall_s:.1f} s), {median.findings} findings; peak RSS JVM / driver / all: "
               f"{median.peak_kib.get('jvm', 0) / 1024:.0f} / {median.peak_kib.get('driver', 0) / 1024:.0f} / "
-              f"{median.peak_total_kib / 1024:.0f} MiB")
+              f"{median.peak_total_kib / 1024:.0f} MiB; CPU of each scan (workers / JVM / driver): "
+              + ", ".join(" / ".join(f"{r.cpu_s.get(role, 0.0):.1f}" for role in CPU_ROLES) for r in runs) + " s")
     small: dict[str, float] = {}
     small_failed: dict[str, str] = {}
     for name, runs in small_runs.items():

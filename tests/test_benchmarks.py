@@ -151,6 +151,7 @@ def test_target_table_on_canned_measurements() -> None:
         scans={"realistic": [_run(0.05, 50.0), _run(0.1, 40.0)]}, kafka_python_s_per_gib={"realistic": 12.0},
         small={}, baseline_s=None, coordinator_rate=None))
     assert any("marginal" in line and line.endswith("| inconclusive: larger scan not slower |") for line in noisy)
+    assert not any(line.startswith("| CPU per further GiB") for line in lines)  # the runs counted no CPU
     missing = scan_bench.target_table(scan_bench.Measurements(scans={}, kafka_python_s_per_gib={}, small={},
                                                               baseline_s=None, coordinator_rate=None))
     assert sum("not measured" in line for line in missing) >= 5
@@ -267,3 +268,20 @@ def test_a_paired_run_of_one_tree_against_itself(tmp_path: Path, capsys: pytest.
         pair_bench.main([str(dump), "--a", str(tmp_path), "--b", str(root)])
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         pair_bench.main([str(dump), "--a", str(root), "--b", str(root), "--env-b", "JAVA_TOOL_OPTIONS"])
+
+
+def test_the_cpu_of_a_further_gib_against_the_cores_budget() -> None:
+    one, four = _run(1, 20.0), _run(4, 38.0)
+    one.cpu_s = {"worker": 10.0, "jvm": 8.0, "driver": 2.0, "other": 0.0}
+    four.cpu_s = {"worker": 31.0, "jvm": 11.0, "driver": 8.0, "other": 0.0}
+    lines = scan_bench.target_table(scan_bench.Measurements(
+        scans={"realistic": [one, four]}, kafka_python_s_per_gib={"realistic": 12.0}, small={}, baseline_s=None,
+        coordinator_rate=None, cores=2))
+    row = next(line for line in lines if line.startswith("| CPU per further GiB"))
+    # 30 s more over 3 GiB, against 0.5 x 12 s on each of 2 cores
+    assert "| 10.0 s/GiB (worker 7.0, jvm 1.0, driver 2.0) vs 12.0 s/GiB |" in row
+    assert row.endswith("| 0.83 | measured |")
+    four_cores = scan_bench.target_table(scan_bench.Measurements(
+        scans={"realistic": [one, four]}, kafka_python_s_per_gib={"realistic": 12.0}, small={}, baseline_s=None,
+        coordinator_rate=None, cores=4))
+    assert any("vs 24.0 s/GiB" in line and "| 0.42 | measured |" in line for line in four_cores)
