@@ -8,17 +8,30 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from txn_audit.ingest.job import _write_driver_table
-from txn_audit.schemas import DECODED_TABLES, PLAIN_COLUMNS, RAW_TABLES, REPLICA_COLUMNS, replicas_from_metadata
+from txn_audit.schemas import (
+    DECODED_TABLES,
+    PLAIN_COLUMNS,
+    PLAIN_ENCODING,
+    RAW_TABLES,
+    REPLICA_COLUMNS,
+    replicas_from_metadata,
+)
+
+
+def _column_encodings(path: Path, group: int = 0) -> dict[str, tuple[str, ...]]:
+    """Per column of one row group of the file: the encodings Parquet's metadata lists."""
+    row_group = pq.ParquetFile(path).metadata.row_group(group)
+    columns = (row_group.column(index) for index in range(row_group.num_columns))
+    return {c.path_in_schema: tuple(c.encodings) for c in columns}
 
 
 def _encodings(path: Path, group: int = 0) -> dict[str, bool]:
     """Per column of one row group of the file: whether it is dictionary-encoded."""
-    row_group = pq.ParquetFile(path).metadata.row_group(group)
-    columns = (row_group.column(index) for index in range(row_group.num_columns))
-    return {c.path_in_schema: any("DICTIONARY" in encoding for encoding in c.encodings) for c in columns}
+    return {column: any("DICTIONARY" in encoding for encoding in encodings)
+            for column, encodings in _column_encodings(path, group).items()}
 
 
-def test_offsets_are_stored_plain_and_names_as_dictionaries(sample_scan: Any) -> None:
+def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any) -> None:
     tables = sample_scan.out / "tables"
     checked = set()
     for table in ("batches", "control_markers", "txn_log"):
@@ -26,9 +39,10 @@ def test_offsets_are_stored_plain_and_names_as_dictionaries(sample_scan: Any) ->
         assert files, table
         for path in files:
             for group in range(pq.ParquetFile(path).metadata.num_row_groups):
-                for column, dictionary in _encodings(path, group).items():
+                for column, encodings in _column_encodings(path, group).items():
+                    dictionary = any("DICTIONARY" in encoding for encoding in encodings)
                     if column in PLAIN_COLUMNS:
-                        assert not dictionary, (path.name, column)
+                        assert not dictionary and PLAIN_ENCODING in encodings, (path.name, column, encodings)
                         checked.add(column)
                     elif column in ("topic", "producer_id"):
                         assert dictionary, (path.name, column)
@@ -44,6 +58,7 @@ def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) 
     _write_driver_table(path, rows, RAW_TABLES["decode_issues"])
     encodings = _encodings(path)
     assert encodings["position"] is False and encodings["topic"] is True
+    assert PLAIN_ENCODING in _column_encodings(path)["position"]
     assert pq.read_table(path).to_pylist() == rows
     assert replicas_from_metadata(pq.read_metadata(path).metadata) == {(1, "ld", "t", p) for p in range(3)}
     # a row group per replica

@@ -35,7 +35,7 @@ from txn_audit.schemas import (
     RAW_TABLES,
     REPLICA_COLUMNS,
     WRITTEN_FILES,
-    dictionary_columns,
+    raw_writer_options,
     replicas_metadata,
     spark_schema,
 )
@@ -188,13 +188,13 @@ def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schem
 
     table = pa.Table.from_pylist(rows, schema=schema)
     if not set(REPLICA_COLUMNS) <= set(schema.names):
-        pq.write_table(table, str(path), use_dictionary=dictionary_columns(schema))
+        pq.write_table(table, str(path), **raw_writer_options(schema))
         return
     # the footer names the rows' replicas, and each row group holds one, as the workers write them
     runs = list(replica_runs(table))
     listed = replicas_metadata({replica for replica, _ in runs})
     with pq.ParquetWriter(str(path), schema.with_metadata({**(schema.metadata or {}), **listed}),
-                          use_dictionary=dictionary_columns(schema)) as writer:
+                          **raw_writer_options(schema)) as writer:
         for _, rows in runs:
             writer.write_table(rows)
 

@@ -61,7 +61,7 @@ from txn_audit.schemas import (
     WORKER_OUTPUTS,
     WRITTEN_FILES,
     Replica,
-    dictionary_columns,
+    raw_writer_options,
     replicas_metadata,
 )
 
@@ -658,7 +658,7 @@ def write_partition(
             if name not in writers:
                 paths[name] = os.path.join(out_dir, name, f"{prefix}.{sequence:05d}-{uuid.uuid4().hex}.parquet")
                 schema = WORKER_OUTPUTS[name]
-                writers[name] = pq.ParquetWriter(paths[name], schema, use_dictionary=dictionary_columns(schema))
+                writers[name] = pq.ParquetWriter(paths[name], schema, **raw_writer_options(schema))
                 written[name] = 0
                 replicas[name] = set()
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
