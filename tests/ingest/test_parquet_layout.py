@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txn_audit.ingest.job import _write_driver_table
@@ -14,6 +15,7 @@ from txn_audit.schemas import (
     PLAIN_ENCODING,
     RAW_TABLES,
     REPLICA_COLUMNS,
+    raw_writer_options,
     replicas_from_metadata,
 )
 
@@ -47,6 +49,15 @@ def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any
                     elif column in ("topic", "producer_id"):
                         assert dictionary, (path.name, column)
     assert {"base_offset", "position", "offset", "stored_crc"} <= checked
+
+
+def test_every_column_stored_as_deltas_is_an_integer() -> None:
+    """Parquet encodes only integers as deltas: a column of another type there fails every write."""
+    for table, schema in RAW_TABLES.items():
+        for column in schema:
+            if column.name in PLAIN_COLUMNS:
+                assert pa.types.is_integer(column.type), (table, column)
+    assert "column_encoding" in raw_writer_options(RAW_TABLES["batches"])
 
 
 def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) -> None:
