@@ -27,10 +27,14 @@ def _column_encodings(path: Path, group: int = 0) -> dict[str, tuple[str, ...]]:
     return {c.path_in_schema: tuple(c.encodings) for c in columns}
 
 
+def _is_dictionary(encodings: tuple[str, ...]) -> bool:
+    """Whether a column chunk of these encodings is dictionary-encoded."""
+    return any("DICTIONARY" in encoding for encoding in encodings)
+
+
 def _encodings(path: Path, group: int = 0) -> dict[str, bool]:
     """Per column of one row group of the file: whether it is dictionary-encoded."""
-    return {column: any("DICTIONARY" in encoding for encoding in encodings)
-            for column, encodings in _column_encodings(path, group).items()}
+    return {column: _is_dictionary(encodings) for column, encodings in _column_encodings(path, group).items()}
 
 
 def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any) -> None:
@@ -42,7 +46,7 @@ def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any
         for path in files:
             for group in range(pq.ParquetFile(path).metadata.num_row_groups):
                 for column, encodings in _column_encodings(path, group).items():
-                    dictionary = any("DICTIONARY" in encoding for encoding in encodings)
+                    dictionary = _is_dictionary(encodings)
                     if column in PLAIN_COLUMNS:
                         assert not dictionary and PLAIN_ENCODING in encodings, (path.name, column, encodings)
                         checked.add(column)
