@@ -11,6 +11,7 @@ are added here by the reconstruction and detection layers.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -282,7 +283,7 @@ DECODED_TABLES: tuple[str, ...] = (
 )
 
 #: Columns of the raw tables whose values seldom repeat within a file: offsets, file
-#: positions, record times, sequences, CRCs (integers all). They are stored without a
+#: positions, record and transaction times, sequences, CRCs (integers all). They are stored without a
 #: dictionary; as dictionaries of nearly every value they only cost each reader a dictionary to
 #: decode per row group (on the 1 GiB benchmark, a scan of the batches table ran a third faster
 #: without and the files were 30 % smaller). The other columns (names, ids, epochs, flags)
@@ -290,6 +291,7 @@ DECODED_TABLES: tuple[str, ...] = (
 PLAIN_COLUMNS = frozenset({
     "position", "base_offset", "last_offset", "offset", "first_offset", "base_sequence", "last_sequence",
     "first_timestamp", "max_timestamp", "timestamp", "record_timestamp", "stored_crc", "computed_crc",
+    "txn_last_update_timestamp", "txn_start_timestamp",
 })
 #: how ``PLAIN_COLUMNS`` are encoded: as differences from the previous value, bit-packed, which
 #: rows in log order keep small (the realistic 4 GiB dump's batches: 71 MB of files against 181 MB
@@ -307,8 +309,16 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
 def raw_writer_options(schema: pa.Schema) -> dict[str, Any]:
     """The Parquet writer's options for a file of a raw table of ``schema``, by the workers and by
     the driver alike: ``dictionary_columns`` as dictionaries, ``PLAIN_COLUMNS`` as ``PLAIN_ENCODING``."""
-    return {"use_dictionary": dictionary_columns(schema),
-            "column_encoding": {name: PLAIN_ENCODING for name in schema.names if name in PLAIN_COLUMNS}}
+    return writer_options(schema, dictionary_columns(schema))
+
+
+def writer_options(schema: pa.Schema, dictionary: Collection[str]) -> dict[str, Any]:
+    """The Parquet writer's options (``pyarrow.parquet.ParquetWriter``'s keywords) for a file of
+    ``schema`` whose columns ``dictionary`` repeat their values: those as dictionaries, the
+    integer columns among the others as ``PLAIN_ENCODING``, any other column plain."""
+    return {"use_dictionary": [name for name in schema.names if name in dictionary],
+            "column_encoding": {f.name: PLAIN_ENCODING for f in schema
+                                if f.name not in dictionary and pa.types.is_integer(f.type)}}
 
 
 #: the columns that name the partition replica a raw row was read from

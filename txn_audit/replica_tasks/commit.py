@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from types import TracebackType
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -67,11 +68,12 @@ def commit_file(directory: str, name: str) -> Iterator[pa.NativeFile]:
 class TableFile:
     """One task's file ``directory/name`` of a table of ``schema``, written as rows are added
     (``add``), committed (``commit_file``) when the block ends without an error; none when no
-    row was added. ``use_dictionary``: as pyarrow's Parquet writer takes it (the columns, or all)."""
+    row was added. ``options``: the Parquet writer's keywords (``schemas.writer_options``; none:
+    pyarrow's defaults, every column a dictionary)."""
 
-    def __init__(self, directory: str, name: str, schema: pa.Schema, use_dictionary: bool | list[str] = True) -> None:
+    def __init__(self, directory: str, name: str, schema: pa.Schema, options: Mapping[str, Any] | None = None) -> None:
         self.directory, self.name, self.schema = directory, name, schema
-        self.use_dictionary = use_dictionary
+        self.options = dict(options or {})
         self.rows = 0
         self._stack = ExitStack()
         self._writer: pq.ParquetWriter | None = None
@@ -89,8 +91,7 @@ class TableFile:
             return
         if self._writer is None:
             sink = self._stack.enter_context(commit_file(self.directory, self.name))
-            self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema,
-                                                                      use_dictionary=self.use_dictionary))
+            self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema, **self.options))
         self._writer.write_table(rows.cast(self.schema), row_group_size=row_group_size)
         self.rows += rows.num_rows
 
