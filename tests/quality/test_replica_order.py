@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -63,10 +64,10 @@ def walked(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
 
 
 def write_files(folder: Path, rows: list[dict[str, Any]], seed: int, files: int = 3,
-                schema: pa.Schema = COLUMNS) -> list[str]:
-    """The rows shuffled into ``files`` Parquet files of ``schema`` whose footers list their
-    replicas, as ingest writes them."""
-    shuffled = random.Random(seed).sample(rows, len(rows))
+                schema: pa.Schema = COLUMNS, shuffle: bool = True) -> list[str]:
+    """The rows shuffled (or as given) into ``files`` Parquet files of ``schema`` whose footers
+    list their replicas, as ingest writes them."""
+    shuffled = random.Random(seed).sample(rows, len(rows)) if shuffle else rows
     uris = []
     for part in range(files):
         table = pa.Table.from_pylist(shuffled[part::files], schema=schema)
@@ -105,6 +106,31 @@ def test_neighbours_read_from_files_equal_a_walk_over_sorted_rows(
     assert any(e[4] == e[6] for e in expected) and any(e[6] is not None and e[4] != e[6] for e in expected)
     assert any(e[5] is None for e in expected) or any(e[7] is None for e in expected) or seed != 1
     assert neighbours_from_files(write_files(tmp_path, rows, seed), window_rows) == expected
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_rows_read_in_order_give_the_same_rows_unsorted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # as ingest writes a replica: its batches in log order, none without a base offset or position
+    rows = [r for r in batch_rows(seed) if r["base_offset"] is not None]
+    rows.sort(key=lambda r: (REPLICAS.index(tuple(r[k] for k in REPLICA_COLUMNS)), r["base_offset"], r["position"]))
+    expected = walked(rows)
+    assert any(e[4] == e[6] for e in expected) and any(e[6] is not None and e[4] != e[6] for e in expected)
+
+    def sorted_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("rows in order sorted again")
+
+    monkeypatch.setattr(replica_order.pc, "sort_indices", sorted_again)
+    assert neighbours_from_files(write_files(tmp_path, rows, seed, files=1, shuffle=False), 1_000_000) == expected
+
+
+def test_a_pair_out_of_order_by_base_or_position_is_found() -> None:
+    assert replica_order._ordered(np.array([1, 2, 2, 5]), np.array([9, 1, 4, 0]))
+    assert not replica_order._ordered(np.array([1, 3, 2]), np.array([0, 1, 2]))
+    assert not replica_order._ordered(np.array([1, 2, 2]), np.array([0, 5, 4]))
+    # offsets far apart compare without overflow
+    assert not replica_order._ordered(np.array([2**62, -(2**62)]), np.array([0, 1]))
 
 
 def test_a_replica_read_in_windows_is_cut_at_its_sampled_base_offsets(

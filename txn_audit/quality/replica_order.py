@@ -91,17 +91,34 @@ def replica_neighbours(item: Mapping[str, object], window_rows: int = WINDOW_ROW
                                  batch_readahead=1, fragment_readahead=1)
         if not table.num_rows:
             continue
-        order = pc.sort_indices(table, sort_keys=[("base_offset", "ascending", "at_start"),
-                                                  ("position", "ascending", "at_start")])
-        base_column, last_column = table.column("base_offset").take(order), table.column("last_offset").take(order)
-        del table, order
-        base, base_known = int_values(base_column)
-        last, last_known = int_values(last_column)
-        del base_column, last_column
+        base, base_known, last, last_known = _in_order(table)
+        del table
         flagged = _flagged(base, base_known, last, last_known, carried)
         if flagged.size:
             yield _neighbour_batch(item, flagged, base, base_known, last, last_known, carried)
         carried = (int(base[-1]), bool(base_known[-1]), int(last[-1]), bool(last_known[-1]))
+
+
+def _in_order(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``table``'s base and last offsets (values, and where they are known) ordered by base offset,
+    then position, nulls first, as ``pc.sort_indices`` orders them (a stable sort): rows read in log
+    order, as ingest writes a replica's row groups, already are, and are not sorted again."""
+    base, base_known = int_values(table.column("base_offset"))
+    position, position_known = int_values(table.column("position"))
+    if not (base_known.all() and position_known.all() and _ordered(base, position)):
+        order = pc.sort_indices(table, sort_keys=[("base_offset", "ascending", "at_start"),
+                                                  ("position", "ascending", "at_start")]).to_numpy()
+        base, base_known = base[order], base_known[order]
+        last, last_known = int_values(table.column("last_offset").take(order))
+        return base, base_known, last, last_known
+    last, last_known = int_values(table.column("last_offset"))
+    return base, base_known, last, last_known
+
+
+def _ordered(base: np.ndarray, position: np.ndarray) -> bool:
+    """Whether the rows are in (base, position) order: each pair no greater than the next."""
+    after, before = base[1:], base[:-1]
+    return bool(np.all((after > before) | ((after == before) & (position[1:] >= position[:-1]))))
 
 
 def _flagged(base: np.ndarray, base_known: np.ndarray, last: np.ndarray, last_known: np.ndarray,

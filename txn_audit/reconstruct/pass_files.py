@@ -36,11 +36,11 @@ from txn_audit.replica_tasks.reading import (
     item_list,
     ROW_GROUP,
     SAMPLE_EVERY,
+    ParquetFiles,
     Piece,
     merge_in_log_order,
     pieces_in_order,
     producer_span,
-    read_row_group,
     replica_filter,
     replica_groups,
     replica_uris,
@@ -255,13 +255,19 @@ def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iter
     pieces = _pieces(item)
     if pieces is None:
         return None
-    shares, share = item_int(item, "shares"), item_int(item, "share")
-    return merge_in_log_order(pieces, functools.partial(_read_piece, shares=shares, share=share), chunk_rows)
+    return _merged(pieces, item_int(item, "shares"), item_int(item, "share"), chunk_rows)
 
 
-def _read_piece(piece: Piece, *, shares: int, share: int) -> pa.Table:
+def _merged(pieces: list[Piece], shares: int, share: int, chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    """``merge_in_log_order`` over ``pieces``, each file opened once while the rows are read."""
+    with ParquetFiles() as files:
+        yield from merge_in_log_order(pieces, functools.partial(_read_piece, files=files, shares=shares, share=share),
+                                      chunk_rows)
+
+
+def _read_piece(piece: Piece, *, files: ParquetFiles, shares: int, share: int) -> pa.Table:
     """A row group's pass input rows (of the item's share of producers)."""
-    rows = pass_input(read_row_group(piece, pass_source_columns(piece.side)), piece.side)
+    rows = pass_input(files.row_group(piece, pass_source_columns(piece.side)), piece.side)
     if shares > 1:
         producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
         rows = rows.filter(pa.array(producers % shares == share))

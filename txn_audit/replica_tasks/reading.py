@@ -158,12 +158,34 @@ def pieces_in_order(sides: Sequence[Iterable[Mapping[str, Any]] | None]) -> list
     return sorted(pieces, key=lambda piece: (piece.low, piece.side))
 
 
-def read_row_group(piece: Piece, columns: list[str]) -> pa.Table:
-    """``columns`` of the row group ``piece``."""
-    filesystem, path = fs.FileSystem.from_uri(piece.uri)
-    with filesystem.open_input_file(path) as source:
-        found: pa.Table = pq.ParquetFile(source).read_row_group(piece.index, columns=columns)
-    return found
+class ParquetFiles:
+    """The files of a task's row groups, each opened, and its footer read, once: a replica's
+    pieces are many row groups of a few files. Closed together (``close``, or on leaving a
+    ``with`` block)."""
+
+    def __init__(self) -> None:
+        self._opened: dict[str, tuple[pa.NativeFile, pq.ParquetFile]] = {}
+
+    def __enter__(self) -> ParquetFiles:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def row_group(self, piece: Piece, columns: list[str]) -> pa.Table:
+        """``columns`` of the row group ``piece``."""
+        opened = self._opened.get(piece.uri)
+        if opened is None:
+            filesystem, path = fs.FileSystem.from_uri(piece.uri)
+            source = filesystem.open_input_file(path)
+            opened = self._opened[piece.uri] = (source, pq.ParquetFile(source))
+        found: pa.Table = opened[1].read_row_group(piece.index, columns=columns)
+        return found
+
+    def close(self) -> None:
+        for source, _ in self._opened.values():
+            source.close()
+        self._opened.clear()
 
 
 def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
