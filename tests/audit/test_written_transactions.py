@@ -253,27 +253,3 @@ def test_a_scan_leaves_only_its_tables(sample_scan: SampleScan) -> None:
     tables = sample_scan.out / "tables"
     assert sorted(p.name for p in tables.iterdir()) == sorted([*ALL_TABLES, INGEST_STAMP, MANIFEST_FILE])
 
-
-def test_the_transactions_offsets_and_times_are_stored_as_deltas(sample_scan: SampleScan) -> None:
-    """The pass's files keep dictionaries for names, ids, epochs and states, and store the other
-    integers (offsets, times, counts) as deltas, which Spark's reader takes too."""
-    import pyarrow.parquet as pq
-
-    from txn_audit.schemas import PARTITION_TRANSACTIONS, PLAIN_ENCODING
-
-    files = sorted((sample_scan.out / "tables" / "partition_transactions").glob("*.parquet"))
-    assert files
-    deltas = set()
-    for path in files:
-        metadata = pq.ParquetFile(path).metadata
-        for group in range(metadata.num_row_groups):
-            for index in range(metadata.num_columns):
-                chunk = metadata.row_group(group).column(index)
-                column, encodings = chunk.path_in_schema, chunk.encodings
-                dictionary = any("DICTIONARY" in encoding for encoding in encodings)
-                if column in transaction_files.DICTIONARY_COLUMNS:
-                    assert dictionary, (path.name, column, encodings)
-                elif pa.types.is_integer(PARTITION_TRANSACTIONS.field(column).type):
-                    assert not dictionary and PLAIN_ENCODING in encodings, (path.name, column, encodings)
-                    deltas.add(column)
-    assert {"first_offset", "marker_offset", "first_timestamp", "producer_last_timestamp"} <= deltas

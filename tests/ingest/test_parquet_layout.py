@@ -1,4 +1,5 @@
-"""How ingest lays out the raw tables' Parquet files, on the workers and on the driver."""
+"""How ingest lays out the raw tables' Parquet files, on the workers and on the driver, and how the
+producer pass lays out its ``partition_transactions`` files."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txn_audit.ingest.job import _write_driver_table
+from txn_audit.reconstruct.transaction_files import DICTIONARY_COLUMNS
 from txn_audit.schemas import (
+    PARTITION_TRANSACTIONS,
     DECODED_TABLES,
     PLAIN_COLUMNS,
     PLAIN_ENCODING,
@@ -53,6 +56,23 @@ def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any
                     elif column in ("topic", "producer_id"):
                         assert dictionary, (path.name, column)
     assert {"base_offset", "position", "offset", "stored_crc"} <= checked
+
+
+def test_the_transactions_offsets_and_times_are_stored_as_deltas(sample_scan: Any) -> None:
+    """The pass's ``partition_transactions`` files keep dictionaries for names, ids, epochs and
+    states, and store the other integers (offsets, times, counts) as deltas."""
+    files = sorted((sample_scan.out / "tables" / "partition_transactions").glob("*.parquet"))
+    assert files
+    deltas = set()
+    for path in files:
+        for group in range(pq.ParquetFile(path).metadata.num_row_groups):
+            for column, encodings in _column_encodings(path, group).items():
+                if column in DICTIONARY_COLUMNS:
+                    assert _is_dictionary(encodings), (path.name, column, encodings)
+                elif pa.types.is_integer(PARTITION_TRANSACTIONS.field(column).type):
+                    assert not _is_dictionary(encodings) and PLAIN_ENCODING in encodings, (path.name, column, encodings)
+                    deltas.add(column)
+    assert {"first_offset", "marker_offset", "first_timestamp", "producer_last_timestamp"} <= deltas
 
 
 def test_every_column_stored_as_deltas_is_an_integer() -> None:

@@ -6,8 +6,8 @@ ORDER BY base_offset, position)`` where the batch repeats the previous one's bas
 at or before its last offset; nulls sort first and compare as SQL does. When the batches read
 the files ingest wrote as they are, their manifest is given (``txn_audit.manifest``) and they
 hold at least ``reading.TASKS_MIN_ROWS`` rows, each task reads its replicas' three offset columns
-from the files and sorts them itself (``txn_audit.replica_tasks``): a Spark window would shuffle
-and sort every batch with all four replica columns in its key. Any other frame takes the
+from the files and sorts them itself unless they are in order already (``txn_audit.replica_tasks``):
+a Spark window would shuffle and sort every batch with all four replica columns in its key. Any other frame takes the
 window: a small dump's batches among them, for which it costs less than the tasks' Python
 workers.
 """
@@ -105,13 +105,12 @@ def _in_order(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     order, as ingest writes a replica's row groups, already are, and are not sorted again."""
     base, base_known = int_values(table.column("base_offset"))
     position, position_known = int_values(table.column("position"))
+    last_column = table.column("last_offset")
     if not (base_known.all() and position_known.all() and _ordered(base, position)):
         order = pc.sort_indices(table, sort_keys=[("base_offset", "ascending", "at_start"),
                                                   ("position", "ascending", "at_start")]).to_numpy()
-        base, base_known = base[order], base_known[order]
-        last, last_known = int_values(table.column("last_offset").take(order))
-        return base, base_known, last, last_known
-    last, last_known = int_values(table.column("last_offset"))
+        base, base_known, last_column = base[order], base_known[order], last_column.take(order)
+    last, last_known = int_values(last_column)
     return base, base_known, last, last_known
 
 
