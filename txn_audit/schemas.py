@@ -321,6 +321,15 @@ def writer_options(schema: pa.Schema, dictionary: Collection[str]) -> dict[str, 
                                 if f.name not in dictionary and pa.types.is_integer(f.type)}}
 
 
+def repeating_columns(schema: pa.Schema) -> list[str]:
+    """The columns of a file the tasks write (a derived table's, or one they hand on) whose values
+    repeat, as ``writer_options`` takes them: strings (names, states), 32-bit integers
+    (partitions, epochs, versions, timeouts) and producer ids; its offsets, times and counts,
+    nearly unique, are not."""
+    return [f.name for f in schema
+            if pa.types.is_string(f.type) or pa.types.is_int32(f.type) or f.name == "producer_id"]
+
+
 #: the columns that name the partition replica a raw row was read from
 REPLICA_COLUMNS = tuple(f.name for f in _REPLICA)
 #: the columns that name a partition replica, as every raw table has them

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -191,6 +192,48 @@ def test_the_pass_in_log_order_equals_the_pass_in_memory(tmp_path: Path, seed: i
     expected = _expected(tables, 1)
     assert got == expected
     assert any(r["event"] for r in got) and any(r["txn"] for r in got)
+
+
+def test_row_groups_without_a_producer_id_are_neither_read_nor_counted(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition of the coordinator log, and the segments of plain producers' batches alone,
+    hold no batch with a producer id: the pass takes none of their rows, so it reads none of their
+    row groups and they weigh nothing in its items; the transactions are the same."""
+    tables = _in_segments(_tables(0), 8)
+    where = {"broker_id": 1, "log_dir": LEADER_DIR, "topic": "__transaction_state", "partition": 3}
+    coordinator = [{**tables["batches"][0], **where, "base_offset": n, "last_offset": n, "producer_id": -1,
+                    "producer_epoch": -1, "is_transactional": False, "segment_base_offset": n // 8 * 8}
+                   for n in range(40)]
+    tables["batches"] += coordinator
+    read: list[pa.Table] = []
+    row_group = pass_files.ParquetFiles.row_group
+
+    def recorded(self: pass_files.ParquetFiles, piece: Any, columns: list[str]) -> pa.Table:
+        found = row_group(self, piece, columns)
+        if piece.side == DATA:
+            read.append(found)
+        return found
+
+    monkeypatch.setattr(pass_files.ParquetFiles, "row_group", recorded)
+    items = _items(_write_in_log_order(tmp_path, tables))
+    leader = [item for item in items if item["log_dir"] == LEADER_DIR]
+    # each item's weight: its markers, and the batches of its segments that hold a producer id
+    segments: dict[tuple[Any, ...], list[int]] = {}
+    for row in tables["batches"]:
+        key = tuple(row[k] for k in ("broker_id", "log_dir", "topic", "partition", "segment_base_offset"))
+        segments.setdefault(key, []).append(row["producer_id"])
+    for item in items:
+        replica = tuple(item[k] for k in ("broker_id", "log_dir", "topic", "partition"))
+        batches = sum(len(ids) for key, ids in segments.items() if key[:4] == replica and max(ids) >= 0)
+        markers = sum(1 for row in tables["control_markers"]
+                      if tuple(row[k] for k in ("broker_id", "log_dir", "topic", "partition")) == replica)
+        assert item["rows"] == batches + markers
+    assert [item["rows"] for item in items if item["topic"] == "__transaction_state"] == [0]
+    assert any(max(ids) < 0 for key, ids in segments.items() if key[2] != "__transaction_state")  # plain alone
+    got = _outputs(batch for item in leader for batch in transaction_pass(
+        pass_input_rows(item), late_tolerance_ms=TOLERANCE_MS, unsequenced_topics=COMPACTED))
+    assert got == _expected(tables, 1)
+    assert read and all(pc.max(found.column("producer_id")).as_py() >= 0 for found in read)
 
 
 @pytest.mark.parametrize("round_rows", [40, 6])

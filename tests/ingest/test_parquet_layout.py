@@ -1,5 +1,5 @@
-"""How ingest lays out the raw tables' Parquet files, on the workers and on the driver, and how the
-producer pass lays out its ``partition_transactions`` files."""
+"""How ingest lays out the raw tables' Parquet files, on the workers and on the driver, how the
+producer pass lays out its ``partition_transactions`` files, and the passes the files they hand on."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txn_audit.ingest.job import _write_driver_table
+from txn_audit.reconstruct.prepare_follows import (
+    FOLLOW_FIELDS,
+    FOLLOW_WRITER_OPTIONS,
+    PREPARE_FIELDS,
+    PrepareFile,
+    read_prepares,
+)
 from txn_audit.reconstruct.transaction_files import DICTIONARY_COLUMNS
+from txn_audit.replica_tasks.commit import TableFile
 from txn_audit.schemas import (
     PARTITION_TRANSACTIONS,
     DECODED_TABLES,
@@ -73,6 +81,39 @@ def test_the_transactions_offsets_and_times_are_stored_as_deltas(sample_scan: An
                     assert not _is_dictionary(encodings) and PLAIN_ENCODING in encodings, (path.name, column, encodings)
                     deltas.add(column)
     assert {"first_offset", "marker_offset", "first_timestamp", "producer_last_timestamp"} <= deltas
+
+
+def test_the_prepare_records_and_their_answers_handed_on_keep_offsets_and_times_as_deltas(tmp_path: Path) -> None:
+    """The coordinator pass's Prepare* records and the producer pass's answers, files that the
+    next stage reads, store their offsets and times as deltas and their names, ids, epochs and
+    states as dictionaries; the records read back unchanged."""
+    prepares = pa.Table.from_pylist([
+        {"topic": f"t{n % 3}", "partition": n % 4, "producer_id": 1000 + n % 7, "epoch": n % 2,
+         "ts": 1_700_000_000_000 + 17 * n, "txn_log_partition": n % 50, "txn_log_offset": 5 * n,
+         "transactional_id": f"app-{n % 7}", "state": "PrepareCommit" if n % 5 else "PrepareAbort",
+         "next_state": None if n % 11 == 0 else "CompleteCommit", "started": 1_700_000_000_000 + 13 * n,
+         "timeout_ms": 60_000} for n in range(300)], schema=PREPARE_FIELDS)
+    answers = prepares.append_column("has_marker", pa.array([n % 3 > 0 for n in range(300)])).append_column(
+        "next_marker_type", pa.array(["COMMIT"] * 300)).append_column(
+        "next_marker_offset", pa.array(range(7, 307), pa.int64()))
+    (tmp_path / "prepares").mkdir()
+    (tmp_path / "follows").mkdir()
+    with PrepareFile(str(tmp_path / "prepares"), "part-0.parquet") as written:
+        written.add(prepares)
+    with TableFile(str(tmp_path / "follows"), "part-0.parquet", FOLLOW_FIELDS, FOLLOW_WRITER_OPTIONS) as follows:
+        follows.add(answers)
+    for folder, schema, deltas in (("prepares", PREPARE_FIELDS, {"ts", "txn_log_offset", "started"}),
+                                   ("follows", FOLLOW_FIELDS, {"ts", "txn_log_offset", "started",
+                                                               "next_marker_offset"})):
+        (path,) = (tmp_path / folder).glob("*.parquet")
+        for column, encodings in _column_encodings(path).items():
+            if column in deltas:
+                assert not _is_dictionary(encodings) and PLAIN_ENCODING in encodings, (folder, column, encodings)
+            elif pa.types.is_string(schema.field(column).type) or column in ("producer_id", "epoch", "partition"):
+                assert _is_dictionary(encodings), (folder, column, encodings)
+    back = read_prepares(str(tmp_path / "prepares"), [(f"t{n}", p) for n in range(3) for p in range(4)])
+    assert sorted(back.to_pylist(), key=repr) == sorted(prepares.to_pylist(), key=repr)
+    assert sorted(pq.read_table(tmp_path / "follows").to_pylist(), key=repr) == sorted(answers.to_pylist(), key=repr)
 
 
 def test_every_column_stored_as_deltas_is_an_integer() -> None:

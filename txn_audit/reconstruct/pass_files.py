@@ -47,14 +47,15 @@ from txn_audit.replica_tasks.reading import (
     sampled_cuts,
     table_dataset,
 )
-from txn_audit.schemas import REPLICA_COLUMNS
+from txn_audit.schemas import REPLICA_COLUMNS, Replica
 
 #: most input rows one task holds and sorts at once (about 100 bytes each in memory; reading
 #: and sorting them takes about as much again)
 ROUND_ROWS = 1_000_000
 
-#: one task's work: a replica, the files and row groups that hold its rows and how many rows they
-#: may hold (all from the manifest). While counting a large replica's rows per producer, one row
+#: one task's work: a replica, the files and row groups that hold its rows and how many rows the
+#: pass may read of them (all from the manifest: its markers, and its batches but those of row
+#: groups ``without_producer``). While counting a large replica's rows per producer, one row
 #: in ``SAMPLE_EVERY`` keeps its offset, from which a producer with more than ``ROUND_ROWS`` rows
 #: is cut into offset windows
 PASS_ITEM = pa.schema([
@@ -80,6 +81,24 @@ assert tuple(PASS_ITEM.names[: len(REPLICA_COLUMNS)]) == REPLICA_COLUMNS
 _OFFSET = {DATA: "base_offset", MARKER: "offset"}
 
 
+def without_producer(producer_high: int | None) -> bool:
+    """Whether a batches row group whose highest producer id is ``producer_high`` (from its
+    statistics; None: not known) holds no batch written with a producer id: the coordinator's own
+    partitions (``__transaction_state``; ``__consumer_offsets`` but for transactional offset
+    commits) and a plain producer's batches. The pass takes none of its rows
+    (``ordered_pass.pass_input``), so it neither reads nor counts it."""
+    return producer_high is not None and producer_high < 0
+
+
+def producer_rows_of(batch_table: TableManifest, replica: Replica) -> int:
+    """How many of ``replica``'s batches the pass may read: those of its row groups in
+    ``batch_table`` but the ones ``without_producer``; a row group of no known replica counts for
+    every replica of its file, as in ``TableManifest.rows_of``."""
+    return sum(group.rows for entry in batch_table.files_of(replica) for group in entry.row_groups
+               if group.replica in (replica, None)
+               and not without_producer(None if group.producer_ids is None else group.producer_ids[1]))
+
+
 def item_weight(item: Mapping[str, object]) -> float:
     """The work of a ``PASS_ITEM``, for packing items into tasks: its share of the replica's rows."""
     return item_int(item, "rows") / item_int(item, "shares")
@@ -99,7 +118,7 @@ def pass_items(batch_table: TableManifest, marker_table: TableManifest, parallel
     replicas = (batch_table.replicas() or frozenset()) | (marker_table.replicas() or frozenset())
     found = []
     for replica in replicas:
-        found.append((replica, batch_table.rows_of(replica) + marker_table.rows_of(replica)))
+        found.append((replica, producer_rows_of(batch_table, replica) + marker_table.rows_of(replica)))
     slots = 2 * max(1, parallelism)
     per_item = max(share_rows, math.ceil(sum(rows for _, rows in found) / slots))
     items: list[dict[str, object]] = []
@@ -244,7 +263,11 @@ def _pieces(item: Mapping[str, object]) -> list[Piece] | None:
     log order; None unless the manifest named them with offsets that do not overlap
     (``replica_tasks.reading.pieces_in_order``)."""
     assert (DATA, MARKER) == (0, 1)  # the sides, in the order given: data before a marker of its offset
-    return pieces_in_order([item["batch_groups"], item["marker_groups"]])  # type: ignore[list-item]  # lists of ROW_GROUP rows
+    batch_groups = item["batch_groups"]
+    if batch_groups is not None:
+        batch_groups = [group for group in item_list(item, "batch_groups")
+                        if not without_producer(group["producer_high"])]
+    return pieces_in_order([batch_groups, item["marker_groups"]])  # type: ignore[list-item]  # lists of ROW_GROUP rows
 
 
 def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iterator[pa.RecordBatch] | None:

