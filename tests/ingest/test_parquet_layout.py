@@ -1,5 +1,6 @@
 """How ingest lays out the raw tables' Parquet files, on the workers and on the driver, how the
-producer pass lays out its ``partition_transactions`` files, and the passes the files they hand on."""
+producer pass lays out its ``partition_transactions`` files, and how the passes lay out the files
+they hand on."""
 
 from __future__ import annotations
 
