@@ -67,6 +67,9 @@ class ScanRun:
     finding_kinds: dict[str, int] = field(default_factory=dict)
     loud: int = 0  # findings at warning or above
     cpu_s: dict[str, float] = field(default_factory=dict)  # by process role, as ``Sampler.cpu_s``
+    #: each CLI stage line and the CPU by process role used before it (``Sampler.cpu_s``, the tree
+    #: sampled as the line arrived); ``cpu_s`` is what the last stage ran to
+    stage_cpu: list[tuple[str, dict[str, float]]] = field(default_factory=list)
 
 
 def dump_dir(data_dir: Path, size_gib: float, partitions: int, segment_mb: int, workload: str = "uniform") -> Path:
@@ -223,6 +226,7 @@ class Sampler(threading.Thread):
         self.peak_total = 0
         self.ticks: dict[int, tuple[str, int]] = {}  # pid: (role, CPU ticks at its last sample)
         self.stop = threading.Event()
+        self._lock = threading.Lock()  # the thread's samples and the caller's (``cpu_now``) one at a time
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -230,6 +234,10 @@ class Sampler(threading.Thread):
             self.stop.wait(self.interval)
 
     def sample(self) -> None:
+        with self._lock:
+            self._sample()
+
+    def _sample(self) -> None:
         total = 0
         for pid in _descendants(self.root):
             role = _role(pid, self.root)  # read each time: spark-submit's shell execs the JVM
@@ -247,9 +255,15 @@ class Sampler(threading.Thread):
         """CPU seconds by process role (worker, jvm, driver, other), as sampled."""
         per_second = os.sysconf("SC_CLK_TCK")
         out: dict[str, float] = {}
-        for role, ticks in self.ticks.values():
-            out[role] = out.get(role, 0.0) + ticks / per_second
+        with self._lock:
+            for role, ticks in self.ticks.values():
+                out[role] = out.get(role, 0.0) + ticks / per_second
         return out
+
+    def cpu_now(self) -> dict[str, float]:
+        """``cpu_s`` from a sample taken now."""
+        self.sample()
+        return self.cpu_s()
 
 
 def cli() -> list[str]:
@@ -275,9 +289,12 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     reader = threading.Thread(target=lambda: stdout_parts.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
     errors: list[str] = []
+    stage_cpu: list[tuple[str, dict[str, float]]] = []
     for line in proc.stderr:  # type: ignore[union-attr]
         stages.append((time.perf_counter() - started, line.strip()))
         errors.append(line)
+        if _is_stage(line.strip()):
+            stage_cpu.append((line.strip(), sampler.cpu_now()))
     code = proc.wait()
     wall = time.perf_counter() - started
     sampler.stop.set()
@@ -288,14 +305,14 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
         cause = next((line for line in reversed(errors) if "Error" in line or "Exception" in line), "").strip()
         print(f"# scan of {dump} failed with exit code {code}: {cause[:300]}", file=sys.stderr)
         return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total, failed=cause[:200] or "failed",
-                       cpu_s=sampler.cpu_s())
+                       cpu_s=sampler.cpu_s(), stage_cpu=stage_cpu)
     summary = json.loads("".join(stdout_parts))
     rows = summary.get("summary", {}).get("table_rows", {})
     return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total,
                    findings=len(summary.get("findings", [])), rows=rows,
                    finding_kinds=dict(Counter(str(f.get("kind")) for f in summary.get("findings", []))),
                    loud=sum(Severity(f["severity"]) >= Severity.WARNING for f in summary.get("findings", [])),
-                   cpu_s=sampler.cpu_s())
+                   cpu_s=sampler.cpu_s(), stage_cpu=stage_cpu)
 
 
 def kafka_python_seconds(logs: list[Path], limit: int) -> tuple[float, int, int]:
@@ -357,6 +374,38 @@ def _stage_table(run: ScanRun, workload: str = "") -> list[str]:
     marks = [(0.0, "(launch)"), *((at, name) for at, name in run.stages if _is_stage(name)), (run.wall_s, "(exit)")]
     for (at, name), (nxt, _) in zip(marks, marks[1:], strict=False):
         lines.append(f"  {at:7.1f}  +{nxt - at:6.1f}  {name}")
+    return lines
+
+
+def _stage_cpu(run: ScanRun) -> dict[str, dict[str, float]]:
+    """CPU by process role that each stage of ``run`` used (``ScanRun.stage_cpu``), by stage name,
+    \"(launch)\" for what ran before the first stage line; a name seen twice sums its stages."""
+    marks = [("(launch)", {}), *run.stage_cpu, ("(exit)", run.cpu_s)]
+    out: dict[str, dict[str, float]] = {}
+    for (name, before), (_, after) in zip(marks, marks[1:], strict=False):
+        used = out.setdefault(name, {})
+        for role in CPU_ROLES:
+            used[role] = used.get(role, 0.0) + after.get(role, 0.0) - before.get(role, 0.0)
+    return out
+
+
+def stage_cpu_table(a: ScanRun, b: ScanRun, workload: str) -> list[str]:
+    """Where a further GiB's CPU goes: for each stage of both scans, the CPU it used in each (every
+    process, by role) and the difference per GiB between them. Empty without stage samples."""
+    if not a.stage_cpu or not b.stage_cpu:
+        return []
+    gib = b.size_gib - a.size_gib
+    small, large = _stage_cpu(a), _stage_cpu(b)
+    lines = [f"CPU by stage of the {workload} scans (seconds, all processes; {a.size_gib:g} and {b.size_gib:g} GiB, "
+             "and per further GiB by role):",
+             f"| stage | {a.size_gib:g} GiB | {b.size_gib:g} GiB | per further GiB | "
+             + " | ".join(CPU_ROLES) + " |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in CPU_ROLES) + " |"]
+    for name in [n for n in small if n in large]:
+        here, there = small[name], large[name]
+        per_role = [(there[role] - here[role]) / gib for role in CPU_ROLES]
+        lines.append(f"| {name} | {sum(here.values()):.1f} | {sum(there.values()):.1f} | {sum(per_role):.2f} | "
+                     + " | ".join(f"{v:.2f}" for v in per_role) + " |")
     return lines
 
 
@@ -669,6 +718,11 @@ def main(argv: list[str] | None = None) -> None:
     print()
     for (w, _), runs in scans.items():
         print("\n".join(_stage_table(median_run(runs), w)))
+    for w, runs in measured.scans.items():
+        ok = [r for r in runs if not r.failed]
+        if len(ok) >= 2:
+            print()
+            print("\n".join(stage_cpu_table(min(ok, key=lambda r: r.size_gib), max(ok, key=lambda r: r.size_gib), w)))
 
 
 if __name__ == "__main__":

@@ -285,3 +285,37 @@ def test_the_cpu_of_a_further_gib_against_the_cores_budget() -> None:
         scans={"realistic": [one, four]}, kafka_python_s_per_gib={"realistic": 12.0}, small={}, baseline_s=None,
         coordinator_rate=None, cores=4))
     assert any("vs 24.0 s/GiB" in line and "| 0.42 | measured |" in line for line in four_cores)
+
+
+def test_the_cpu_of_each_stage_and_of_a_further_gib_in_it() -> None:
+    one, four = _run(1, 20.0), _run(4, 38.0)
+    one.stage_cpu = [("decoding files", {"worker": 0.0, "jvm": 3.0, "driver": 2.0}),
+                     ("rebuilding transactions", {"worker": 8.0, "jvm": 5.0, "driver": 2.5})]
+    one.cpu_s = {"worker": 12.0, "jvm": 9.0, "driver": 3.5, "other": 1.0}
+    four.stage_cpu = [("decoding files", {"worker": 0.0, "jvm": 3.0, "driver": 2.0}),
+                      ("rebuilding transactions", {"worker": 14.0, "jvm": 6.5, "driver": 3.0}),
+                      ("rebuilding transactions", {"worker": 20.0, "jvm": 7.0, "driver": 3.0})]
+    four.cpu_s = {"worker": 29.0, "jvm": 10.0, "driver": 5.0}
+    lines = scan_bench.stage_cpu_table(one, four, "realistic")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ") and "---" not in line}
+    assert rows["(launch)"] == "| (launch) | 5.0 | 5.0 | 0.00 | 0.00 | 0.00 | 0.00 |"
+    # decoding: 8 s of the workers, 2 of the JVM, 0.5 of the driver at 1 GiB; 14, 3.5, 1 at 4 GiB
+    assert rows["decoding files"] == "| decoding files | 10.5 | 18.5 | 2.67 | 2.00 | 0.50 | 0.17 |"
+    # rebuilding, seen twice at 4 GiB, sums both: 4 + 4 + 1 at 1 GiB; 15 + 3.5 + 2 at 4 GiB
+    assert rows["rebuilding transactions"] == "| rebuilding transactions | 9.0 | 20.5 | 3.83 | 3.67 | -0.17 | 0.33 |"
+    assert scan_bench.stage_cpu_table(_run(1, 20.0), four, "realistic") == []
+
+
+def test_the_sampler_gives_the_cpu_of_the_tree_as_of_now() -> None:
+    burn = "import time\nwhile time.process_time() < 0.5: pass\ntime.sleep(30)\n"
+    proc = subprocess.Popen([sys.executable, "-c", burn])
+    try:
+        sampler = scan_bench.Sampler(proc.pid, interval=60)  # its thread samples once, at its start
+        sampler.start()
+        time.sleep(1.0)
+        assert sampler.cpu_s().get("driver", 0.0) < 0.4
+        assert 0.4 <= sampler.cpu_now()["driver"] <= 1.0
+    finally:
+        proc.kill()
+        sampler.stop.set()
+        sampler.join()
