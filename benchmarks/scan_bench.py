@@ -379,7 +379,7 @@ def _stage_table(run: ScanRun, workload: str = "") -> list[str]:
 
 def _stage_cpu(run: ScanRun) -> dict[str, dict[str, float]]:
     """CPU by process role that each stage of ``run`` used (``ScanRun.stage_cpu``), by stage name,
-    \"(launch)\" for what ran before the first stage line; a name seen twice sums its stages."""
+    ``(launch)`` for what ran before the first stage line; a name seen twice sums its stages."""
     marks = [("(launch)", {}), *run.stage_cpu, ("(exit)", run.cpu_s)]
     out: dict[str, dict[str, float]] = {}
     for (name, before), (_, after) in zip(marks, marks[1:], strict=False):
