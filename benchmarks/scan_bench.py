@@ -389,17 +389,31 @@ def _stage_cpu(run: ScanRun) -> dict[str, dict[str, float]]:
     return out
 
 
-def stage_cpu_table(a: ScanRun, b: ScanRun, workload: str) -> list[str]:
-    """Where a further GiB's CPU goes: for each stage of both scans, the CPU it used in each (every
-    process, by role) and the difference per GiB between them. Empty without stage samples."""
-    if not a.stage_cpu or not b.stage_cpu:
+def median_stage_cpu(runs: list[ScanRun]) -> dict[str, dict[str, float]]:
+    """Per stage and role, the median of ``runs``' CPU in it (``_stage_cpu``; the lower one of an
+    even count), over the runs with stage samples that have the stage: a single scan's stages
+    move with the VM's pace more than the scan's wall does."""
+    each = [_stage_cpu(run) for run in runs if run.stage_cpu and not run.failed]
+    names = list(dict.fromkeys(name for stages in each for name in stages))
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        having = [stages[name] for stages in each if name in stages]
+        out[name] = {role: sorted(used[role] for used in having)[(len(having) - 1) // 2] for role in CPU_ROLES}
+    return out
+
+
+def stage_cpu_table(a: list[ScanRun], b: list[ScanRun], workload: str) -> list[str]:
+    """Where a further GiB's CPU goes: for each stage of the scans ``a`` of one size and ``b`` of a
+    larger one, the median CPU it used (``median_stage_cpu``, every process, by role) and the
+    difference per GiB between the sizes. Empty without stage samples."""
+    small, large = median_stage_cpu(a), median_stage_cpu(b)
+    if not small or not large:
         return []
-    gib = b.size_gib - a.size_gib
-    small, large = _stage_cpu(a), _stage_cpu(b)
-    lines = [f"CPU by stage of the {workload} scans (seconds, all processes; {a.size_gib:g} and {b.size_gib:g} GiB, "
+    low, high = a[0].size_gib, b[0].size_gib
+    gib = high - low
+    lines = [f"CPU by stage of the {workload} scans (medians, seconds, all processes; {low:g} and {high:g} GiB, "
              "and per further GiB by role):",
-             f"| stage | {a.size_gib:g} GiB | {b.size_gib:g} GiB | per further GiB | "
-             + " | ".join(CPU_ROLES) + " |",
+             f"| stage | {low:g} GiB | {high:g} GiB | per further GiB | " + " | ".join(CPU_ROLES) + " |",
              "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in CPU_ROLES) + " |"]
     for name in [n for n in small if n in large]:
         here, there = small[name], large[name]
@@ -718,11 +732,13 @@ def main(argv: list[str] | None = None) -> None:
     print()
     for (w, _), runs in scans.items():
         print("\n".join(_stage_table(median_run(runs), w)))
-    for w, runs in measured.scans.items():
-        ok = [r for r in runs if not r.failed]
-        if len(ok) >= 2:
-            print()
-            print("\n".join(stage_cpu_table(min(ok, key=lambda r: r.size_gib), max(ok, key=lambda r: r.size_gib), w)))
+    for w in args.workload:
+        sized = sorted(size for size in args.sizes if (w, size) in scans)
+        if len(sized) >= 2:
+            table = stage_cpu_table(scans[(w, sized[0])], scans[(w, sized[-1])], w)
+            if table:
+                print()
+                print("\n".join(table))
 
 
 if __name__ == "__main__":

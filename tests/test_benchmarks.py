@@ -296,14 +296,22 @@ def test_the_cpu_of_each_stage_and_of_a_further_gib_in_it() -> None:
                       ("rebuilding transactions", {"worker": 14.0, "jvm": 6.5, "driver": 3.0}),
                       ("rebuilding transactions", {"worker": 20.0, "jvm": 7.0, "driver": 3.0})]
     four.cpu_s = {"worker": 29.0, "jvm": 10.0, "driver": 5.0}
-    lines = scan_bench.stage_cpu_table(one, four, "realistic")
+    # a second, slower scan of each size, and a failed one: the medians are the lower of two
+    slow_one, slow_four = _run(1, 30.0), _run(4, 50.0)
+    slow_one.stage_cpu = [(name, {role: 2 * v for role, v in used.items()}) for name, used in one.stage_cpu]
+    slow_one.cpu_s = {role: 2 * v for role, v in one.cpu_s.items()}
+    slow_four.stage_cpu = [(name, {role: 2 * v for role, v in used.items()}) for name, used in four.stage_cpu]
+    slow_four.cpu_s = {role: 2 * v for role, v in four.cpu_s.items()}
+    failed = _run(4, 5.0)
+    failed.failed, failed.stage_cpu = "exit 2", [("decoding files", {"worker": 0.0, "jvm": 90.0, "driver": 0.0})]
+    lines = scan_bench.stage_cpu_table([slow_one, one], [four, failed, slow_four], "realistic")
     rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ") and "---" not in line}
     assert rows["(launch)"] == "| (launch) | 5.0 | 5.0 | 0.00 | 0.00 | 0.00 | 0.00 |"
     # decoding: 8 s of the workers, 2 of the JVM, 0.5 of the driver at 1 GiB; 14, 3.5, 1 at 4 GiB
     assert rows["decoding files"] == "| decoding files | 10.5 | 18.5 | 2.67 | 2.00 | 0.50 | 0.17 |"
     # rebuilding, seen twice at 4 GiB, sums both: 4 + 4 + 1 at 1 GiB; 15 + 3.5 + 2 at 4 GiB
     assert rows["rebuilding transactions"] == "| rebuilding transactions | 9.0 | 20.5 | 3.83 | 3.67 | -0.17 | 0.33 |"
-    assert scan_bench.stage_cpu_table(_run(1, 20.0), four, "realistic") == []
+    assert scan_bench.stage_cpu_table([_run(1, 20.0)], [four], "realistic") == []
 
 
 def test_the_sampler_gives_the_cpu_of_the_tree_as_of_now() -> None:
