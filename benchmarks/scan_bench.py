@@ -41,8 +41,10 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from txn_audit.severity import Severity
 from txn_audit.spark import local_driver_memory
@@ -293,8 +295,8 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     for line in proc.stderr:  # type: ignore[union-attr]
         stages.append((time.perf_counter() - started, line.strip()))
         errors.append(line)
-        if _is_stage(line.strip()):
-            stage_cpu.append((line.strip(), sampler.cpu_now()))
+        if _is_stage(stages[-1][1]):
+            stage_cpu.append((stages[-1][1], sampler.cpu_now()))
     code = proc.wait()
     wall = time.perf_counter() - started
     sampler.stop.set()
@@ -354,6 +356,16 @@ def machine() -> str:
     return (f"{os.cpu_count()} CPUs ({model}), {mem_kb / (1 << 20):.1f} GiB RAM, Python {platform.python_version()}")
 
 
+#: what the benchmark takes medians of: seconds, or kafka-python's timings (seconds first)
+Ordered = TypeVar("Ordered", float, tuple[float, int, int])
+
+
+def lower_median(values: Iterable[Ordered]) -> Ordered:
+    """The median of ``values`` (at least one), the lower one of an even count."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def median_run(runs: list[ScanRun]) -> ScanRun:
     """The run of median wall time (the lower one of an even count); a failed run if any failed."""
     failed = [run for run in runs if run.failed]
@@ -398,7 +410,7 @@ def median_stage_cpu(runs: list[ScanRun]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for name in names:
         having = [stages[name] for stages in each if name in stages]
-        out[name] = {role: sorted(used[role] for used in having)[(len(having) - 1) // 2] for role in CPU_ROLES}
+        out[name] = {role: lower_median(used[role] for used in having) for role in CPU_ROLES}
     return out
 
 
@@ -670,7 +682,7 @@ def main(argv: list[str] | None = None) -> None:
     kp: dict[str, tuple[float, list[tuple[float, int, int]]]] = {}
     for w, timed in kp_runs.items():
         if timed:
-            kp_s, _, kp_bytes = sorted(timed)[(len(timed) - 1) // 2]
+            kp_s, _, kp_bytes = lower_median(timed)
             kp[w] = (kp_s / (kp_bytes / GIB), timed)
     realistic = [dumps[("realistic", s)] for s in sorted(args.sizes) if ("realistic", s) in dumps]
     rate, rate_records = coordinator_rate(realistic[-1] if realistic else None, args.repeat)
@@ -720,7 +732,7 @@ def main(argv: list[str] | None = None) -> None:
         scans={w: [median_run(scans[(w, s)]) for s in args.sizes] for w in args.workload if args.sizes},
         kafka_python_s_per_gib={w: v[0] for w, v in kp.items()},
         small=small, small_failed=small_failed,
-        baseline_s=sorted(baselines)[(len(baselines) - 1) // 2] if baselines else None,
+        baseline_s=lower_median(baselines) if baselines else None,
         coordinator_rate=rate,
         expected_findings={w: expected_findings(dumps[(w, min(args.sizes))]) for w in args.workload
                            if args.sizes and w == "realistic"},

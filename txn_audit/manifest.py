@@ -77,12 +77,13 @@ class FileEntry:
     replicas: frozenset[Replica] | None
     row_groups: tuple[RowGroupEntry, ...]
 
-    def rows_of(self, replica: Replica) -> int:
-        """How many rows of ``replica`` the file may hold: its row groups', a row group of no
-        known replica counting for every replica of the file (an upper bound)."""
+    def rows_of(self, replica: Replica, where: Callable[[RowGroupEntry], bool] | None = None) -> int:
+        """How many rows of ``replica`` the file may hold: its row groups' (those ``where`` keeps,
+        when given), a row group of no known replica counting for every replica of the file (an
+        upper bound)."""
         if self.replicas is None or replica not in self.replicas:
             return 0
-        return sum(g.rows for g in self.row_groups if g.replica in (replica, None))
+        return sum(g.rows for g in self.row_groups if g.replica in (replica, None) and (where is None or where(g)))
 
     @property
     def rows(self) -> int:
@@ -126,9 +127,10 @@ class TableManifest:
         """The files that hold rows of ``replica``."""
         return [f for f in self.files if f.replicas is not None and replica in f.replicas]
 
-    def rows_of(self, replica: Replica) -> int:
-        """How many rows of ``replica`` the table may hold (an upper bound, ``FileEntry.rows_of``)."""
-        return sum(f.rows_of(replica) for f in self.files)
+    def rows_of(self, replica: Replica, where: Callable[[RowGroupEntry], bool] | None = None) -> int:
+        """How many rows of ``replica`` the table may hold, in the row groups ``where`` keeps when
+        given (an upper bound, ``FileEntry.rows_of``)."""
+        return sum(f.rows_of(replica, where) for f in self.files)
 
     @property
     def rows(self) -> int:

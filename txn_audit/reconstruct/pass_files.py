@@ -92,11 +92,9 @@ def without_producer(producer_high: int | None) -> bool:
 
 def producer_rows_of(batch_table: TableManifest, replica: Replica) -> int:
     """How many of ``replica``'s batches the pass may read: those of its row groups in
-    ``batch_table`` but the ones ``without_producer``; a row group of no known replica counts for
-    every replica of its file, as in ``TableManifest.rows_of``."""
-    return sum(group.rows for entry in batch_table.files_of(replica) for group in entry.row_groups
-               if group.replica in (replica, None)
-               and not without_producer(None if group.producer_ids is None else group.producer_ids[1]))
+    ``batch_table`` (``TableManifest.rows_of``) but the ones ``without_producer``."""
+    return batch_table.rows_of(replica, lambda group: not without_producer(
+        None if group.producer_ids is None else group.producer_ids[1]))
 
 
 def item_weight(item: Mapping[str, object]) -> float:
