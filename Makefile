@@ -12,11 +12,23 @@ KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.2 4.0.2 4.1.2 4.4.0
 SCENARIOS ?= all
 CORPUS ?= tests/corpus
 
-.PHONY: env java browser kafka-tools lint demo test fuzz sample kafka-corpus clean help
+# the test tiers (docs/testing.md): `-m` expressions over the markers in pyproject.toml
+FAST_TIER := not spark and not corpus and not live
+SPARK_TIER := spark and not corpus and not live
+# the fast tier finds no Java: a test in it that starts a JVM fails
+NO_JAVA := JAVA_HOME=/nonexistent/the-fast-tier-starts-no-jvm
+
+.PHONY: env java browser kafka-tools lint demo test test-fast test-spark test-corpus test-live fuzz sample \
+	kafka-corpus clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
 	@echo "make test   - create .venv if needed, then lint, type-check and run the whole test suite"
+	@echo "make test-fast   - the fast tier: no JVM, no corpus scan (a few minutes)"
+	@echo "make test-spark  - the Spark tier: tests on a local SparkSession, corpus and live tests apart"
+	@echo "make test-corpus - the corpus tier: scans of the real-broker corpora"
+	@echo "                   (one scenario: make test-corpus PYTEST_ARGS='-k 4.4.0/healthy')"
+	@echo "make test-live   - the live tier: Kafka from Maven, a standalone Spark cluster, Jupyter, Chromium"
 	@echo "make lint   - ruff and mypy --strict over txn_audit/ and jobs/"
 	@echo "make fuzz   - the long mutation run over every decoder ($(FUZZ_MUTATIONS) mutations; see docs/reliability.md)"
 	@echo "make sample - regenerate the bundled sample dump"
@@ -46,6 +58,18 @@ demo: env java
 
 test: env java browser kafka-tools lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: env
+	$(NO_JAVA) $(BIN)/python -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
+
+test-spark: env java
+	$(BIN)/python -m pytest -m "$(SPARK_TIER)" $(PYTEST_ARGS)
+
+test-corpus: env java
+	$(BIN)/python -m pytest -m corpus $(PYTEST_ARGS)
+
+test-live: env java browser kafka-tools
+	$(BIN)/python -m pytest -m live $(PYTEST_ARGS)
 
 fuzz: env
 	$(BIN)/python -m tests.fuzz.run --mutations $(FUZZ_MUTATIONS) --seed $(FUZZ_SEED)

@@ -37,6 +37,16 @@ def fresh_python(script: str) -> list[str]:
     return done.stdout.split()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tiers (``docs/testing.md``): a test that asks for the SparkSession, itself or through a
+    fixture, is of the Spark tier; corpus and live tests start Spark too. Unmarked tests are the
+    fast tier, which ``make test-fast`` runs with no Java to be found."""
+    for item in items:
+        if ("spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("corpus") is not None
+                or item.get_closest_marker("live") is not None):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     from txn_audit.spark import build_session

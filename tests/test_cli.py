@@ -302,6 +302,7 @@ def test_the_api_checks_the_same_before_spark(tmp_path: Path, monkeypatch: pytes
         api.scan(tmp_path / "photos", input_kind="logdirs")
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_scan_into_a_pipe_cuts_no_name_and_prints_each_fix_whole(tmp_path: Path) -> None:
     """``scan`` with stdout piped (a CI log): the verdict, every name in both tables and every
     repair command whole, each command alone on its line; Spark's log lines stay off stderr."""
@@ -334,6 +335,7 @@ def test_scan_into_a_pipe_cuts_no_name_and_prints_each_fix_whole(tmp_path: Path)
     assert not any(noise in done.stderr for noise in SPARK_NOISE), done.stderr
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_verbose_brings_sparks_log_lines_back(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "txn_audit.cli", "ingest", str(SMALL_DUMP), "--out",
                            str(tmp_path / "out"), "--verbose"], capture_output=True, text=True, timeout=600,

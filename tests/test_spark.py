@@ -283,6 +283,7 @@ def test_the_jvm_options_follow_the_input_size() -> None:
     assert spark_module.local_jvm_options(None) == spark_module.LOCAL_JVM_OPTIONS
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_hotspot_takes_the_quick_compilers_options_as_given() -> None:
     """Every option of ``QUICK_JIT_OPTIONS`` is one the java Spark starts knows, with the value
     given: ``-XX:+IgnoreUnrecognizedVMOptions`` would hide a misspelt one. C1 alone needs room
@@ -373,6 +374,7 @@ def test_side_by_side_tasks_each_have_their_own_local_properties(spark: Any) -> 
 # -- the JVM's class archive ------------------------------------------------------------------
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_the_class_archive_is_named_by_the_java_and_the_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     name = spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
     assert name.startswith("spark-") and name.endswith(".jsa")
@@ -393,6 +395,7 @@ def test_the_class_archive_is_named_by_the_java_and_the_jars(monkeypatch: pytest
     assert writing is None and f"-XX:SharedArchiveFile={final}" in options
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_java_version_text_leaves_out_the_options_notice(monkeypatch: pytest.MonkeyPatch) -> None:
     plain = spark_module.java_version_text()
     monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dtxn.audit.test=1")
@@ -408,6 +411,7 @@ print(json.dumps({"count": spark.range(7).count(), "args": args}))
 """
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_a_first_session_writes_the_class_archive_and_the_next_one_starts_with_it(tmp_path: Any) -> None:
     """The archive is written once, at the first session's exit, and moved into place whole; the
     next session maps it; neither prints anything about it on stdout, where JSON goes."""

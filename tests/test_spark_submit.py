@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # the environment the tests run in: .venv/bin
 
@@ -23,6 +25,7 @@ def outside_the_environment(venv_bin: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.spark  # starts a JVM of its own
 def test_the_environments_spark_submit_runs_without_activation() -> None:
     import pyspark
 
@@ -51,6 +54,7 @@ def _fresh_venv(root: Path) -> Path:
     return root
 
 
+@pytest.mark.live
 def test_ensure_env_makes_a_fresh_environments_spark_submit_work(tmp_path: Path) -> None:
     venv = _fresh_venv(tmp_path / "venv")
     outside = outside_the_environment(venv / "bin")

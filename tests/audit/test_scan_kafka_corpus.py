@@ -22,8 +22,9 @@ from tests.kafkacorpus import (
     incidents_explaining,
     scenarios,
 )
+from tests.ondemand import OnDemand
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.corpus]
 
 ONE_MINUTE = 60_000
 SCENARIOS = scenarios()
@@ -44,14 +45,19 @@ def _scan(spark: Any, scenario: CorpusScenario, *, text: bool) -> Any:
                     **({"input_kind": "text"} if text else {}))
 
 
-@pytest.fixture(scope="module")
-def scans(spark: Any) -> dict[str, Any]:
-    return {s.id: _scan(spark, s, text=False) for s in SCENARIOS}
+BY_ID = {s.id: s for s in SCENARIOS}
 
 
 @pytest.fixture(scope="module")
-def text_scans(spark: Any) -> dict[str, Any]:
-    return {s.id: _scan(spark, s, text=True) for s in SCENARIOS}
+def scans(spark: Any) -> OnDemand[Any]:
+    """Each scenario's binary scan, made when a selected test first asks for it."""
+    return OnDemand(BY_ID, lambda key: _scan(spark, BY_ID[key], text=False))
+
+
+@pytest.fixture(scope="module")
+def text_scans(spark: Any) -> OnDemand[Any]:
+    """Each scenario's scan of its ``kafka-dump-log`` text, made when a selected test first asks for it."""
+    return OnDemand(BY_ID, lambda key: _scan(spark, BY_ID[key], text=True))
 
 
 def test_the_corpus_covers_every_release_and_scenario() -> None:
@@ -66,7 +72,7 @@ def test_the_corpus_covers_every_release_and_scenario() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
-def test_hw_lso_and_log_start_equal_the_brokers(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_hw_lso_and_log_start_equal_the_brokers(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario.id].partitions}
     for name, broker in scenario.broker_offsets.items():
         got = {k: getattr(ours[name], k) for k in ("high_watermark", "last_stable_offset", "log_start_offset")}
@@ -76,7 +82,7 @@ def test_hw_lso_and_log_start_equal_the_brokers(scans: dict[str, Any], scenario:
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.version == NEWEST], ids=[s.id for s in SCENARIOS
                                                                                         if s.version == NEWEST])
-def test_no_invariant_is_broken_on_real_data(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_no_invariant_is_broken_on_real_data(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     """Real brokers keep Kafka's invariants: the data-quality suites find nothing to report."""
     broken = [f.evidence for f in scans[scenario.id].findings if f.kind == "invariant_violation"]
     assert broken == []
@@ -84,7 +90,7 @@ def test_no_invariant_is_broken_on_real_data(scans: dict[str, Any], scenario: Co
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.find_hanging_rows is not None],
                          ids=[s.id for s in SCENARIOS if s.find_hanging_rows is not None])
-def test_hanging_set_equals_find_hanging(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_hanging_set_equals_find_hanging(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     ours = {
         (f.topic, f.partition, f.producer_id, f.producer_epoch, f.first_offset)
         for f in scans[scenario.id].findings
@@ -103,7 +109,7 @@ def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_text_dump_gives_the_same_findings_and_lso(
-    scans: dict[str, Any], text_scans: dict[str, Any], scenario: CorpusScenario
+    scans: OnDemand[Any], text_scans: OnDemand[Any], scenario: CorpusScenario
 ) -> None:
     assert _finding_keys(text_scans[scenario.id]) == _finding_keys(scans[scenario.id])
     binary = {(p.topic, p.partition): p for p in scans[scenario.id].partitions}
@@ -127,7 +133,7 @@ QUIET = {"healthy", "timeout-abort", "verification-rejects", "fenced-zombie", "e
 
 @pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.name in QUIET or not s.expected["anomalies"]],
                          ids=[s.id for s in SCENARIOS if s.name in QUIET or not s.expected["anomalies"]])
-def test_real_traffic_without_anomalies_raises_nothing(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_real_traffic_without_anomalies_raises_nothing(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     """Real clients' normal behaviour (timestamps older than the previous marker, epoch bumps on
     every TV2 commit, producer-id rotation, fencing, coordinator aborts) is not an anomaly."""
     killed = scenario.expected.get("killed_broker")
@@ -152,7 +158,7 @@ OPEN = _planted("open_transaction")
 
 
 @pytest.mark.parametrize(("scenario", "anomaly"), OPEN, ids=_ids(OPEN))
-def test_a_crashed_producer_is_open_and_holds_the_lso(scans: dict[str, Any], scenario: CorpusScenario,
+def test_a_crashed_producer_is_open_and_holds_the_lso(scans: OnDemand[Any], scenario: CorpusScenario,
                                                      anomaly: dict[str, Any]) -> None:
     result = scans[scenario.id]
     key = (anomaly["topic"], anomaly["partition"], anomaly["producer_id"], anomaly["producer_epoch"])
@@ -169,7 +175,7 @@ PENDING = _planted("pending_offset_commit")
 
 
 @pytest.mark.parametrize(("scenario", "anomaly"), PENDING, ids=_ids(PENDING))
-def test_a_dead_eos_producer_leaves_a_pending_offset_commit(scans: dict[str, Any], text_scans: dict[str, Any],
+def test_a_dead_eos_producer_leaves_a_pending_offset_commit(scans: OnDemand[Any], text_scans: OnDemand[Any],
                                                            scenario: CorpusScenario, anomaly: dict[str, Any]) -> None:
     for result in (scans[scenario.id], text_scans[scenario.id]):
         pending = [f for f in result.findings if f.kind == "pending_offset_commit"]
@@ -181,7 +187,7 @@ LATE = _planted("absorbed_late_record") + _planted("late_arrival_hanging")
 
 
 @pytest.mark.parametrize(("scenario", "anomaly"), LATE, ids=_ids(LATE))
-def test_a_late_batch_is_found_where_kafka_took_it(scans: dict[str, Any], scenario: CorpusScenario,
+def test_a_late_batch_is_found_where_kafka_took_it(scans: OnDemand[Any], scenario: CorpusScenario,
                                                   anomaly: dict[str, Any]) -> None:
     """The batch the broker appended at ``first_offset`` after its transaction's marker (it said so
     in its ProduceResponse) is a late arrival; on late-0 the next transaction's marker absorbed it,
@@ -200,7 +206,7 @@ def test_a_late_batch_is_found_where_kafka_took_it(scans: dict[str, Any], scenar
 # -- one cause, one incident -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
-def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: dict[str, Any],
+def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: OnDemand[Any],
                                                                       scenario: CorpusScenario) -> None:
     result = scans[scenario.id]
     killed = scenario.expected.get("killed_broker")
@@ -225,7 +231,7 @@ DUPLICATES = _planted("duplicate_marker")
 
 
 @pytest.mark.parametrize(("scenario", "anomaly"), DUPLICATES, ids=_ids(DUPLICATES))
-def test_a_repeated_marker_is_one_incident_saying_what_it_ended(scans: dict[str, Any], text_scans: dict[str, Any],
+def test_a_repeated_marker_is_one_incident_saying_what_it_ended(scans: OnDemand[Any], text_scans: OnDemand[Any],
                                                                scenario: CorpusScenario,
                                                                anomaly: dict[str, Any]) -> None:
     """The marker the broker wrote again at ``first_offset`` (it answered the raw WriteTxnMarkers
@@ -248,7 +254,7 @@ def test_a_repeated_marker_is_one_incident_saying_what_it_ended(scans: dict[str,
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
-def test_only_a_marker_written_again_is_called_a_repeat(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_only_a_marker_written_again_is_called_a_repeat(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     """No other marker of real traffic is a repeat: commits and aborts, coordinator timeouts and
     fences, empty transactions, a coordinator's failover, TV2's epoch bumps and rotations."""
     planted = {(a["topic"], a["partition"], a["first_offset"]) for a in scenario.expected["anomalies"]
@@ -301,7 +307,7 @@ def test_the_corpus_holds_both_sides_of_each_epoch_bug() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
-def test_epoch_bugs_are_found_where_the_coordinator_log_shows_them(scans: dict[str, Any], text_scans: dict[str, Any],
+def test_epoch_bugs_are_found_where_the_coordinator_log_shows_them(scans: OnDemand[Any], text_scans: OnDemand[Any],
                                                                    scenario: CorpusScenario) -> None:
     """``epoch_bumped_twice`` and ``epoch_exhausted`` name exactly the coordinator records that
     kafka-dump-log prints with those signatures, each its own incident of its kind."""
@@ -326,7 +332,7 @@ CLUSTERS = [s for s in SCENARIOS if s.brokers > 1]
 
 
 @pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
-def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: dict[str, Any], scenario: CorpusScenario) -> None:
+def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     """On KRaft clusters the copy audited is the leader's the cluster reported; on ZooKeeper ones
     (no metadata log in the log dirs) it holds what the leader's copy holds. Every copy is audited,
     none beyond its own log end."""
@@ -348,7 +354,7 @@ def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: dict[str, Any]
 
 
 @pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
-def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: dict[str, Any],
+def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: OnDemand[Any],
                                                                    scenario: CorpusScenario) -> None:
     """A killed follower restarted and caught up: its copies agree. A killed coordinator stayed
     down: its copies may lack what the others wrote since (``behind``), and nothing else differs."""

@@ -14,7 +14,7 @@ import pytest
 
 from tests.realcorpus import needs_corpus, scenario_dir
 
-pytestmark = [pytest.mark.spark, needs_corpus]
+pytestmark = [pytest.mark.corpus, needs_corpus]
 
 #: real-broker scenarios with findings of several kinds
 SCENARIOS = ("hanging-unadded-partition", "crashed-producer")

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from tests.kafkacorpus import INCIDENT_CAUSES, incidents_explaining
+from tests.ondemand import OnDemand
 from tests.realcorpus import SCENARIOS, expected_json, needs_corpus, offsets_json, scenario_dir
 
-pytestmark = [pytest.mark.spark, needs_corpus]
+pytestmark = [pytest.mark.corpus, needs_corpus]
 
 ONE_MINUTE = 60_000
 
@@ -20,22 +21,22 @@ def _find_hanging_time(scenario: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def scans(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Each scenario scanned as find-hanging ran it: at its run time, with a 1 minute timeout."""
+def scans(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> OnDemand[Any]:
+    """Each scenario scanned as find-hanging ran it: at its run time, with a 1 minute timeout;
+    made when a selected test first asks for it."""
     from txn_audit import api
 
-    results = {}
-    for name in SCENARIOS:
-        out = tmp_path_factory.mktemp(f"scan-{name}")
-        results[name] = api.scan(
-            scenario_dir(name) / "logdirs", out, spark=spark, as_of_ms=_find_hanging_time(name),
-            max_transaction_timeout_ms=ONE_MINUTE, progress=False,
+    def scan(name: str) -> Any:
+        return api.scan(
+            scenario_dir(name) / "logdirs", tmp_path_factory.mktemp(f"scan-{name}"), spark=spark,
+            as_of_ms=_find_hanging_time(name), max_transaction_timeout_ms=ONE_MINUTE, progress=False,
         )
-    return results
+
+    return OnDemand(SCENARIOS, scan)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_hw_and_lso_equal_the_brokers(scans: dict[str, Any], scenario: str) -> None:
+def test_hw_and_lso_equal_the_brokers(scans: OnDemand[Any], scenario: str) -> None:
     ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario].partitions}
     for name, exp in offsets_json(scenario).items():
         assert ours[name].high_watermark == exp["high_watermark"], name
@@ -44,7 +45,7 @@ def test_hw_and_lso_equal_the_brokers(scans: dict[str, Any], scenario: str) -> N
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_hanging_set_equals_find_hanging(scans: dict[str, Any], scenario: str) -> None:
+def test_hanging_set_equals_find_hanging(scans: OnDemand[Any], scenario: str) -> None:
     ours = {
         (f.topic, f.partition, f.producer_id, f.producer_epoch, f.first_offset)
         for f in scans[scenario].findings
@@ -62,7 +63,7 @@ def _at_least_warning(result: Any) -> list[tuple[str, str, int | None]]:
 
 
 @pytest.mark.parametrize("scenario", ["healthy", "timeout-abort", "verification-rejects"])
-def test_quiet_scenarios_have_nothing_at_warning(scans: dict[str, Any], scenario: str) -> None:
+def test_quiet_scenarios_have_nothing_at_warning(scans: OnDemand[Any], scenario: str) -> None:
     if scenario not in scans:
         pytest.skip(f"{scenario} not in the corpus")
     assert _at_least_warning(scans[scenario]) == []
@@ -74,7 +75,7 @@ def test_quiet_scenarios_have_nothing_at_warning(scans: dict[str, Any], scenario
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: dict[str, Any], scenario: str) -> None:
+def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: OnDemand[Any], scenario: str) -> None:
     result = scans[scenario]
     explained = set()
     for anomaly in expected_json(scenario).get("anomalies", []):
@@ -86,7 +87,7 @@ def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: di
     assert loud == []
 
 
-def test_crashed_producer_is_open_and_stuck_not_hanging(scans: dict[str, Any]) -> None:
+def test_crashed_producer_is_open_and_stuck_not_hanging(scans: OnDemand[Any]) -> None:
     result = scans["crashed-producer"]
     kinds = {(f.kind, f.topic, f.partition) for f in result.findings}
     for p in (0, 1):
@@ -99,7 +100,7 @@ def test_crashed_producer_is_open_and_stuck_not_hanging(scans: dict[str, Any]) -
     assert {f.transactional_id for f in opened} == {"crash-txn"}
 
 
-def test_hanging_unadded_partition_has_a_working_abort_command(scans: dict[str, Any]) -> None:
+def test_hanging_unadded_partition_has_a_working_abort_command(scans: OnDemand[Any]) -> None:
     hanging = [f for f in scans["hanging-unadded-partition"].findings if f.kind == "hanging_transaction"]
     assert len(hanging) == 1
     f = hanging[0]
@@ -135,17 +136,13 @@ def test_default_audit_time_is_the_newest_timestamp(spark: Any, tmp_path: Any) -
 
 
 @pytest.fixture(scope="module")
-def text_scans(spark: Any) -> dict[str, Any]:
-    """Each scenario's ``tools/`` folder scanned with the options of ``scans``."""
+def text_scans(spark: Any) -> OnDemand[Any]:
+    """Each scenario's ``tools/`` folder scanned with the options of ``scans``, on demand."""
     from txn_audit import api
 
-    return {
-        name: api.scan(
-            scenario_dir(name) / "tools", spark=spark, as_of_ms=_find_hanging_time(name),
-            max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text",
-        )
-        for name in SCENARIOS
-    }
+    return OnDemand(SCENARIOS, lambda name: api.scan(
+        scenario_dir(name) / "tools", spark=spark, as_of_ms=_find_hanging_time(name),
+        max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text"))
 
 
 def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
@@ -157,13 +154,13 @@ def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_text_dump_gives_the_same_findings(scans: dict[str, Any], text_scans: dict[str, Any], scenario: str) -> None:
+def test_text_dump_gives_the_same_findings(scans: OnDemand[Any], text_scans: OnDemand[Any], scenario: str) -> None:
     assert _finding_keys(text_scans[scenario]) == _finding_keys(scans[scenario])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_text_dump_gives_the_same_lso_and_says_where_the_hw_came_from(
-    scans: dict[str, Any], text_scans: dict[str, Any], scenario: str
+    scans: OnDemand[Any], text_scans: OnDemand[Any], scenario: str
 ) -> None:
     binary = {(p.topic, p.partition): p for p in scans[scenario].partitions}
     text = {(p.topic, p.partition): p for p in text_scans[scenario].partitions}
@@ -212,7 +209,7 @@ def test_text_scan_at_its_default_time_explains_find_hanging(spark: Any, tmp_pat
 
 
 def test_describe_outputs_stand_in_for_a_missing_transaction_log(
-    spark: Any, scans: dict[str, Any], tmp_path: Any
+    spark: Any, scans: OnDemand[Any], tmp_path: Any
 ) -> None:
     """crash-txn is Ongoing and lists crash-0 and crash-1: without its __transaction_state dump
     the open transactions would look hanging; `kafka-transactions.sh describe` says they are not."""

@@ -25,7 +25,7 @@ from tests.kafkacorpus import CORPUS
 from tests.realcorpus import REALCORPUS, needs_corpus
 from txn_audit.results import Finding, PartitionStatus
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.corpus]
 
 CRASHED = REALCORPUS / "crashed-producer"
 REPLICATED = CORPUS / "kafka-4.4.0" / "follower-killed"

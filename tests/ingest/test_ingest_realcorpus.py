@@ -7,21 +7,23 @@ from typing import Any
 
 import pytest
 
+from tests.ondemand import OnDemand
 from tests.realcorpus import SCENARIOS, dump_log, dumped_partitions, needs_corpus, offsets_json, scenario_dir
 
-pytestmark = [pytest.mark.spark, needs_corpus]
+pytestmark = [pytest.mark.corpus, needs_corpus]
 
 
 @pytest.fixture(scope="module")
-def ingested(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def ingested(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> OnDemand[Path]:
+    """Each scenario's raw tables, ingested when a selected test first asks for them."""
     from txn_audit import api
 
-    out = {}
-    for name in SCENARIOS:
+    def ingest(name: str) -> Path:
         target = tmp_path_factory.mktemp(name)
         api.ingest(scenario_dir(name) / "logdirs", target, spark=spark, progress=False)
-        out[name] = target
-    return out
+        return target
+
+    return OnDemand(SCENARIOS, ingest)
 
 
 def _rows(spark: Any, path: Path) -> list[dict[str, Any]]:
@@ -29,7 +31,7 @@ def _rows(spark: Any, path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_batches_and_markers_equal_dump_log(spark: Any, ingested: dict[str, Path], scenario: str) -> None:
+def test_batches_and_markers_equal_dump_log(spark: Any, ingested: OnDemand[Path], scenario: str) -> None:
     out = ingested[scenario]
     ours = {
         (r["file"], r["position"]): r
@@ -87,7 +89,7 @@ def _normalise_payload(text: str) -> str:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_txn_log_equals_transaction_log_decoder(spark: Any, ingested: dict[str, Path], scenario: str) -> None:
+def test_txn_log_equals_transaction_log_decoder(spark: Any, ingested: OnDemand[Path], scenario: str) -> None:
     ours = {(r["partition"], r["offset"]): r for r in _rows(spark, ingested[scenario] / "txn_log")}
     seen = 0
     for part in dumped_partitions(scenario):
@@ -108,7 +110,7 @@ def test_txn_log_equals_transaction_log_decoder(spark: Any, ingested: dict[str, 
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_snapshots_and_txnindex_equal_dump(spark: Any, ingested: dict[str, Path], scenario: str) -> None:
+def test_snapshots_and_txnindex_equal_dump(spark: Any, ingested: OnDemand[Path], scenario: str) -> None:
     snaps = {(r["file"], r["producer_id"]): r for r in _rows(spark, ingested[scenario] / "producer_snapshots")}
     aborted = {(r["file"], r["last_offset"]): r for r in _rows(spark, ingested[scenario] / "aborted_txns")}
     n_snap = n_idx = 0
@@ -140,7 +142,7 @@ def test_snapshots_and_txnindex_equal_dump(spark: Any, ingested: dict[str, Path]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_partition_offsets_equal_broker_offsets(spark: Any, ingested: dict[str, Path], scenario: str) -> None:
+def test_partition_offsets_equal_broker_offsets(spark: Any, ingested: OnDemand[Path], scenario: str) -> None:
     rows = {f"{r['topic']}-{r['partition']}": r for r in _rows(spark, ingested[scenario] / "partition_offsets")}
     expected = offsets_json(scenario)
     assert expected
@@ -151,7 +153,7 @@ def test_partition_offsets_equal_broker_offsets(spark: Any, ingested: dict[str, 
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_real_corpus_decodes_without_issues(spark: Any, ingested: dict[str, Path], scenario: str) -> None:
+def test_real_corpus_decodes_without_issues(spark: Any, ingested: OnDemand[Path], scenario: str) -> None:
     issues = _rows(spark, ingested[scenario] / "decode_issues")
     assert [i for i in issues if i["severity"] != "info"] == []
     segments = _rows(spark, ingested[scenario] / "segments")

@@ -224,7 +224,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
 # -- spark-submit: local mode, then a standalone cluster, for one audit date -------------------
 
 
-@pytest.mark.spark
+@pytest.mark.live
 def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     spark: SparkSession, sample_scan: SampleScan, standalone_cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -260,6 +260,7 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
 # -- the environment's spark-submit, not activated: the job runs and Spark stays quiet ----------
 
 
+@pytest.mark.spark
 def test_the_environments_spark_submit_runs_the_job_quietly_without_activation(tmp_path: Path) -> None:
     """``.venv/bin/spark-submit`` from a shell that never activated the environment (no venv on
     PATH, no SPARK_HOME, no PYSPARK_PYTHON) runs the job with the environment's Python, and the

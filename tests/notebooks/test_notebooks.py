@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 import pyarrow.compute as pc
+import pytest
 
 from tests.notebooks.conftest import EARLIER, LATER, RESOLVED_KIND, Warehouse, read_table
 
@@ -78,6 +79,7 @@ def _expected_counts(tables: Path, topic: str, partition: int, producer: int) ->
     }
 
 
+@pytest.mark.live
 def test_kernel_is_this_interpreter(tmp_path: Path) -> None:
     import papermill
 
@@ -102,6 +104,7 @@ def test_notebooks_are_stored_without_outputs() -> None:
     assert {p.name for p in NOTEBOOKS.glob("*.ipynb")} >= {"investigate_partition.ipynb", "nightly_trends.ipynb"}
 
 
+@pytest.mark.live
 def test_investigate_partition_default_target(tmp_path: Path, sample_scan: SampleScan) -> None:
     nb = _execute("investigate_partition.ipynb", tmp_path, scan_out=str(sample_scan.out))
     _check_clean(nb, min_figures=4)
@@ -123,6 +126,7 @@ def test_investigate_partition_default_target(tmp_path: Path, sample_scan: Sampl
     assert sum(len(t["y"]) for t in bars) == int(fields["transactions"])
 
 
+@pytest.mark.live
 def test_investigate_partition_with_parameters(tmp_path: Path, sample_scan: SampleScan) -> None:
     tables = sample_scan.out / "tables"
     stability = read_table(tables, "partition_stability").to_pylist()
@@ -139,6 +143,7 @@ def test_investigate_partition_with_parameters(tmp_path: Path, sample_scan: Samp
     assert int(expected["open"]) > 0  # the culprit's open transaction is there
 
 
+@pytest.mark.live
 def test_nightly_trends(tmp_path: Path, warehouse: Warehouse) -> None:
     nb = _execute("nightly_trends.ipynb", tmp_path, warehouse=str(warehouse.root))
     _check_clean(nb, min_figures=3)

@@ -18,7 +18,7 @@ import pytest
 from tools.realkafka.__main__ import DEFAULT_VERSIONS, run_scenario
 from tools.realkafka.scenarios import SCENARIOS
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.live]
 
 NEWEST = DEFAULT_VERSIONS[-1]
 ONE_MINUTE = 60_000

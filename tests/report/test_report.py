@@ -81,6 +81,7 @@ def _open(browser: Any, page_file: Path, visit: Visit) -> Any:
     return page
 
 
+@pytest.mark.live
 def test_report_renders_offline_in_headless_chromium(browser: Any, sample_scan: SampleScan) -> None:
     from PIL import Image
 
@@ -105,6 +106,7 @@ def test_report_renders_offline_in_headless_chromium(browser: Any, sample_scan: 
     page.context.close()
 
 
+@pytest.mark.live
 def test_data_docs_open_offline(browser: Any, sample_scan: SampleScan) -> None:
     docs = sample_scan.out / "quality" / "docs"
     visit = Visit()
