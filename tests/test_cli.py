@@ -154,7 +154,8 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     # the output is replaced as a whole: what this run did not write is gone
     assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
     assert doc["as_of_ms"] == at
-    assert {"as_of_ms", "input", "partitions", "replicas", "incidents", "findings", "summary"} == set(doc)
+    assert (doc["audit_time"]["ms"], doc["audit_time"]["source"], doc["audit_time"]["warning"]) == (at, "given", None)
+    assert {"as_of_ms", "audit_time", "input", "partitions", "replicas", "incidents", "findings", "summary"} == set(doc)
     assert doc["replicas"] == []  # one broker: no partition has a second copy
     kinds = {f["kind"] for f in doc["findings"]}
     assert "hanging_transaction" in kinds
@@ -172,9 +173,14 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
         "chosen_replica", "replica_choice_reason"}
     assert doc["partitions"][0]["replica_choice_reason"] == "the only copy of the partition in the dump"
 
-    critical_only = runner.invoke(app, ["scan", hang, "--min-severity", "critical", "--no-progress", "--out", out,
+    # a crashed producer's transaction, listed by its coordinator and within its timeout when the
+    # copy was taken: nothing critical
+    crashed = str(scenario_dir("crashed-producer") / "logdirs")
+    critical_only = runner.invoke(app, ["scan", crashed, "--min-severity", "critical", "--no-progress",
                                         "--no-quality", "--no-report"])
-    assert critical_only.exit_code == 0, critical_only.output  # only an info/warning open txn at the dump's own time
+    assert critical_only.exit_code == 0, critical_only.output
+    warnings = runner.invoke(app, ["scan", crashed, "--no-progress", "--no-quality", "--no-report"])
+    assert warnings.exit_code == 1 and warnings.stdout.startswith("WARNING"), warnings.output
 
 
 @pytest.mark.spark

@@ -63,7 +63,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"txn_audit", "errors"}),
     frozenset({"severity", "timeparse", "outputs", "spark", "spark_daemon", "progress"}),
     frozenset({"formats"}),
-    frozenset({"usage"}),
+    frozenset({"usage", "audit_time"}),
     frozenset({"schemas", "results"}),
     frozenset({"manifest"}),
     frozenset({"ingest", "sample", "tables", "replica_tasks"}),

@@ -26,3 +26,19 @@ def test_times() -> None:
     assert parse_time_ms("2026-11-22 20:01:26.713") == 1795377686713
     with pytest.raises(UsageError, match="ISO-8601"):
         parse_time_ms("yesterday")
+
+
+def test_epoch_seconds_are_refused_not_read_as_milliseconds() -> None:
+    """``date +%s`` prints seconds: read as milliseconds they would put the audit in January 1970."""
+    with pytest.raises(UsageError, match=r"looks like epoch seconds.*1795377686000"):
+        parse_time_ms("1795377686")
+    with pytest.raises(UsageError, match="13 digits"):
+        parse_time_ms("17953776867130")
+
+
+def test_now_is_this_machines_clock() -> None:
+    import time
+
+    before = int(time.time() * 1000)
+    got = parse_time_ms(" NOW ")
+    assert before <= got <= int(time.time() * 1000)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from txn_audit.audit_time import AuditTime, CopyEvidence, choose_audit_time
 from txn_audit.errors import UsageError
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.job import write_raw_tables
@@ -88,6 +89,8 @@ class IngestResult:
     decoded_files: int
     reused: bool = False
     issues_preview: list[dict[str, Any]] = field(default_factory=list)
+    #: what the dump shows of when it was copied (the default audit time: ``audit_time``)
+    copy_evidence: CopyEvidence = field(default_factory=CopyEvidence)
 
     @property
     def total_issues(self) -> int:
@@ -215,6 +218,7 @@ def _ingest(
         decoded_files=len(inventory.tasks),
         reused=reused,
         issues_preview=_issue_preview(tables_dir),
+        copy_evidence=inventory.copy_evidence(),
     )
 
 
@@ -243,6 +247,8 @@ class ScanResult:
     input: str
     as_of_ms: int
     options: dict[str, Any]
+    #: how ``as_of_ms`` was chosen (``txn_audit.audit_time``)
+    audit_time: AuditTime
     #: one per partition, by topic and partition
     partitions: list[PartitionStatus]
     #: every live copy of every partition, by topic and partition, the chosen ones first
@@ -302,6 +308,7 @@ class ScanResult:
         several = {(r.topic, r.partition) for r in self.replicas if r.replica_rank > 1}
         return {
             "as_of_ms": self.as_of_ms,
+            "audit_time": self.audit_time.to_json(),
             "input": self.input,
             "partitions": [_pick(p, JSON_PARTITION_KEYS) for p in self.partitions],
             # the copies of the partitions the dump holds several of, each audited on its own data
@@ -561,8 +568,8 @@ def _scan(
     ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
                        input_kind=input_kind, inventory=inventory)
     raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
-    if as_of_ms is None:
-        as_of_ms = newest_timestamp(raw) or 0
+    audit_time = choose_audit_time(as_of_ms, ingested.copy_evidence, newest_timestamp(raw))
+    as_of_ms = audit_time.ms
     if on_stage:
         on_stage("rebuilding transactions")
     opts = DetectOptions(
@@ -574,7 +581,7 @@ def _scan(
         raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
             if quality else None
         return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
-                                   raw_suites, pool, report=report)
+                                   raw_suites, pool, report=report, audit_time=audit_time)
 
 
 def _rebuild_and_detect(
@@ -591,6 +598,7 @@ def _rebuild_and_detect(
     suites_thread: ThreadPoolExecutor,
     *,
     report: bool,
+    audit_time: AuditTime,
 ) -> ScanResult:
     """``_scan`` from the raw tables on; ``raw_suites``: the raw tables' suites, running on
     ``suites_thread`` (a pool of one thread, which runs the suites' parts in turn), when the
@@ -633,6 +641,7 @@ def _rebuild_and_detect(
         input=ingested.dump,
         as_of_ms=as_of_ms,
         options={"max_transaction_timeout_ms": max_transaction_timeout_ms, "late_tolerance_ms": late_tolerance_ms},
+        audit_time=audit_time,
         partitions=partitions,
         replicas=replicas,
         findings=findings,

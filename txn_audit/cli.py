@@ -84,8 +84,11 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
 
 AsOfOption = Annotated[
     str | None,
-    typer.Option("--as-of", help="Audit time, ISO-8601 or epoch milliseconds; ages are measured to it. "
-                 "Default: the newest timestamp in the dump, so an old dump audits the same any day."),
+    typer.Option("--as-of", help="Audit time: ISO-8601, epoch milliseconds (not seconds) or 'now'; ages are "
+                 "measured to it. Default: when the copy was taken, as the dump shows it (the KRaft metadata "
+                 "log's newest record, else the files' times where they agree with the records, else the newest "
+                 "record), so a dump audits the same any day. What the dump proves (a transaction the "
+                 "coordinator ended without a partition) does not depend on it."),
 ]
 MaxTransactionTimeoutOption = Annotated[
     str, typer.Option("--max-transaction-timeout", help="An open transaction whose producer last wrote longer "
@@ -262,9 +265,12 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
         + (f" ({several} with copies on several brokers, each audited from one: the JSON's replicas and the "
            "report's Replicas section say which and why)"
            if (several := sum(1 for p in result.partitions if p.replicas > 1)) else "")
-        + f", {result.ingest.files} files, audit time {format_time_ms(result.as_of_ms)}"
+        + f", {result.ingest.files} files"
         + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
     )
+    console.print(f"[dim]audit time {format_time_ms(result.as_of_ms)}: {result.audit_time.how}[/]")
+    if result.audit_time.warning:
+        console.print(f"[yellow]warning: {result.audit_time.warning}[/]")
     shown = result.at_or_above(min_severity)
     incidents = result.incidents_at_or_above(min_severity)
     # off a terminal: (what it fixes, its commands), printed under the table

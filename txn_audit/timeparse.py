@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, date, datetime
 
 from txn_audit.errors import UsageError
@@ -20,15 +21,25 @@ def parse_duration_ms(text: str) -> int:
 
 
 def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds (all digits) or ISO-8601 (``2026-11-22T20:01:26Z``; no zone means UTC)."""
+    """Epoch milliseconds (13 digits, as Kafka's tools print them), ISO-8601
+    (``2026-11-22T20:01:26Z``; no zone means UTC) or ``now`` (this machine's clock). Epoch
+    seconds (10 digits, as ``date +%s`` prints them) are refused, not read as milliseconds."""
     stripped = text.strip()
-    if re.fullmatch(r"\d{10,}", stripped):
-        return int(stripped)
+    if stripped.lower() == "now":
+        return int(time.time() * 1000)
+    if re.fullmatch(r"\d+", stripped):
+        if len(stripped) in (12, 13):
+            return int(stripped)
+        if len(stripped) in (9, 10, 11):
+            raise UsageError(f"time {text!r} looks like epoch seconds (as date +%s prints them); give epoch "
+                             f"milliseconds ({stripped}000), ISO-8601 (2026-11-22T20:01:26Z) or now")
+        raise UsageError(f"invalid time {text!r}: epoch milliseconds have 13 digits (1795377686713); "
+                         "or use ISO-8601 (2026-11-22T20:01:26Z) or now")
     try:
         parsed = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(
-            f"invalid time {text!r}: use ISO-8601 (2026-11-22T20:01:26Z) or epoch milliseconds (1795377686713)"
+            f"invalid time {text!r}: use ISO-8601 (2026-11-22T20:01:26Z), epoch milliseconds (1795377686713) or now"
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)

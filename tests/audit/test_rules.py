@@ -206,9 +206,23 @@ def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
     hanging = next(f for f in found if f["kind"] == "hanging_transaction")
     assert hanging["remediation"].endswith("abort --topic t --partition 1 --start-offset 0")
     assert hanging["transactional_id"] == "a"
-    # below the timeout the same stray batch is open, not hanging
-    early = kinds(run_rules(spark, b, as_of_ms=T0 + 10 * MIN, timeout_ms=15 * MIN))
-    assert ("hanging_transaction", "t", 1) not in early and ("open_transaction", "t", 1) in early
+    # the coordinator completed the transaction after the stray write without listing t-1: it
+    # hangs whatever the audit time, below the timeout too
+    early = run_rules(spark, b, as_of_ms=T0 + 10 * MIN, timeout_ms=15 * MIN)
+    (proven,) = [f for f in early if (f["kind"], f["partition"]) == ("hanging_transaction", 1)]
+    assert "whatever the audit time" in proven["evidence"] and "CompleteCommit" in proven["evidence"]
+    assert proven["remediation"] == hanging["remediation"]
+    # a stray write after the coordinator's newest record (its log may have been copied first):
+    # the clock decides, and no remedy waits for a timeout that will not end it
+    after = RawBuilder()
+    after.coordinator("a", pid=1, epoch=0, state="CompleteCommit", partitions=[], ts=T0, start=T0)
+    after.batch("t", 1, pid=1, epoch=0, seq=0, ts=T0 + 2, txn=True)
+    young = run_rules(spark, after, as_of_ms=T0 + 10 * MIN, timeout_ms=15 * MIN)
+    (opened,) = [f for f in young if f["kind"] in ("open_transaction", "hanging_transaction")]
+    assert (opened["kind"], opened["severity"]) == ("open_transaction", "warning")
+    assert opened["remediation"] == hanging["remediation"] and "no marker will close it" in opened["evidence"]
+    assert ("hanging_transaction", "t", 1) in kinds(run_rules(spark, after, as_of_ms=T0 + 20 * MIN,
+                                                              timeout_ms=15 * MIN))
 
 
 def test_late_arrival_absorbed_and_hanging(spark: Any) -> None:

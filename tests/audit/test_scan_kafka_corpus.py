@@ -10,9 +10,13 @@ same files gives the same findings and last stable offsets as the binary scan.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+
+from txn_audit.severity import Severity
 
 from tests.kafkacorpus import (
     INCIDENT_CAUSES,
@@ -122,6 +126,101 @@ def test_text_dump_gives_the_same_findings_and_lso(
     for name, broker in scenario.expected["partitions"].items():
         p = text[(broker["topic"], broker["partition"])]
         assert (p.high_watermark, p.hw_source) == (broker["high_watermark"], "offsets_file"), name
+
+
+# -- scanned as users scan: no audit time, the default timeout -------------------------------------
+
+
+def _default_scan(spark: Any, scenario: CorpusScenario) -> Any:
+    from txn_audit import api
+
+    return api.scan(scenario.folder / "logdirs", spark=spark, progress=False, quality=False, report=False)
+
+
+@pytest.fixture(scope="module")
+def default_scans(spark: Any) -> OnDemand[Any]:
+    """Each scenario's log dirs scanned with no option, made when a selected test first asks for it."""
+    return OnDemand(BY_ID, lambda key: _default_scan(spark, BY_ID[key]))
+
+
+def _incident_kinds(result: Any) -> list[str]:
+    return sorted(i.kind for i in result.incidents_at_or_above("warning"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+def test_without_an_audit_time_the_verdict_is_find_hangings(default_scans: OnDemand[Any], scans: OnDemand[Any],
+                                                            scenario: CorpusScenario) -> None:
+    """A scan without ``--as-of`` or a timeout audits at the moment the copy was taken, as the dump
+    dates it (never before its newest record), and gives the hanging set find-hanging gave and
+    the incidents of the scan at its run time: each hanging transaction of the corpus is proven by
+    the coordinator's log, whatever the audit time."""
+    default, at_find_hanging = default_scans[scenario.id], scans[scenario.id]
+    assert default.audit_time.source != "given"
+    assert default.as_of_ms >= (default.audit_time.newest_record_ms or 0)
+    if scenario.find_hanging_rows is not None:
+        ours = {(f.topic, f.partition, f.producer_id, f.producer_epoch, f.first_offset)
+                for f in default.findings if f.kind == "hanging_transaction"}
+        assert ours == scenario.find_hanging_rows
+    assert _incident_kinds(default) == _incident_kinds(at_find_hanging)
+
+
+# -- text dumps as brokers print them: the same paths on every broker, or no partition folder -----
+
+CLUSTER_TEXT = [s for s in SCENARIOS if s.brokers > 1 and s.version == NEWEST]
+
+
+def _as_each_broker_printed(tools: Path, target: Path, *, bare: bool) -> None:
+    """A copy of ``tools/`` whose ``Dumping`` lines print the paths each broker's own log dir has
+    (``/var/lib/kafka/data/<partition>/<file>``, the same on every broker), or, with ``bare``, the
+    file names alone (``kafka-dump-log.sh --files 00000000000000000000.log`` run inside the
+    partition folder); the text files stay in ``dump-log/broker-<id>/<partition>.txt``."""
+    shutil.copytree(tools, target)
+    for text in (target / "dump-log").rglob("*.txt"):
+        lines = text.read_text().splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.startswith("Dumping "):
+                path = PurePosixPath(line[len("Dumping "):].strip())
+                lines[i] = f"Dumping {path.name if bare else f'/var/lib/kafka/data/{path.parent.name}/{path.name}'}\n"
+        text.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("bare", [False, True], ids=["absolute-paths", "bare-file-names"])
+@pytest.mark.parametrize("scenario", CLUSTER_TEXT, ids=[s.id for s in CLUSTER_TEXT])
+def test_every_brokers_text_dump_is_its_own_copy(spark: Any, scans: OnDemand[Any], tmp_path: Path,
+                                                 scenario: CorpusScenario, bare: bool) -> None:
+    """Three brokers' ``kafka-dump-log`` text, one folder each, printing the same paths: every
+    partition is audited from three copies, with the binary scan's findings and LSOs."""
+    from txn_audit import api
+
+    tools = tmp_path / "tools"
+    _as_each_broker_printed(scenario.folder / "tools", tools, bare=bare)
+    text = api.scan(tools, spark=spark, as_of_ms=scenario.as_of_ms, max_transaction_timeout_ms=ONE_MINUTE,
+                    progress=False, quality=False, report=False, input_kind="text")
+    binary = scans[scenario.id]
+    assert _finding_keys(text) == _finding_keys(binary)
+    assert {(p.topic, p.partition): p.last_stable_offset for p in text.partitions} == {
+        (p.topic, p.partition): p.last_stable_offset for p in binary.partitions}
+    copies: dict[tuple[str | None, int | None], int] = {}
+    for r in text.replicas:
+        copies[(r.topic, r.partition)] = copies.get((r.topic, r.partition), 0) + 1
+    assert set(copies.values()) == {scenario.brokers}
+
+
+def test_text_whose_partition_cannot_be_told_is_a_finding(spark: Any, tmp_path: Path) -> None:
+    """A dump-log file that names no partition, in its paths or its name, is one finding naming
+    the file and its first section's line, never a silent skip or a CLEAN verdict."""
+    from txn_audit import api
+
+    scenario = next(s for s in SCENARIOS if s.version == NEWEST and s.name == "healthy")
+    tools = tmp_path / "tools"
+    _as_each_broker_printed(scenario.folder / "tools", tools, bare=True)
+    (tools / "dump-log" / "orders-0.txt").rename(tools / "dump-log" / "notes.txt")
+    result = api.scan(tools, spark=spark, progress=False, quality=False, report=False, input_kind="text")
+    (unplaced,) = [f for f in result.findings if f.file == "dump-log/notes.txt"]
+    assert unplaced.severity >= "warning" and "3 lines (3, 303, 312): " in unplaced.evidence
+    assert "names a partition" in unplaced.evidence and "'Dumping 00000000000000000000.log'" in unplaced.evidence
+    assert not api.verdict(result, Severity.WARNING).startswith("CLEAN")
+    assert ("orders", 0) not in {(p.topic, p.partition) for p in result.partitions}
 
 
 # -- what each scenario planted, and what it did not ---------------------------------------------

@@ -121,15 +121,46 @@ def test_hanging_unadded_partition_has_a_working_abort_command(scans: OnDemand[A
     assert "hang-txn" in f.evidence and "CompleteCommit" in f.evidence
 
 
-def test_default_audit_time_is_the_newest_timestamp(spark: Any, tmp_path: Any) -> None:
-    """Without --as-of the stray batch on hang-1 is seconds old: open, not yet hanging."""
+def test_without_an_audit_time_the_copy_dates_the_scan_and_the_coordinators_log_decides(
+        spark: Any, tmp_path: Any) -> None:
+    """No --as-of, no timeout: the audit time is when the copy was taken (the KRaft metadata log's
+    newest record, after find-hanging ran), and the stray batch on hang-1 hangs whatever the time:
+    the coordinator's CompleteCommit, written after it, does not list hang-1. As find-hanging
+    said, with the same abort command, and no remedy that waits for a timeout."""
+    import json
+
     from txn_audit import api
 
-    result = api.scan(scenario_dir("hanging-unadded-partition") / "logdirs", tmp_path, spark=spark, progress=False)
-    assert result.as_of_ms < _find_hanging_time("hanging-unadded-partition")
-    assert not [f for f in result.findings if f.kind == "hanging_transaction"]
-    assert [(f.kind, f.partition) for f in result.findings if f.topic == "hang" and
-            f.kind == "open_transaction"] == [("open_transaction", 1)]
+    scenario = "hanging-unadded-partition"
+    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path, spark=spark, progress=False, quality=False)
+    assert result.audit_time.source == "metadata_log"
+    assert _find_hanging_time(scenario) <= result.as_of_ms
+    assert result.as_of_ms > (result.audit_time.newest_record_ms or 0)
+    (hanging,) = [f for f in result.findings if f.kind == "hanging_transaction"]
+    kafka = expected_json(scenario)["find_hanging"]["rows"]
+    assert [(hanging.topic, hanging.partition, hanging.first_offset)] == [
+        (r["Topic"], int(r["Partition"]), int(r["StartOffset"])) for r in kafka]
+    assert hanging.severity == "critical" and "whatever the audit time" in hanging.evidence
+    assert "CompleteCommit" in hanging.evidence
+    (incident,) = result.incidents
+    assert incident.kind == "stray_write"
+    assert incident.commands == ("kafka-transactions.sh --bootstrap-server <broker> abort --topic hang "
+                                 "--partition 1 --start-offset 0",)
+    assert "None needed" not in incident.remediation
+    written = json.loads((tmp_path / "summary.json").read_text())["audit_time"]
+    assert (written["source"], written["ms"]) == ("metadata_log", result.as_of_ms)
+
+
+def test_a_given_audit_time_before_the_newest_record_is_warned_of(spark: Any, tmp_path: Any) -> None:
+    """The CLI names the time it used and how; one before the dump's newest record gets a warning line."""
+    from typer.testing import CliRunner
+
+    from txn_audit.cli import app
+
+    run = CliRunner().invoke(app, ["scan", str(scenario_dir("crashed-producer") / "logdirs"), "--as-of",
+                                   "2020-01-01T00:00:00Z", "--no-progress", "--no-quality"])
+    assert "audit time 2020-01-01 00:00:00.000 UTC: given with --as-of" in run.output
+    assert "warning: the audit time 2020-01-01 00:00:00.000 UTC is before the dump's newest record" in run.output
 
 
 # -- the same scenarios from Kafka's tools' text output (kafka-dump-log, kafka-transactions) --------
@@ -178,34 +209,54 @@ def test_text_dump_gives_the_same_lso_and_says_where_the_hw_came_from(
     assert text_scans[scenario].summary()["hw_sources"].get("offsets_file") == len(reported)
 
 
-def test_text_scan_at_its_default_time_explains_find_hanging(spark: Any, tmp_path: Any) -> None:
-    """At the dump's newest timestamp the stray batch is not yet hanging, but the attached
-    find-hanging output (run later) lists it: the disagreement is a finding saying how to
-    judge it as the tool did. Through the CLI, which says where each HW came from."""
+def test_text_scan_at_its_default_time_agrees_with_find_hanging(spark: Any, tmp_path: Any) -> None:
+    """The text dump at its default audit time: the coordinator's log proves the stray batch
+    hangs, so the attached find-hanging output (run later) and the scan agree, with no
+    disagreement to explain. Through the CLI, which says where each HW came from."""
     import json
 
     from typer.testing import CliRunner
 
     from txn_audit.cli import app
-    from txn_audit.timeparse import parse_time_ms
 
     scenario = "hanging-unadded-partition"
     out = tmp_path / "out"
     run = CliRunner().invoke(app, ["scan", str(scenario_dir(scenario) / "tools"), "--input-kind", "text",
                                    "--out", str(out), "--no-quality", "--no-progress", "--min-severity", "info"])
     assert run.exit_code == 1, run.output
-    assert "tool_disagreement" in run.output
+    assert "tool_disagreement" not in run.output
     hw_row = next(line for line in run.output.splitlines() if "hang-1" in line and "offsets file" in line)
     assert " 11 " in hw_row  # the HW offsets.json reports
-    findings = json.loads((out / "summary.json").read_text())["findings"]
-    (only,) = [f for f in findings if f["kind"] == "tool_disagreement"]
-    assert (only["topic"], only["partition"], only["producer_id"], only["first_offset"]) == ("hang", 1, 0, 0)
-    assert only["severity"] == "warning"
-    args = only["evidence"].split("scan with ")[1].split()
-    assert parse_time_ms(args[args.index("--as-of") + 1]) == _find_hanging_time(scenario) // 1000 * 1000
+    summary = json.loads((out / "summary.json").read_text())
+    # no metadata log in the text, nor broker file times: the newest record dates it
+    assert summary["audit_time"]["source"] == "newest_record"
+    (hanging,) = [f for f in summary["findings"] if f["kind"] == "hanging_transaction"]
+    assert (hanging["topic"], hanging["partition"], hanging["producer_id"], hanging["first_offset"]) == ("hang", 1, 0, 0)
     report = (out / "report.html").read_text()
     note = report.split("High watermarks: ")[1].split("</p>")[0]
     assert "3 from the offsets file" in note and "3 from nowhere" in note
+
+
+def test_a_find_hanging_run_that_disagrees_is_explained(spark: Any, tmp_path: Any) -> None:
+    """find-hanging's output lists a transaction the dump shows closed (its marker is in the
+    text): a ``tool_disagreement`` finding says what the dump holds there."""
+    import shutil
+
+    from txn_audit import api
+
+    scenario = "crashed-producer"
+    tools = tmp_path / "tools"
+    shutil.copytree(scenario_dir(scenario) / "tools", tools)
+    found = tools / "kafka-transactions-find-hanging.txt"
+    header = [line for line in found.read_text().splitlines() if line.startswith("#")]
+    found.write_text("\n".join([*header, "Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\t"
+                                "StartOffset\tLastTimestamp\tDuration(min)",
+                                "crash\t2\t0\t0\t0\t0\t1795377598000\t1"]) + "\n")
+    result = api.scan(tools, spark=spark, as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE,
+                      progress=False, quality=False, input_kind="text")
+    (disagreement,) = [f for f in result.findings if f.kind == "tool_disagreement"]
+    assert (disagreement.topic, disagreement.partition, disagreement.first_offset) == ("crash", 2, 0)
+    assert "txn-audit does not call it hanging" in disagreement.evidence
 
 
 def test_describe_outputs_stand_in_for_a_missing_transaction_log(

@@ -57,6 +57,7 @@ from txn_audit.formats.cluster_metadata import (
     leadership_history,
     merge_partition_change,
     newest_snapshot,
+    newest_timestamp,
     read_cluster_metadata,
     replay_partition_leadership,
     uuid_string,
@@ -651,3 +652,30 @@ def test_corrupted_values_in_valid_batches_never_crash(data: st.DataObject) -> N
         read_cluster_metadata({"00000000000000000000.log": segment([bytes(value)])})
     except CorruptInputError:
         pass
+
+
+# -- (d) when the copy stopped growing: kafka-python's reading of the same batches --------------
+
+
+@needs_kraft
+@pytest.mark.parametrize("scenario", KRAFT, ids=[s.id for s in KRAFT])
+def test_the_newest_timestamp_is_kafka_pythons_newest_batch_and_after_every_tool_run(
+        scenario: CorpusScenario) -> None:
+    """The metadata log's newest batch timestamp is the newest kafka-python's decoder reads in the
+    segments; the newest of a cluster's copies lies after every tool the harness ran against the
+    live cluster (a broker killed before them holds an older copy): it dates the copy."""
+    from kafka.record import MemoryRecords
+
+    newest = []
+    for folder in _folders(scenario):
+        theirs = []
+        for segment in sorted(folder.glob("*.log")):
+            records = MemoryRecords(segment.read_bytes())
+            while records.has_next():
+                batch = records.next_batch()
+                if batch is not None:
+                    theirs.append(batch.max_timestamp)
+        ours = newest_timestamp(_files(folder))
+        assert ours == max(theirs), folder
+        newest.append(ours)
+    assert max(newest) >= max(int(c["at_ms"]) for c in scenario.expected["tool_commands"])

@@ -148,3 +148,21 @@ def test_offset_commits_from_text_equal_binary(scenario: CorpusScenario) -> None
         return sorted(({k: v for k, v in r.items() if k not in skip} for r in rows), key=repr)
 
     assert key(text) == key(binary)
+
+
+def test_lines_the_text_does_not_explain_are_one_issue_per_file_and_reason(tmp_path: Path) -> None:
+    """A real dump with 1,600 lines no kafka-dump-log prints: one issue for them, with the count,
+    the first line numbers and the text of the first, and every row the dump holds still read."""
+    source = scenario_dir("crashed-producer") / "tools" / "dump-log" / "crash-0.txt"
+    lines = source.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if line.startswith("baseOffset: ")) + 1
+    junk = [f"garbage line {n} that no release of kafka-dump-log prints\n" for n in range(1_600)]
+    (tmp_path / "crash-0.txt").write_text("".join(lines[:cut] + junk + lines[cut:]))
+    text, full = _raw(tmp_path, "text"), _raw(source, "text")
+    assert len(text["batches"]) == len(full["batches"]) > 0
+    (garbage,) = [i for i in text["decode_issues"] if "garbage line" in str(i["detail"])]
+    first = cut + 1
+    assert garbage["position"] == first
+    assert str(garbage["detail"]).startswith(f"1600 lines ({first}, {first + 1}, {first + 2} and 1597 more): ")
+    assert "'garbage line 0 that no release" in str(garbage["detail"])
+    assert (garbage["topic"], garbage["partition"]) == ("crash", 0)

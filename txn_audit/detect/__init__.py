@@ -239,11 +239,14 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
 def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table]:
     """The open-transaction rule's inputs (``open_transaction_rules.open_transaction_findings``)
     besides ``open_rows`` (the ``OPEN`` rows of ``partition_transactions``): the coordinator's
-    current rows of their producer ids (the driver's rows, filtered) and the rows of the markers
-    before them (``previous_markers``, read as ``open_rows`` were)."""
+    current rows of their producer ids and transactional ids (the driver's rows, filtered) and
+    the rows of the markers before them (``previous_markers``, read as ``open_rows`` were)."""
     current = recon.coordinator
-    coordinator = current.filter(pc.is_in(current.column("producer_id"), value_set=open_rows.column("producer_id")
-                                          .combine_chunks().unique())).select(list(COORDINATOR_COLUMNS))
+    producers = open_rows.column("producer_id").combine_chunks().unique()
+    ids = open_rows.column("transactional_id").combine_chunks().drop_null().unique()
+    mine = pc.or_(pc.is_in(current.column("producer_id"), value_set=producers),
+                  pc.is_in(current.column("transactional_id"), value_set=ids))
+    coordinator = current.filter(mine).select(list(COORDINATOR_COLUMNS))
     condition = previous_markers(open_rows)
     previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
                 else recon.rows("partition_transactions", condition))

@@ -31,6 +31,7 @@ from txn_audit.detect.words import (
     formatted,
     partition_name,
     time_or_null,
+    time_text,
     value_text,
 )
 from txn_audit.schemas import FINDINGS
@@ -38,13 +39,13 @@ from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
 __all__ = ["COORDINATOR_COLUMNS", "OPEN", "MarkerEpochs", "classify", "last_coordinator_epoch", "marker_epochs",
-           "open_transaction_findings", "previous_markers"]
+           "moved_on", "open_transaction_findings", "previous_markers"]
 
 #: the transactions no marker ended: every ``open_transaction_findings`` row is of one
 OPEN = pc.field("state") == "open"
 #: what the rule reads of the coordinator's current rows (``coordinator_current``)
 COORDINATOR_COLUMNS = ("transactional_id", "tombstone", "producer_id", "producer_epoch", "state", "listed",
-                       "txn_timeout_ms", "txn_start_timestamp")
+                       "txn_timeout_ms", "txn_start_timestamp", "txn_last_update_timestamp")
 
 
 def previous_markers(open_rows: pa.Table) -> pc.Expression | None:
@@ -88,18 +89,51 @@ def _and(*terms: bool | None) -> bool | None:
     return None if any(term is None for term in terms) else True
 
 
-def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coordinator_epoch: int | None,
-             as_of_ms: int, max_transaction_timeout_ms: int) -> dict[str, Any]:
-    """The finding of one open transaction (``row``, of ``partition_transactions``), with the
-    coordinator's current row of its producer id (None: none) and the coordinator epoch of its
-    producer's last marker on the partition (None: none).
+def moved_on(row: Mapping[str, Any], current: Mapping[str, Any] | None,
+             successor: Mapping[str, Any] | None) -> str | None:
+    """Why no marker will ever close open transaction ``row``, from the coordinator's own record,
+    whatever the audit time; None when its log does not prove it.
 
-    Candidate: the producer's last write here is older than the max transaction timeout.
-    Hanging: a candidate whose producer id is no transactional id's *current* producer id, or
-    whose id's current state does not list this partition (Ongoing and Prepare* list the
-    partitions awaiting markers; Empty and Complete* list none). Epochs are not compared by
-    Kafka; an open transaction at an older epoch than the listing one is reported apart. One
-    whose last write here is unknown cannot be said to hang: it is reported open.
+    The coordinator writes a marker only to the partitions its record of a transaction lists
+    (``WriteTxnMarkers`` after a Prepare*; the timeout abort of an Ongoing one too). Its newest
+    record of the producer, written *after* the producer's last write here, that does not list
+    this partition proves that whatever transaction the write was in ended (or goes on) without
+    it: ``current`` is that record when the transactional id still has this producer id,
+    ``successor`` the id's newest record when it has moved to another producer id since. A
+    record older than the write proves nothing: the copy of ``__transaction_state`` may have
+    been taken before the partition was added (the time rule decides then)."""
+    here = partition_name(row["topic"], row["partition"])
+    last_write = row["producer_last_timestamp"]
+    record = current if current is not None else successor
+    if record is None or last_write is None or record.get("txn_last_update_timestamp") is None:
+        return None
+    updated = record["txn_last_update_timestamp"]
+    if updated <= last_write or here in (record.get("listed") or []):
+        return None
+    when = f"at {time_text(updated)}, {duration_text(updated - last_write)} after that write"
+    if current is None:
+        return (f"its transactional id {record['transactional_id']} moved to producer id {record['producer_id']} "
+                f"({record['state']}) {when}")
+    return (f"the coordinator's newest record of its transactional id {record['transactional_id']} is "
+            f"{record['state']} at epoch {value_text(record['producer_epoch'])} {when}, and does not list {here}")
+
+
+def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coordinator_epoch: int | None,
+             as_of_ms: int, max_transaction_timeout_ms: int,
+             successor: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The finding of one open transaction (``row``, of ``partition_transactions``), with the
+    coordinator's current row of its producer id (None: none), the current row of its
+    transactional id when that id has another producer id now (``successor``) and the
+    coordinator epoch of its producer's last marker on the partition (None: none).
+
+    Kafka's rule (``find-hanging``): a candidate is a transaction whose producer's last write
+    here is older than the max transaction timeout; it hangs when its producer id is no
+    transactional id's *current* producer id, or its id's current state does not list this
+    partition (Ongoing and Prepare* list the partitions awaiting markers; Empty and Complete*
+    list none). Beyond it: a transaction the coordinator's log proves ended without this
+    partition (``moved_on``) hangs whatever the audit time. Epochs are not compared by Kafka; an
+    open transaction at an older epoch than the listing one is reported apart. One whose last
+    write here is unknown cannot be said to hang by the clock: it is reported open.
     """
     cur = current or {}
     here = partition_name(row["topic"], row["partition"])
@@ -109,7 +143,8 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
     candidate = _above(idle_ms, max_transaction_timeout_ms)
     epoch = row["max_epoch"] if row["max_epoch"] is not None else row["min_epoch"]
     mismatch = _and(listed, None if epoch is None or cur_epoch is None else epoch < cur_epoch)
-    hanging = _and(candidate, not listed)
+    proof = None if listed else moved_on(row, current, successor)
+    hanging = proof is not None or _and(candidate, not listed)
     if cur_tid is None:
         where_coord = ("no transactional id in __transaction_state has this producer id"
                        if row["transactional_id"] is None
@@ -131,11 +166,12 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
     written_at, idle = time_or_null(last_write), duration_or_null(idle_ms)
     if hanging:
         kind, severity = "hanging_transaction", Severity.CRITICAL
-        evidence = (
-            f"producer {pid} (epoch {ep}) has a transaction open on {here} since offset {first}{since}; its last "
-            f"write here was at {written_at}, {idle} before the audit time (more than the "
-            f"{timeout_text} maximum transaction timeout), and {where_coord}, so no marker will ever close it"
-        )
+        opened = (f"producer {pid} (epoch {ep}) has a transaction open on {here} since offset {first}{since}; its "
+                  f"last write here was at {written_at}")
+        evidence = (f"{opened}, and {proof}: no marker will ever close it, whatever the audit time"
+                    if proof is not None else
+                    f"{opened}, {idle} before the audit time (more than the {timeout_text} maximum transaction "
+                    f"timeout), and {where_coord}, so no marker will ever close it")
     elif mismatch:
         kind, severity = "open_transaction_epoch_mismatch", Severity.WARNING
         evidence = (
@@ -158,11 +194,14 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
         else:
             evidence = (
                 f"producer {pid} (epoch {ep}) has a transaction open on {here} since offset {first}, last write "
-                f"{written_at} ({idle} before the audit time) and {where_coord}; find-hanging reports it once that "
-                f"last write is older than {timeout_text}"
+                f"{written_at} ({idle} before the audit time) and {where_coord}; the coordinator's log holds no "
+                "record after that write, so its timeout will not end this transaction: unless "
+                "__transaction_state was copied before the partition was added, no marker will close it, and "
+                f"find-hanging reports it once that last write is older than {timeout_text}"
             )
     remedies: dict[str, str | None] = {"remediation": None, "remediation_pre_3_0": None}
-    if hanging:
+    # a command wherever no timeout will end it: hanging, not listed, or listed past its own timeout
+    if hanging or not listed or overdue:
         remedies = {
             "remediation": abort_command_text(row["topic"], row["partition"], row["first_offset"]),
             "remediation_pre_3_0": formatted(ABORT_COMMAND_PRE_3_0, row["topic"], row["partition"],
@@ -180,16 +219,21 @@ def open_transaction_findings(open_rows: pa.Table, coordinator: pa.Table, previo
                               max_transaction_timeout_ms: int) -> pa.Table:
     """A finding for every open transaction (``open_rows``: ``OPEN`` rows of
     ``partition_transactions``), one per current coordinator row of its producer id, as a
-    ``FINDINGS`` table. ``coordinator``: those rows (``COORDINATOR_COLUMNS``; tombstones are no
-    producer's); ``previous``: the ``previous_markers`` rows of ``partition_transactions``."""
+    ``FINDINGS`` table. ``coordinator``: those rows and the current rows of the open rows'
+    transactional ids (``COORDINATOR_COLUMNS``; tombstones are no producer's); ``previous``: the
+    ``previous_markers`` rows of ``partition_transactions``."""
     by_producer: dict[int, list[dict[str, Any]]] = {}
+    by_id: dict[str, dict[str, Any]] = {}
     for cur in coordinator.select(list(COORDINATOR_COLUMNS)).to_pylist():
         if not cur["tombstone"]:
             by_producer.setdefault(cur["producer_id"], []).append(cur)
+            by_id[cur["transactional_id"]] = cur
     epochs = marker_epochs(previous)
     rows: list[dict[str, Any]] = []
     for row in open_rows.to_pylist():
         last_epoch = last_coordinator_epoch(row, epochs)
         currents: list[dict[str, Any] | None] = [*by_producer.get(row["producer_id"], [])] or [None]
-        rows.extend(classify(row, cur, last_epoch, as_of_ms, max_transaction_timeout_ms) for cur in currents)
+        successor = by_id.get(row["transactional_id"]) if currents == [None] else None
+        rows.extend(classify(row, cur, last_epoch, as_of_ms, max_transaction_timeout_ms, successor)
+                    for cur in currents)
     return pa.Table.from_pylist(rows, schema=FINDINGS)

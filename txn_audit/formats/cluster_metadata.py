@@ -97,6 +97,7 @@ __all__ = [
     "leadership_history",
     "merge_partition_change",
     "newest_snapshot",
+    "newest_timestamp",
     "read_cluster_metadata",
     "replay_partition_leadership",
     "uuid_string",
@@ -729,6 +730,19 @@ def read_cluster_metadata(
         last_offset=last_offset,
         snapshot=None if snapshot is None else snapshot.name,
     )
+
+
+def newest_timestamp(files: Mapping[str, SegmentBuffer]) -> int | None:
+    """The newest batch timestamp (``maxTimestamp``) of one ``__cluster_metadata-0`` folder's live
+    ``.log`` segments (file name -> bytes), control batches included; None when they hold no
+    batch. The active controller appends a record at least every ``metadata.max.idle.interval.ms``
+    (500 ms by default, a NoOpRecord when nothing else changes), so this dates when the copy
+    stopped growing: its broker's shutdown, or the copy of a running one."""
+    newest: int | None = None
+    for segment in _segments(files):
+        for header, _ in _data_batches(files[segment.name], allow_truncated_tail=True):
+            newest = header.max_timestamp if newest is None else max(newest, header.max_timestamp)
+    return newest
 
 
 def leadership_history(files: Mapping[str, SegmentBuffer]) -> tuple[list[LeadershipChange], int]:

@@ -493,8 +493,14 @@ def _optional_long(text: str) -> int:
     return int(m.group()) if m else -1
 
 
-def section_of(line: int, path: str) -> DumpSection:
-    """The section a ``Dumping <path>`` line opens: what the file is, from its name and folders."""
+#: the kinds of file a partition folder holds (``DumpSection.kind``)
+PARTITION_FILE_KINDS = ("log", "snapshot", "txnindex", "index", "timeindex", "kraft_snapshot")
+
+
+def section_of(line: int, path: str, text_file: str = "") -> DumpSection:
+    """The section a ``Dumping <path>`` line opens: what the file is, from its name and folders.
+    A path printed without its partition folder (``--files 00000000000000000000.log`` run inside
+    it) takes the partition ``text_file`` (the dump's own name, ``orders-3.txt``) is named after."""
     p = PurePosixPath(path.replace("\\", "/"))
     name = p.name
     parsed = parse_log_file_name(name)
@@ -505,12 +511,15 @@ def section_of(line: int, path: str) -> DumpSection:
     elif name.endswith(".checkpoint"):
         kind = "kraft_snapshot"
     part = parse_partition_dir(p.parent.name) if p.parent.name else None
-    topic = part.topic if part else None
-    partition = part.partition if part else None
     log_dir: str | None = None
     if part is not None:
         grand = p.parent.parent
         log_dir = "" if str(grand) == "." else str(grand)
+    elif kind in PARTITION_FILE_KINDS and text_file:
+        part = parse_partition_dir(PurePosixPath(text_file.replace("\\", "/")).stem)
+        log_dir = "" if part is not None else None
+    topic = part.topic if part else None
+    partition = part.partition if part else None
     return DumpSection(
         line=line, path=path, file_name=name, kind=kind, status=status, base_offset=base, topic=topic,
         partition=partition, replica_status=part.status if part else None, log_dir=log_dir,
@@ -782,12 +791,13 @@ class DumpLogParser:
             self._in_stack = False
         if line.startswith("Dumping "):
             yield from self._close_section()
-            self._section = section_of(self._line_no, line[len("Dumping ") :].strip())
+            self._section = section_of(self._line_no, line[len("Dumping ") :].strip(), self.file)
             yield self._section
-            if self._section.topic is None and self._section.kind in ("log", "snapshot", "txnindex"):
+            if self._section.topic is None and self._section.kind in PARTITION_FILE_KINDS:
                 yield self._issue(
                     IssueKind.UNRECOGNISED_FILE, Severity.WARNING,
-                    "the dumped path has no <topic>-<partition> folder: its rows cannot be placed", line,
+                    "neither the dumped path nor the file's name names a partition (a <topic>-<partition> "
+                    "folder, or a file named <topic>-<partition>.txt): its rows are not audited", line,
                 )
             return
         if not line.strip():

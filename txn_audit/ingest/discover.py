@@ -23,7 +23,7 @@ from txn_audit.formats.checkpoint import (
     decode_partition_metadata,
     decode_properties,
 )
-from txn_audit.formats.cluster_metadata import leadership_history
+from txn_audit.formats.cluster_metadata import leadership_history, newest_timestamp
 from txn_audit.formats.layout import (
     CHECKPOINT_FILES,
     CLUSTER_METADATA_TOPIC,
@@ -370,7 +370,9 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
     snapshots keep it to tens of MB). A log that does not decode is a warning, and the replica
     choice falls back to the leader-epoch checkpoints."""
     try:
-        history, last_offset = leadership_history({f.name: inv.storage.read_bytes(f.rel) for f in files})
+        contents = {f.name: inv.storage.read_bytes(f.rel) for f in files}
+        history, last_offset = leadership_history(contents)
+        newest = newest_timestamp(contents)
     except OSError as err:
         inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.WARNING, f"cannot read the KRaft metadata log: {err.strerror or err}"))
@@ -380,6 +382,8 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
                                      f"KRaft metadata log not replayed (the replica choice uses the leader-epoch "
                                      f"checkpoints): byte {err.position}: {err.detail}"))
         return
+    if newest is not None:
+        inv.metadata_newest_ms = newest if inv.metadata_newest_ms is None else max(inv.metadata_newest_ms, newest)
     for change in history:
         state = change.state
         inv.metadata_partitions.append({

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from txn_audit.audit_time import CopyEvidence
+from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
 from txn_audit.formats.model import OffsetCheckpoint
 from txn_audit.ingest.storage import DumpLocation
 from txn_audit.ingest.tasks import FileTask
@@ -55,6 +57,21 @@ class Inventory:
     mtimes: dict[str, int | None] = field(default_factory=dict)  # by relative path, for the input fingerprint
     #: rows of the ``metadata_partitions`` table (the KRaft metadata logs' partition states)
     metadata_partitions: list[dict[str, Any]] = field(default_factory=list)
+    #: the newest record of any copy of the KRaft metadata log (``cluster_metadata.newest_timestamp``)
+    metadata_newest_ms: int | None = None
+
+    def copy_evidence(self) -> CopyEvidence:
+        """What the dump shows of when it was copied (``audit_time``): the metadata log's newest
+        record, and the newest modification times of the data segments and of every file of the
+        log dirs (none for a text dump: its files' times are no broker's)."""
+        segments = [mtime for row in self.segments if row["kind"] == "log" and row["topic"] != CLUSTER_METADATA_TOPIC
+                    and (mtime := self.mtimes.get(row["path"])) is not None]
+        files = [mtime for mtime in self.mtimes.values() if mtime is not None]
+        return CopyEvidence(
+            metadata_log_newest_ms=self.metadata_newest_ms,
+            newest_segment_mtime_ms=max(segments) // 1_000_000 if segments else None,
+            newest_file_mtime_ms=max(files) // 1_000_000 if segments else None,
+        )
 
     @property
     def storage(self) -> DumpLocation:

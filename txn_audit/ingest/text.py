@@ -27,6 +27,7 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -79,6 +80,24 @@ def _log_dir(section: DumpSection) -> str:
     return section.log_dir or "."
 
 
+def placed(section: DumpSection, folder: str) -> DumpSection:
+    """``section`` placed among the dump's copies. ``folder``: where its text file lies below
+    the folder that holds every dump-log file (``broker-2`` for ``dump-log/broker-2/orders-3.txt``),
+    which leads the copy's log dir: each broker prints the same paths
+    (``/var/lib/kafka/data/orders-3/...``), and the folders keep their copies apart."""
+    if section.topic is None or not folder:
+        return section
+    return replace(section, log_dir=posixpath.normpath(posixpath.join(folder, (section.log_dir or "").lstrip("/"))))
+
+
+def _text_folders(dumps: list[str]) -> dict[str, str]:
+    """Each dump-log file's folder below the folder that holds them all (``""``: that one)."""
+    folders = {rel: posixpath.dirname(rel) for rel in dumps}
+    common = posixpath.commonpath(list(folders.values())) if folders else ""
+    return {rel: "" if folder == common else posixpath.relpath(folder, common or ".")
+            for rel, folder in folders.items()}
+
+
 def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
     """Inventory a folder (or a file) of tool text output, local or remote (a location or a dump
     argument, as ``discover`` takes). Raises ``UsageError`` if it holds no dump-log text."""
@@ -95,6 +114,7 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
     else:
         files = holder.listing().files_under(".")
     inv = Inventory(root=holder.task_path("."), location=holder)
+    dumps: list[Entry] = []  # the dump-log files, read once every file's kind is known
     replicas: dict[tuple[str, str, int], PartitionReplica] = {}
     reported_hw: dict[tuple[str, int], tuple[int, str]] = {}  # (topic, partition) -> (high watermark, file)
     reported_start: dict[tuple[str, int], int] = {}  # (topic, partition) -> log start offset, where reported
@@ -121,15 +141,20 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         if read_here:
             _read_side_file(inv, holder, rel, kind, reported_hw, reported_start)
             continue
-        if not decoded:
-            continue
+        if decoded:
+            dumps.append(entry)
+    folders = _text_folders([entry.rel for entry in dumps])
+    for entry in dumps:
+        rel = entry.rel
         task_path = holder.task_path(rel)
+        folder = folders[rel]
         with open_stream(task_path) as fh:
-            for raw in fh:
+            for number, raw in enumerate(fh, start=1):
                 if not raw.startswith(b"Dumping "):
                     continue
-                section = section_of(0, raw[len(b"Dumping ") :].decode("utf-8", "replace").strip())
-                if section is None or section.topic is None or section.partition is None or not _audited(section):
+                section = placed(section_of(number, raw[len(b"Dumping ") :].decode("utf-8", "replace").strip(),
+                                            rel), folder)
+                if section.topic is None or section.partition is None or not _audited(section):
                     continue
                 key = (_log_dir(section), section.topic, section.partition)
                 replica = replicas.get(key)
@@ -140,7 +165,8 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
                     if section.base_offset not in replica.log_base_offsets:
                         replica.log_base_offsets.append(section.base_offset)
         inv.tasks.append(FileTask(path=task_path, rel_path=rel, kind=TEXT_TASK_KIND, broker_id=None,
-                                  log_dir=".", topic="", partition=-1, base_offset=-1, size_bytes=entry.size or 0))
+                                  log_dir=folder or ".", topic="", partition=-1, base_offset=-1,
+                                  size_bytes=entry.size or 0))
     if not inv.tasks:
         raise UsageError(f"no kafka-dump-log text found under {location.display}")
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
@@ -262,14 +288,29 @@ def _out_of_range(value: Any, type_: pa.DataType | pa.Schema, name: str = "") ->
     return None
 
 
+#: how many of the lines an issue was seen on it names
+SHOWN_LINES = 3
+
+
+def _lines_text(same: list[TextIssue]) -> str:
+    """One issue's detail for every line that shows it (same section, kind and reason): the
+    first ``SHOWN_LINES`` line numbers, how many more, the reason and the first line's text."""
+    lines = ", ".join(str(i.line) for i in same[:SHOWN_LINES])
+    more = f" and {len(same) - SHOWN_LINES} more" if len(same) > SHOWN_LINES else ""
+    where = f"line {lines}" if len(same) == 1 else f"{len(same)} lines ({lines}{more})"
+    return f"{where}: {same[0].reason}" + (f": {same[0].excerpt!r}" if same[0].excerpt else "")
+
+
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
     """Parse one dump-log text file into ``out`` (the binary decoders' rows, same column order)."""
     parser = DumpLogParser(task.rel_path)
     file = task.rel_path
+    folder = "" if task.log_dir == "." else task.log_dir
     first_ts_fallback: dict[str, int] = {}
     sections: dict[str, DumpSection] = {}
 
     def issue(section: DumpSection | None, line: int, kind: str, severity: str, detail: str) -> None:
+        section = None if section is None else placed(section, folder)
         replica = (None, _log_dir(section), section.topic, section.partition) if section else (None, ".", None, None)
         out.add("decode_issues", replica + (file, line, kind, severity, detail))
 
@@ -282,16 +323,23 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
         issue(section, line, IssueKind.UNPARSED_LINE, Severity.ERROR,
               f"line {line}: {wrong}, which Kafka cannot have written: the {table} row is left out")
 
+    # the text's issues, one per copy of a partition (or none), kind and reason, however many lines show it
+    alike: dict[tuple[object, ...], list[TextIssue]] = {}
+
     def handle(items: Iterator[object]) -> None:
         for item in items:
             if isinstance(item, TextIssue):
-                d = item.to_decode_issue()
-                issue(item.section, d.position, d.kind, d.severity, d.detail)
+                where = None if item.section is None else (item.section.log_dir, item.section.topic,
+                                                           item.section.partition)
+                key = (where, item.kind, item.severity, item.reason)
+                alike.setdefault(key, []).append(item)
                 continue
             if isinstance(item, DumpSection):
                 sections[item.path] = item
                 continue
             section = getattr(item, "section", None)
+            if section is not None:
+                section = placed(section, folder)
             if not _audited(section):
                 continue
             assert section is not None
@@ -365,6 +413,9 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
             if n % pause_every == 0:
                 yield
     handle(parser.finish())
+    for same in alike.values():
+        first = same[0]
+        issue(first.section, first.line, first.kind, first.severity, _lines_text(same))
     for path, count in sorted(first_ts_fallback.items()):
         section = sections.get(path)
         issue(section, section.line if section else 0, IssueKind.INCOMPLETE_TEXT, Severity.WARNING,
