@@ -158,6 +158,9 @@ PARTITION_OFFSETS = pa.schema(
         pa.field("recovery_point", pa.int64()),  # recovery-point-offset-checkpoint
         pa.field("log_start_offset_checkpoint", pa.int64()),  # log-start-offset-checkpoint, when listed
         pa.field("cleaner_offset", pa.int64()),  # cleaner-offset-checkpoint
+        # the topic's cleanup.policy (compact | delete | compact,delete) as the KRaft metadata log
+        # sets it, else the cluster's log.cleanup.policy; null when the dump does not show it
+        pa.field("cleanup_policy", pa.string()),
         pa.field("first_segment_base_offset", pa.int64()),  # smallest live .log base offset
         pa.field("log_start_offset", pa.int64()),  # checkpoint if listed, else first segment base
         pa.field("live_segments", pa.int32(), nullable=False),

@@ -23,6 +23,8 @@ class RawBuilder:
     next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
     hw: dict[tuple[str, int], int] = field(default_factory=dict)
     log_start: dict[tuple[str, int], int] = field(default_factory=dict)
+    cleaned: dict[tuple[str, int], int] = field(default_factory=dict)
+    policies: dict[str, str] = field(default_factory=dict)
 
     def _replica(self, topic: str, partition: int) -> dict[str, Any]:
         return {"broker_id": 1, "log_dir": "ld", "topic": topic, "partition": partition}
@@ -108,6 +110,14 @@ class RawBuilder:
             "file": f"ld/{topic}-{partition}/{at:020d}.snapshot",
         })
 
+    def compacted(self, topic: str, partition: int, *, cleaned_to: int | None, policy: str | None = "compact") -> None:
+        """The topic's cleanup policy (None: not known) and how far the cleaner compacted the
+        partition (its cleaner-offset-checkpoint entry; None: not listed)."""
+        if policy is not None:
+            self.policies[topic] = policy
+        if cleaned_to is not None:
+            self.cleaned[(topic, partition)] = cleaned_to
+
     def find_hanging(self, file: str, *, run_at: int | None, timeout_min: int | None,
                      rows: list[tuple[str, int, int, int, int, int]] = ()) -> None:  # type: ignore[assignment]
         """A find-hanging output: rows of (topic, partition, pid, epoch, start offset, last timestamp)."""
@@ -128,7 +138,8 @@ class RawBuilder:
             offsets.append({
                 **self._replica(topic, partition), "replica_status": "live", "topic_id": None,
                 "high_watermark": self.hw.get((topic, partition), end), "recovery_point": end,
-                "log_start_offset_checkpoint": None, "cleaner_offset": None, "first_segment_base_offset": 0,
+                "log_start_offset_checkpoint": None, "cleaner_offset": self.cleaned.get((topic, partition)),
+                "cleanup_policy": self.policies.get(topic), "first_segment_base_offset": 0,
                 "log_start_offset": self.log_start.get((topic, partition), 0), "live_segments": 1,
                 "clean_shutdown": True,
             })

@@ -225,6 +225,25 @@ def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
                                                               timeout_ms=15 * MIN))
 
 
+@pytest.mark.parametrize("as_files", [False, True], ids=["frames", "files"])
+def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_path: Path, as_files: bool) -> None:
+    """On a compacted topic the cleaner drops batches below its checkpoint offset, so the sequences
+    of the batches it keeps jump: no ``sequence_gap`` there; above that offset, on a topic whose
+    policy deletes only, or where the cleaner has not run, a gap is still one."""
+    b = RawBuilder()
+    for topic in ("changelog", "deleting", "unknown"):
+        b.batch(topic, 0, pid=9, epoch=0, seq=0, count=3, ts=T0)
+        b.batch(topic, 0, pid=9, epoch=0, seq=10, count=3, ts=T0 + 1)  # 3 expected: batches 3..9 removed
+        b.batch(topic, 0, pid=9, epoch=0, seq=13, count=3, ts=T0 + 2)
+        b.batch(topic, 0, pid=9, epoch=0, seq=20, count=3, ts=T0 + 3)  # 16 expected, above the cleaned part
+    b.compacted("changelog", 0, cleaned_to=6)
+    b.compacted("deleting", 0, cleaned_to=6, policy="delete")
+    b.compacted("unknown", 0, cleaned_to=None, policy=None)  # no cleaner-offset-checkpoint entry
+    found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if as_files else None)
+    gaps = sorted((f["topic"], f["first_offset"]) for f in found if f["kind"] == "sequence_gap")
+    assert gaps == [("changelog", 9), ("deleting", 3), ("deleting", 9), ("unknown", 3), ("unknown", 9)]
+
+
 def test_late_arrival_absorbed_and_hanging(spark: Any) -> None:
     b = RawBuilder()
     # t-0: N aborted, a late batch of N lands after the marker inside N+1, which commits

@@ -164,6 +164,34 @@ def test_without_an_audit_time_the_verdict_is_find_hangings(default_scans: OnDem
     assert _incident_kinds(default) == _incident_kinds(at_find_hanging)
 
 
+# -- compacted topics: what the cleaner removed is no anomaly -------------------------------------
+
+def _compacted_topics(scenario: CorpusScenario) -> set[str]:
+    """The topics the live cluster described as compacted, internal ones included."""
+    return {topic for topic, configs in scenario.expected.get("topic_configs", {}).items()
+            if "compact" in configs.get("cleanup.policy", "")}
+
+
+COMPACTED = [s for s in SCENARIOS if any(not t.startswith("__") for t in _compacted_topics(s))]
+
+
+@pytest.mark.parametrize("scenario", COMPACTED, ids=[s.id for s in COMPACTED])
+def test_a_compacted_topic_shows_the_cleaners_work_and_what_a_held_lso_costs(
+        scans: OnDemand[Any], scenario: CorpusScenario) -> None:
+    """On the topics the cluster described as compacted (their configs, as ``describeConfigs``
+    gave them), whose cleaner-offset-checkpoint the broker wrote: no sequence gap (the cleaner's
+    removals), and a held LSO there says the cleaner cannot clean past it; a deleting topic's
+    held LSO does not."""
+    compacted = _compacted_topics(scenario)
+    assert compacted and scenario.expected["cleaner_offset_checkpoint"]
+    result = scans[scenario.id]
+    assert [f for f in result.findings if f.kind == "sequence_gap" and f.topic in compacted] == []
+    held = [f for f in result.findings if f.kind == "stuck_lso"]
+    assert any(f.topic in compacted for f in held)
+    for f in held:
+        assert ("the topic is compacted" in f.evidence) == (f.topic in compacted), f.evidence
+
+
 # -- text dumps as brokers print them: the same paths on every broker, or no partition folder -----
 
 CLUSTER_TEXT = [s for s in SCENARIOS if s.brokers > 1 and s.version == NEWEST]

@@ -42,8 +42,10 @@ from txn_audit.formats.cluster_metadata import (
     NO_LEADER_CHANGE,
     PARTITION_CHANGE_RECORD,
     PARTITION_RECORD,
+    CONFIG_RECORD,
     REMOVE_TOPIC_RECORD,
     TOPIC_RECORD,
+    ConfigRecord,
     LeadershipChange,
     MetadataRecord,
     OtherMetadataRecord,
@@ -58,6 +60,7 @@ from txn_audit.formats.cluster_metadata import (
     merge_partition_change,
     newest_snapshot,
     newest_timestamp,
+    topic_configs,
     read_cluster_metadata,
     replay_partition_leadership,
     uuid_string,
@@ -176,6 +179,9 @@ def _as_json(record: MetadataRecord) -> dict[str, Any]:
         return {"name": record.name, "topicId": record.topic_id}
     if isinstance(record, RemoveTopicRecord):
         return {"topicId": record.topic_id}
+    if isinstance(record, ConfigRecord):
+        return {"resourceType": record.resource_type, "resourceName": record.resource_name, "name": record.name,
+                "value": record.value}
     if isinstance(record, PartitionRecord):
         out: dict[str, Any] = {
             "partitionId": record.partition_id, "topicId": record.topic_id, "replicas": _ints(record.replicas),
@@ -243,7 +249,8 @@ def test_dumps_cover_every_decoded_record_kind() -> None:
         for section in ParsedDump(dump.text.read_text()).sections:
             seen |= {(by_name[p["type"]], p["version"]) for p in section.payloads.values()}
     assert {(TOPIC_RECORD, 0), (PARTITION_RECORD, 0), (PARTITION_RECORD, 1), (PARTITION_RECORD, 2),
-            (PARTITION_CHANGE_RECORD, 0), (PARTITION_CHANGE_RECORD, 1), (PARTITION_CHANGE_RECORD, 2)} <= seen
+            (PARTITION_CHANGE_RECORD, 0), (PARTITION_CHANGE_RECORD, 1), (PARTITION_CHANGE_RECORD, 2),
+            (CONFIG_RECORD, 0)} <= seen
 
 
 # -- (b) replay against the brokers ------------------------------------------------------
@@ -679,3 +686,42 @@ def test_the_newest_timestamp_is_kafka_pythons_newest_batch_and_after_every_tool
         assert ours == max(theirs), folder
         newest.append(ours)
     assert max(newest) >= max(int(c["at_ms"]) for c in scenario.expected["tool_commands"])
+
+
+# -- (e) the topics' configs: what the harness created them with ---------------------------------
+
+
+WITH_CONFIGS = [s for s in KRAFT if s.expected.get("topic_configs")]
+
+
+@pytest.mark.skipif(not WITH_CONFIGS, reason="no scenario in tests/corpus records its topics' configs")
+@pytest.mark.parametrize("scenario", WITH_CONFIGS, ids=[s.id for s in WITH_CONFIGS])
+def test_topic_configs_are_those_the_topics_were_created_with(scenario: CorpusScenario) -> None:
+    """Every config the live cluster described for a topic (``describeConfigs``, dynamic topic
+    configs) is the one the replayed metadata log sets, and so is its cleanup policy."""
+    for folder in _folders(scenario):
+        configs = topic_configs(_files(folder))
+        for topic, described in scenario.expected["topic_configs"].items():
+            assert dict(configs.topics.get(topic, {})) == described, (folder, topic)
+            assert configs.cleanup_policy(topic) == described.get("cleanup.policy"), (folder, topic)
+
+
+def config_value(resource_type: int, resource_name: str, name: str, value: str | None) -> bytes:
+    body = pack_i8(resource_type) + write_compact_string(resource_name) + write_compact_string(name)
+    body += write_uvarint(0) if value is None else write_compact_string(value)
+    return _frame(CONFIG_RECORD, 0, body + _tags({}))
+
+
+def test_configs_replay_deletions_defaults_and_removed_topics() -> None:
+    created = [topic_value("t"), config_value(2, "t", "cleanup.policy", "compact"),
+               config_value(4, "", "log.cleanup.policy", "compact,delete"),
+               config_value(4, "1", "log.cleanup.policy", "delete")]  # one broker's own: not the cluster's
+
+    def replay(*more: bytes) -> Any:
+        return topic_configs({"00000000000000000000.log": segment([*created, *more])})
+
+    configs = replay()
+    assert configs.cleanup_policy("t") == "compact" and configs.cleanup_policy("other") == "compact,delete"
+    assert replay(config_value(2, "t", "cleanup.policy", None)).cleanup_policy("t") == "compact,delete"
+    assert "t" not in replay(remove_value()).topics
+    assert topic_configs({}).cleanup_policy("t") is None

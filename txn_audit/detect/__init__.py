@@ -26,7 +26,14 @@ from txn_audit.detect.open_transaction_rules import (
     open_transaction_findings,
     previous_markers,
 )
-from txn_audit.detect.producer_rules import BATCH_PLACE, SEGMENT_KEY, gap_places, producer_findings, sequence_gaps
+from txn_audit.detect.producer_rules import (
+    BATCH_PLACE,
+    SEGMENT_KEY,
+    Cleaned,
+    gap_places,
+    producer_findings,
+    sequence_gaps,
+)
 from txn_audit.detect.rules import (
     BARE_MARKERS,
     DetectOptions,
@@ -206,8 +213,10 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         stability = recon.rows("partition_stability")
         transactions = judged()
         open_rows = transactions.filter(OPEN)
-        found = [stability_findings(stability, recon.rows("replica_stability")),
-                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms),
+        compaction = Compaction.read(tables)
+        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted),
+                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms,
+                                   compaction.cleaned),
                  transaction_findings(transactions.filter(JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         previous = ALL_TABLES["partition_transactions"].empty_table()
@@ -297,6 +306,40 @@ def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tupl
         return events, ALL_TABLES["batches"].empty_table().select(columns)
     keys = batches.sparkSession.createDataFrame(places, batches.select(*SEGMENT_KEY).schema)
     return events, batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
+
+
+#: the columns of ``partition_offsets`` that say how far the cleaner compacted a copy
+CLEANER_COLUMNS = ("topic", "partition", "broker_id", "cleaner_offset", "cleanup_policy")
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What the dump shows of the log cleaner (``partition_offsets``: the cleaner-offset-checkpoint
+    entries and the topics' cleanup.policy from the metadata log). A copy the checkpoint lists is
+    compacted (the cleaner tracks compacted logs alone) unless the metadata log says its topic is
+    deleted only; so is a partition whose topic's policy compacts."""
+
+    #: the copies the cleaner compacted, with how far (``producer_rules.Cleaned``)
+    cleaned: Cleaned
+    #: the partitions (topic, partition) of compacted topics
+    compacted: frozenset[tuple[str, int]]
+
+    @staticmethod
+    def read(tables: RawTables) -> Compaction:
+        """From ``partition_offsets``' files (one row per copy), or collected from its frame."""
+        files = tables.files("partition_offsets")
+        rows = (tables["partition_offsets"].select(*CLEANER_COLUMNS).toArrow() if files is None
+                else _read(files, CLEANER_COLUMNS)).to_pylist()
+
+        def compacts(row: dict[str, Any]) -> bool:
+            policy = row["cleanup_policy"]
+            return "compact" in policy if policy is not None else row["cleaner_offset"] is not None
+
+        return Compaction(
+            cleaned={(r["topic"], r["partition"], r["broker_id"]): r["cleaner_offset"] for r in rows
+                     if r["cleaner_offset"] is not None and compacts(r)},
+            compacted=frozenset((r["topic"], r["partition"]) for r in rows if compacts(r)),
+        )
 
 
 def decode_issue_inputs(tables: RawTables) -> tuple[pa.Table, pa.Table, set[str]]:

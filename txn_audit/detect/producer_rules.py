@@ -23,8 +23,8 @@ from txn_audit.detect.words import duration_text, finding_row, partition_name, r
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "epoch_findings", "gap_places", "late_arrival_findings",
-           "producer_findings", "sequence_findings", "sequence_gaps"]
+__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Cleaned", "cleaned_away", "epoch_findings", "gap_places",
+           "late_arrival_findings", "producer_findings", "sequence_findings", "sequence_gaps"]
 
 #: a segment of a partition: what names the batches of a rule's findings in a filter
 SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
@@ -94,16 +94,36 @@ def gap_places(gaps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted({tuple(row[c] for c in SEGMENT_KEY) for row in gaps}, key=repr)
 
 
-def sequence_findings(events: pa.Table, batches: pa.Table) -> list[dict[str, Any]]:
+#: per copy of a compacted partition (topic, partition, broker id): how far the log cleaner has
+#: cleaned it (its cleaner-offset-checkpoint entry)
+Cleaned = dict[tuple[str, int, int | None], int]
+
+
+def cleaned_away(row: dict[str, Any], cleaned: Cleaned) -> bool:
+    """Whether the cleaner may have removed the batches between a gap's batch and its producer's
+    previous one: the log cleaner of a compacted topic removes the records a later one with the
+    same key replaces, and aborted transactions' records, below its checkpoint offset; it drops a
+    batch left empty unless it is the producer's last (whose sequence the broker's producer state
+    needs), so the sequences of the batches it keeps jump (``LogCleaner.cleanInto``,
+    ``MemoryRecords.filterTo``). A gap whose previous batch lies below that offset is its work."""
+    below = cleaned.get((row["topic"], row["partition"], row["broker_id"]))
+    previous = row["prev_seq_last_offset"]
+    return below is not None and previous is not None and previous < below
+
+
+def sequence_findings(events: pa.Table, batches: pa.Table, cleaned: Cleaned | None = None) -> list[dict[str, Any]]:
     """Each batch with a sequence continues its producer's previous one on the partition
-    (``producer_events`` carry that previous batch). ``batches``: the ``BATCH_PLACE`` and
-    ``file`` of the audited replicas' batches in the gaps' segments (``gap_places``), which give
-    the file of each batch found; a gap whose batch they lack is not reported."""
+    (``producer_events`` carry that previous batch), unless the log cleaner removed what lay
+    between (``cleaned_away``). ``batches``: the ``BATCH_PLACE`` and ``file`` of the audited
+    replicas' batches in the gaps' segments (``gap_places``), which give the file of each batch
+    found; a gap whose batch they lack is not reported."""
     files: dict[tuple[Any, ...], list[str]] = {}
     for batch in batches.to_pylist():
         files.setdefault(tuple(batch[c] for c in BATCH_PLACE), []).append(batch["file"])
     found = []
     for row in sequence_gaps(events):
+        if cleaned_away(row, cleaned or {}):
+            continue
         epoch, previous, base = row["epoch"], row["prev_seq_epoch"], row["base_sequence"]
         name = partition_name(row["topic"], row["partition"])
         if epoch == previous:
@@ -158,9 +178,11 @@ def epoch_findings(events: pa.Table) -> list[dict[str, Any]]:
     return found
 
 
-def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: int) -> pa.Table:
+def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: int,
+                      cleaned: Cleaned | None = None) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none).
-    ``events``: ``producer_events``' rows; ``batches``: as ``sequence_findings`` reads them."""
-    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches),
+    ``events``: ``producer_events``' rows; ``batches`` and ``cleaned``: as ``sequence_findings``
+    reads them."""
+    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches, cleaned),
             *epoch_findings(events)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

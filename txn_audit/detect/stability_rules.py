@@ -11,6 +11,7 @@ transaction row is read. As Spark queries they cost a plan and a job each, on ev
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
@@ -52,9 +53,12 @@ def divergent_copies(replica_stability: pa.Table) -> list[dict[str, Any]]:
     return rows_where(replica_stability, pc.is_valid(replica_stability.column("divergence")))
 
 
-def stuck_lso_findings(stability: pa.Table) -> list[dict[str, Any]]:
+def stuck_lso_findings(stability: pa.Table, compacted: Collection[tuple[str, int]] = ()) -> list[dict[str, Any]]:
     """LSO behind the HW. Without a known HW the log end stands in for it: the finding is then
-    info and says that the gap may be records not yet replicated rather than a stuck LSO.
+    info and says that the gap may be records not yet replicated rather than a stuck LSO. On a
+    ``compacted`` partition (topic, partition) it says what else it costs: the log cleaner never
+    cleans past the LSO (its first uncleanable offset is at most the first unstable one), so what
+    was written since stays uncompacted while the transaction holds.
 
     The transaction holding the LSO is the culprit's (``culprit_first_offset``): it may start
     below the log start (a producer snapshot's transaction whose records retention deleted),
@@ -79,6 +83,9 @@ def stuck_lso_findings(stability: pa.Table) -> list[dict[str, Any]]:
             f"({held['held_bytes']} bytes) are held back from read_committed consumers {when} by {by}, whose "
             f"transaction is open from offset {open_from}{below_start}"
         )
+        if (held["topic"], held["partition"]) in compacted:
+            evidence += (f"; the topic is compacted, and the log cleaner does not clean past the LSO: those "
+                         f"{held['held_bytes']} bytes, and every write after them, stay uncompacted while it holds")
         severity = Severity.INFO if held["hw_source"] == "log_end" else Severity.WARNING
         found.append(finding_row(
             held, "stuck_lso", severity, evidence,
@@ -150,8 +157,10 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
     return found
 
 
-def stability_findings(stability: pa.Table, replica_stability: pa.Table) -> pa.Table:
-    """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none)."""
-    rows = [*stuck_lso_findings(stability), *hw_beyond_log_end_findings(stability),
+def stability_findings(stability: pa.Table, replica_stability: pa.Table,
+                       compacted: Collection[tuple[str, int]] = ()) -> pa.Table:
+    """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none);
+    ``compacted``: as ``stuck_lso_findings`` reads it."""
+    rows = [*stuck_lso_findings(stability, compacted), *hw_beyond_log_end_findings(stability),
             *replica_divergence_findings(replica_stability, stability)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

@@ -18,7 +18,7 @@ URL-safe base64 without padding, 22 characters), compact string uvarint(length +
 compact array uvarint(count + 1) + elements (0 = null), then a tagged-field section: uvarint
 count, per field uvarint tag, uvarint size, payload. Tags a version does not define are skipped.
 
-The four messages decoded here, fields in wire order (``[]`` = compact array)::
+The five messages decoded here, fields in wire order (``[]`` = compact array)::
 
     2 TopicRecord v0:           name string, topicId uuid
     3 PartitionRecord v0-2:     partitionId int32, topicId uuid, replicas []int32, isr []int32,
@@ -31,6 +31,9 @@ The four messages decoded here, fields in wire order (``[]`` = compact array)::
                                 1 leader int32 (-2 NO_LEADER_CHANGE, -1 NO_LEADER), 5 leaderRecoveryState int8
                                 (-1 = unchanged), v1+: 8 directories nullable []uuid, v2+: 6
                                 eligibleLeaderReplicas and 7 lastKnownElr nullable []int32
+    4 ConfigRecord v0:          resourceType int8 (2 topic, 4 broker), resourceName string ("" for the
+                                cluster's default of a broker config), name string, value nullable string
+                                (null = the config is deleted)
     9 RemoveTopicRecord v0:     topicId uuid
 
 Any other type decodes to its type and version only. ``METADATA_RECORD_TYPES`` names every type
@@ -48,7 +51,12 @@ reports the fault and goes on). Not modelled: ClearElrRecord (type 28, written w
 leader replicas are switched off), which bumps the partition epoch of partitions with a
 non-empty ELR.
 
-Kafka sources: ``TopicRecord.json``, ``PartitionRecord.json``, ``PartitionChangeRecord.json``,
+The topics' configs (``topic_configs``) replay the ConfigRecords of the topic resource in the same
+order; a RemoveTopicRecord drops the configs of the topic it removes, as the controller deletes
+them with the topic.
+
+Kafka sources: ``ConfigRecord.json``, ``ConfigurationControlManager.java``, ``TopicRecord.json``,
+``PartitionRecord.json``, ``PartitionChangeRecord.json``,
 ``RemoveTopicRecord.json``, ``AbstractApiMessageSerde.java``, ``LeaderConstants.java``,
 ``PartitionRegistration.java`` (``merge``), ``TopicsDelta.java``, ``TopicDelta.java``,
 ``MetadataBatchLoader.java`` (transactions), ``Uuid.java`` (``toString``), ``Snapshots.java``.
@@ -73,6 +81,9 @@ from txn_audit.formats.segment import iter_batches
 __all__ = [
     "ABORT_TRANSACTION_RECORD",
     "BEGIN_TRANSACTION_RECORD",
+    "BROKER_RESOURCE",
+    "CLEANUP_POLICY",
+    "CONFIG_RECORD",
     "END_TRANSACTION_RECORD",
     "FRAME_VERSION",
     "METADATA_RECORD_TYPES",
@@ -82,7 +93,9 @@ __all__ = [
     "PARTITION_RECORD",
     "REMOVE_TOPIC_RECORD",
     "TOPIC_RECORD",
+    "TOPIC_RESOURCE",
     "ClusterMetadata",
+    "ConfigRecord",
     "LeadershipChange",
     "MetadataEntry",
     "MetadataRecord",
@@ -91,6 +104,7 @@ __all__ = [
     "PartitionLeadership",
     "PartitionRecord",
     "RemoveTopicRecord",
+    "TopicConfigs",
     "TopicRecord",
     "decode_metadata_record",
     "iter_metadata_records",
@@ -99,6 +113,7 @@ __all__ = [
     "newest_snapshot",
     "newest_timestamp",
     "read_cluster_metadata",
+    "topic_configs",
     "replay_partition_leadership",
     "uuid_string",
 ]
@@ -108,6 +123,7 @@ MAX_FRAME_FIELD: Final = 0x7FFF  # type and version are Java shorts
 
 TOPIC_RECORD: Final = 2
 PARTITION_RECORD: Final = 3
+CONFIG_RECORD: Final = 4
 PARTITION_CHANGE_RECORD: Final = 5
 REMOVE_TOPIC_RECORD: Final = 9
 BEGIN_TRANSACTION_RECORD: Final = 23
@@ -118,6 +134,7 @@ ABORT_TRANSACTION_RECORD: Final = 25
 HIGHEST_VERSIONS: Final[dict[int, int]] = {
     TOPIC_RECORD: 0,
     PARTITION_RECORD: 2,
+    CONFIG_RECORD: 0,
     PARTITION_CHANGE_RECORD: 2,
     REMOVE_TOPIC_RECORD: 0,
 }
@@ -152,6 +169,10 @@ METADATA_RECORD_TYPES: Final[dict[int, str]] = {
     28: "ClearElrRecord",
     29: "UnregisterControllerRecord",
 }
+
+#: ConfigRecord's resourceType (``ConfigResource.Type``)
+TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
 
 NO_LEADER: Final = -1  # the partition has no leader
 NO_LEADER_CHANGE: Final = -2  # PartitionChangeRecord.leader default: the leader stays
@@ -249,6 +270,19 @@ class RemoveTopicRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    version: int
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None  # None: the config is deleted
+
+    @property
+    def record_type(self) -> int:
+        return CONFIG_RECORD
+
+
+@dataclass(frozen=True, slots=True)
 class OtherMetadataRecord:
     """Any record type not decoded here: its type and version only."""
 
@@ -256,7 +290,8 @@ class OtherMetadataRecord:
     version: int
 
 
-MetadataRecord = TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord | OtherMetadataRecord
+MetadataRecord = (TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord
+                  | OtherMetadataRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +492,17 @@ def _partition_change_record(r: Reader, version: int) -> PartitionChangeRecord:
     )
 
 
+def _config_record(r: Reader, version: int) -> ConfigRecord:
+    resource_type = r.int8()
+    resource_name = r.compact_string()
+    name = r.compact_string()
+    value = r.compact_string(nullable=True)
+    assert resource_name is not None and name is not None  # non-nullable reads raise instead
+    for _tag, _payload in _tagged_fields(r, "ConfigRecord"):
+        pass  # none defined
+    return ConfigRecord(version, resource_type, resource_name, name, value)
+
+
 def _remove_topic_record(r: Reader, version: int) -> RemoveTopicRecord:
     topic_id = _uuid(r)
     for _tag, _payload in _tagged_fields(r, "RemoveTopicRecord"):
@@ -465,7 +511,7 @@ def _remove_topic_record(r: Reader, version: int) -> RemoveTopicRecord:
 
 
 def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
-    """Decode one record value of the metadata log (frame, then the message of the four known types).
+    """Decode one record value of the metadata log (frame, then the message of the five known types).
 
     Raises ``CorruptInputError``: ``unknown_version`` for a frame version other than 1 or a
     version above the highest known of a decoded type, ``corrupt_record`` for a null value,
@@ -492,6 +538,8 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
         record = _partition_record(r, version)
     elif record_type == PARTITION_CHANGE_RECORD:
         record = _partition_change_record(r, version)
+    elif record_type == CONFIG_RECORD:
+        record = _config_record(r, version)
     else:
         record = _remove_topic_record(r, version)
     _expect_end(r, name)
@@ -730,6 +778,60 @@ def read_cluster_metadata(
         last_offset=last_offset,
         snapshot=None if snapshot is None else snapshot.name,
     )
+
+
+#: the topic config that says whether the cleaner compacts a topic, and its broker-wide default
+CLEANUP_POLICY: Final = "cleanup.policy"
+DEFAULT_CLEANUP_POLICY: Final = "log.cleanup.policy"
+
+
+@dataclass(frozen=True)
+class TopicConfigs:
+    """The configs the metadata log sets: per topic name, and the cluster's defaults of the broker
+    configs (``resourceName`` ""), as its records leave them."""
+
+    topics: Mapping[str, Mapping[str, str]]
+    cluster: Mapping[str, str]
+
+    def cleanup_policy(self, topic: str) -> str | None:
+        """The topic's ``cleanup.policy``, else the cluster's ``log.cleanup.policy``; None when the
+        log sets neither (then Kafka's default, ``delete``, applies unless a broker's own file
+        sets another: the log does not show it)."""
+        return self.topics.get(topic, {}).get(CLEANUP_POLICY, self.cluster.get(DEFAULT_CLEANUP_POLICY))
+
+
+def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
+    """The configs one ``__cluster_metadata-0`` folder (file name -> bytes) sets: the newest
+    snapshot's, then the log's records after it, a metadata transaction's only once it ends."""
+    snapshot = newest_snapshot(files)
+    start = 0 if snapshot is None else snapshot.base_offset
+    stamped: list[tuple[int, int, MetadataRecord]] = []
+    if snapshot is not None:
+        stamped += [(-1, start - 1, e.record)
+                    for e in iter_metadata_records(files[snapshot.name], allow_truncated_tail=False)]
+    for segment in _segments(files):
+        walked = _walk(files[segment.name], allow_truncated_tail=True)
+        stamped += [(e.timestamp, e.offset, e.record) for _, e in walked if e is not None and e.offset >= start]
+    names: dict[str, str] = {}
+    topics: dict[str, dict[str, str]] = {}
+    cluster: dict[str, str] = {}
+    for _, _, record in _published(stamped):
+        if isinstance(record, TopicRecord):
+            names[record.topic_id] = record.name
+        elif isinstance(record, RemoveTopicRecord):
+            topics.pop(names.pop(record.topic_id, ""), None)
+        elif isinstance(record, ConfigRecord):
+            if record.resource_type == TOPIC_RESOURCE:
+                configs = topics.setdefault(record.resource_name, {})
+            elif record.resource_type == BROKER_RESOURCE and record.resource_name == "":
+                configs = cluster
+            else:
+                continue
+            if record.value is None:
+                configs.pop(record.name, None)
+            else:
+                configs[record.name] = record.value
+    return TopicConfigs(topics, cluster)
 
 
 def newest_timestamp(files: Mapping[str, SegmentBuffer]) -> int | None:

@@ -1008,7 +1008,12 @@ class DumpLogParser:
         if count is None and b["magic"] in (0, 1) and (records or b["codec"] == "none"):
             count = len(records) if records else 1
         first_ts = None
-        if records and records[0].timestamp is not None and b["timestamp_type"] == "CreateTime":
+        horizon = b.get("delete_horizon_ms")
+        if horizon is not None and horizon != -1:
+            # the cleaner stored its delete horizon in the header's baseTimestamp field: the batch's
+            # first timestamp is not in its header, as the binary decoder says (-1)
+            first_ts = -1
+        elif records and records[0].timestamp is not None and b["timestamp_type"] == "CreateTime":
             first_ts = records[0].timestamp
         elif b["magic"] == 0:
             first_ts = -1

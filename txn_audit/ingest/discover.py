@@ -23,7 +23,7 @@ from txn_audit.formats.checkpoint import (
     decode_partition_metadata,
     decode_properties,
 )
-from txn_audit.formats.cluster_metadata import leadership_history, newest_timestamp
+from txn_audit.formats.cluster_metadata import leadership_history, newest_timestamp, topic_configs
 from txn_audit.formats.layout import (
     CHECKPOINT_FILES,
     CLUSTER_METADATA_TOPIC,
@@ -373,6 +373,7 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
         contents = {f.name: inv.storage.read_bytes(f.rel) for f in files}
         history, last_offset = leadership_history(contents)
         newest = newest_timestamp(contents)
+        configs = topic_configs(contents)
     except OSError as err:
         inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.WARNING, f"cannot read the KRaft metadata log: {err.strerror or err}"))
@@ -384,6 +385,10 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
         return
     if newest is not None:
         inv.metadata_newest_ms = newest if inv.metadata_newest_ms is None else max(inv.metadata_newest_ms, newest)
+    if last_offset > inv.cleanup_policies_offset:
+        topics = {change.state.topic for change in history if change.state.topic is not None}
+        inv.cleanup_policies = {t: p for t in topics | set(configs.topics) if (p := configs.cleanup_policy(t))}
+        inv.cleanup_policies_offset = last_offset
     for change in history:
         state = change.state
         inv.metadata_partitions.append({

@@ -59,6 +59,10 @@ class Inventory:
     metadata_partitions: list[dict[str, Any]] = field(default_factory=list)
     #: the newest record of any copy of the KRaft metadata log (``cluster_metadata.newest_timestamp``)
     metadata_newest_ms: int | None = None
+    #: each topic's cleanup.policy, from the copy of the metadata log that reaches furthest
+    cleanup_policies: dict[str, str] = field(default_factory=dict)
+    #: how far that copy reaches (its highest offset; -2: no copy read)
+    cleanup_policies_offset: int = -2
 
     def copy_evidence(self) -> CopyEvidence:
         """What the dump shows of when it was copied (``audit_time``): the metadata log's newest
@@ -121,6 +125,7 @@ class Inventory:
                     "recovery_point": ckpt("recovery-point-offset-checkpoint"),
                     "log_start_offset_checkpoint": lso_ckpt,
                     "cleaner_offset": ckpt("cleaner-offset-checkpoint"),
+                    "cleanup_policy": self.cleanup_policies.get(r.topic),
                     "first_segment_base_offset": first,
                     "log_start_offset": lso_ckpt if lso_ckpt is not None else first,
                     "live_segments": len(r.log_base_offsets),
