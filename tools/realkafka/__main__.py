@@ -25,7 +25,7 @@ from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import HarnessError, fetch
 from tools.realkafka.index import write_index
 from tools.realkafka.record import Recorder, now_ms
-from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario
+from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario, read_offset_checkpoint, topic_configs
 
 DEFAULT_VERSIONS = ("2.8.2", "3.6.2", "3.9.2", "4.0.2", "4.1.2", "4.4.0")
 # a scenario is a race between real processes on two cores (a broker that misses its shutdown
@@ -42,13 +42,14 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
     building = Path(tempfile.mkdtemp(prefix=f".{scenario.name}-", dir=target.parent))
     work = work_root / f"kafka-{version}-{scenario.name}"
     shutil.rmtree(work, ignore_errors=True)
-    cluster = Cluster(dist, work, size=scenario.brokers, settings=dict(scenario.settings),
-                      features=scenario.features(dist))
+    cluster = Cluster(dist, work, size=scenario.brokers, settings=scenario.broker_settings(dist),
+                      features=scenario.features(dist), voters=scenario.voters)
     started = now_ms()
     try:
         cluster.start()
         for t in scenario.topics:
-            cluster.create_topics(f"{t.name}:{t.partitions}:{scenario.brokers}", **dict(t.configs))
+            placed = f":{len(t.replicas)}:{'/'.join(map(str, t.replicas))}" if t.replicas else f":{scenario.brokers}"
+            cluster.create_topics(f"{t.name}:{t.partitions}{placed}", **dict(t.configs))
         recorder = Recorder(cluster, building)
         outcome = scenario.run(cluster)
         topics = [t.name for t in scenario.topics]
@@ -60,11 +61,23 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
             recorder.describe_producers(t.name, t.partitions)
         if outcome.wait_for_hanging:
             time.sleep(HANGING_WAIT_S)
-        recorder.run_find_hanging()
+        recorder.run_find_hanging(outcome.find_hanging_broker)
         # the last word of the live cluster, just before it stops: what the copied log dirs hold
         recorder.read_offsets(topics, after_wait=True)
+        if scenario.record_cleaner or any(t.configs for t in scenario.topics):
+            internal = sorted({p["topic"] for p in recorder.offsets.values() if p["topic"].startswith("__")})
+            described = topics + (internal if scenario.record_cleaner else [])
+            outcome.notes["topic_configs"] = topic_configs(cluster, described)
         cluster.stop_all()
         recorder.copy_log_dirs()
+        if scenario.record_cleaner:
+            # what the cleaner had checkpointed when the brokers stopped, per broker's copied log dir
+            logdirs = building / "logdirs"
+            holders = ([logdirs] if scenario.brokers == 1
+                       else [logdirs / f"broker-{b.node_id}" for b in cluster.brokers])
+            outcome.notes["cleaner_offset_checkpoint"] = {
+                str(b.node_id): read_offset_checkpoint(h / "cleaner-offset-checkpoint")
+                for b, h in zip(cluster.brokers, holders, strict=True)}
         recorder.dump_logs()
         recorder.write_expected(scenario.name, description=outcome.description, anomalies=outcome.anomalies,
                                 notes=outcome.notes, started_ms=started)

@@ -127,6 +127,9 @@ class Cluster:
     settings: Mapping[str, str] = field(default_factory=dict)
     features: Mapping[str, int] = field(default_factory=dict)
     brokers: list[Broker] = field(default_factory=list)
+    # KRaft: how many nodes (the first ones) are controller voters; 0: every node. The others run
+    # as brokers only, so that they can all be down while the controller quorum stays up.
+    voters: int = 0
     zookeeper_port: int | None = None
     _zk: subprocess.Popen[bytes] | None = None
     cluster_id: str = ""
@@ -139,6 +142,9 @@ class Cluster:
     def mode(self) -> str:
         if self.dist.zookeeper:
             return f"ZooKeeper, {self.size} broker(s), 127.0.0.1 only"
+        if self.voters and self.voters < self.size:
+            return (f"KRaft, {self.size} node(s) (node.id 1..{self.size}): 1..{self.voters} combined broker+controller "
+                    f"(the controller quorum), {self.voters + 1}..{self.size} broker only, 127.0.0.1 only")
         return f"KRaft, {self.size} combined broker+controller node(s) (node.id 1..{self.size}), 127.0.0.1 only"
 
     # -- configuration ----------------------------------------------------------------------
@@ -153,12 +159,15 @@ class Cluster:
                 "advertised.listeners": f"PLAINTEXT://{HOST}:{broker.port}",
             })
         else:
-            voters = ",".join(f"{b.node_id}@{HOST}:{b.controller_port}" for b in self.brokers)
+            quorum = [b for b in self.brokers if not self.voters or b.node_id <= self.voters]
+            voters = ",".join(f"{b.node_id}@{HOST}:{b.controller_port}" for b in quorum)
+            controller = broker in quorum
             out.update({
-                "process.roles": "broker,controller",
+                "process.roles": "broker,controller" if controller else "broker",
                 "node.id": str(broker.node_id),
                 "controller.quorum.voters": voters,
-                "listeners": f"PLAINTEXT://{HOST}:{broker.port},CONTROLLER://{HOST}:{broker.controller_port}",
+                "listeners": f"PLAINTEXT://{HOST}:{broker.port}"
+                             + (f",CONTROLLER://{HOST}:{broker.controller_port}" if controller else ""),
                 "advertised.listeners": f"PLAINTEXT://{HOST}:{broker.port}",
                 "inter.broker.listener.name": "PLAINTEXT",
                 "controller.listener.names": "CONTROLLER",

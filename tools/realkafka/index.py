@@ -58,7 +58,18 @@ def _verdict(expected: dict[str, Any]) -> str:
                                               f"{r['ProducerEpoch']} start {r['StartOffset']}" for r in fh["rows"])
     else:
         hanging = "find-hanging: nothing"
-    return ("; ".join(held) if held else "LSO = HW everywhere") + "; " + hanging
+    # data partitions whose log start moved (DeleteRecords, retention), and what the cleaner checkpointed
+    moved = [f"{name} log start {p['log_start_offset']}"
+             for name, p in sorted(expected["partitions_after_find_hanging_wait"].items())
+             if p["log_start_offset"] > 0 and not name.startswith("__")]
+    cleaner = expected.get("cleaner_offset_checkpoint")
+    cleaned = []
+    if cleaner:
+        for broker, offsets in sorted(cleaner.items()):
+            shown = ", ".join(f"{name} {offset}" for name, offset in sorted(offsets.items()))
+            cleaned.append(f"cleaner-offset-checkpoint{'' if len(cleaner) == 1 else ' of broker ' + broker}: "
+                           + (shown or "empty"))
+    return "; ".join([*(held or ["LSO = HW everywhere"]), *moved, hanging, *cleaned])
 
 
 #: releases outside the harness's default ones, kept for the known bug their scenarios show

@@ -129,8 +129,8 @@ class Recorder:
             self.transactions_tool(f"kafka-transactions-describe-producers-{topic}-{p}.txt", "describe-producers",
                                    "--topic", topic, "--partition", str(p))
 
-    def run_find_hanging(self) -> None:
-        live = next(b.node_id for b in self.cluster.brokers if b.running)
+    def run_find_hanging(self, broker: int | None = None) -> None:
+        live = broker if broker is not None else next(b.node_id for b in self.cluster.brokers if b.running)
         rc, out = self.transactions_tool("kafka-transactions-find-hanging.txt", "find-hanging", "--broker-id",
                                          str(live), "--max-transaction-timeout", "1")
         if rc == -1:

@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tools.realkafka.cluster import BASE_SETTINGS, Cluster
@@ -22,7 +23,7 @@ from tools.realkafka.dist import Dist, HarnessError, version_tuple
 from tools.realkafka.record import now_ms
 from tools.realkafka.stray import StrayBatch, StrayMarker, produce, write_marker
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic"]
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic", "read_offset_checkpoint", "topic_configs"]
 
 # find-hanging's smallest --max-transaction-timeout is one minute: wait past it
 HANGING_WAIT_S = 65.0
@@ -37,6 +38,8 @@ class Topic:
     name: str
     partitions: int
     configs: tuple[tuple[str, str], ...] = ()
+    # the brokers holding every partition's replicas, the first preferred (default: all, as the broker places them)
+    replicas: tuple[int, ...] = ()
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Outcome:
     notes: dict[str, Any] = field(default_factory=dict)
     # wait past find-hanging's one-minute timeout before running it
     wait_for_hanging: bool = False
+    # the live broker find-hanging asks (default: the first one running)
+    find_hanging_broker: int | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,18 @@ class Scenario:
     transaction_version: int | None = None  # finalized on 4.x: 2 unless a scenario says otherwise
     tv2_only: bool = False
     why_not: str = ""
+    # broker settings for releases before 4.0 only (sizes below 4.0's 1 MiB segment minimum)
+    legacy_settings: tuple[tuple[str, str], ...] = ()
+    # record the cleaner's checkpoint (cleaner-offset-checkpoint) of the copied log dirs
+    record_cleaner: bool = False
+    # KRaft: the first `voters` nodes form the controller quorum, the others are brokers only (0: all)
+    voters: int = 0
+
+    def broker_settings(self, dist: Dist) -> dict[str, str]:
+        out = dict(self.settings)
+        if version_tuple(dist.version) < (4, 0):
+            out.update(self.legacy_settings)
+        return out
 
     def unsupported(self, dist: Dist) -> str | None:
         """Why this release cannot run the scenario, or None."""
@@ -136,6 +153,58 @@ def last_marker(cluster: Cluster, topic: str, partition: int) -> dict[str, Any]:
             return {"offset": int(offset), "producer_id": int(producer_id), "producer_epoch": int(epoch),
                     "marker_type": marker_type, "coordinator_epoch": int(coordinator_epoch)}
     raise HarnessError(f"no marker on {topic}-{partition}")
+
+
+def read_offset_checkpoint(path: Path) -> dict[str, int]:
+    """``<topic>-<partition>`` -> offset of an offset checkpoint file (``cleaner-offset-checkpoint``,
+    ``log-start-offset-checkpoint``...): version line, count line, then ``topic partition offset``."""
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    out = {}
+    for line in lines[2:]:
+        if line.strip():
+            topic, partition, offset = line.split()
+            out[f"{topic}-{partition}"] = int(offset)
+    return out
+
+
+def cleaner_checkpoints(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Each running broker's ``cleaner-offset-checkpoint`` as it is now on disk."""
+    return {str(b.node_id): read_offset_checkpoint(b.log_dir / "cleaner-offset-checkpoint") for b in cluster.brokers}
+
+
+def wait_cleaned(cluster: Cluster, partitions: list[str], timeout_s: float = 120.0,
+                 at_least: dict[str, int] | None = None) -> dict[str, int]:
+    """Until the log cleaner has checkpointed every one of ``partitions`` (past ``at_least``'s
+    offset where given) on the first broker: the checkpoint then."""
+    deadline = time.monotonic() + timeout_s
+    floor = at_least or {}
+    while time.monotonic() < deadline:
+        now = read_offset_checkpoint(cluster.brokers[0].log_dir / "cleaner-offset-checkpoint")
+        if all(now.get(p, 0) > floor.get(p, 0) for p in partitions):
+            return {p: now[p] for p in sorted(now)}
+        time.sleep(1)
+    raise HarnessError(f"the log cleaner did not clean {', '.join(partitions)} within {timeout_s:.0f} s: {now}")
+
+
+def topic_configs(cluster: Cluster, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The topic-level configs of ``topics`` as the broker describes them."""
+    out: dict[str, dict[str, str]] = {t: {} for t in topics}
+    for e in cluster.run_client("configs", topics=",".join(topics)):
+        if e.get("event") == "config":
+            out[e["topic"]][e["name"]] = e["value"]
+    return out
+
+
+def _first_offsets(events: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """The first offset the client's ``sent`` events give on each partition."""
+    out: dict[tuple[str, int], int] = {}
+    for e in events:
+        if e.get("event") == "sent":
+            key = (e["topic"], int(e["partition"]))
+            out[key] = min(out.get(key, int(e["offset"])), int(e["offset"]))
+    return out
 
 
 #: KIP-890 part 1's check (3.6+) off: the broker takes a transactional batch for a partition the
@@ -511,6 +580,239 @@ ROTATION_SETTINGS = (("log.retention.check.interval.ms", "1000"), ("log.segment.
                      ("log.cleaner.backoff.ms", "1000"))
 
 
+# -- compaction, deleted records, many ids, unclean election --------------------------------------
+
+#: a compacted topic whose segments roll every second and get cleaned at once
+COMPACTED = (("cleanup.policy", "compact"), ("segment.ms", "1000"), ("min.cleanable.dirty.ratio", "0.01"),
+             ("min.compaction.lag.ms", "0"), ("delete.retention.ms", "1000"))
+COMPACTED_DELETE = (("cleanup.policy", "compact,delete"), *COMPACTED[1:])
+#: the cleaner looks every half second; removed segments go at once
+CLEANER_SETTINGS = (("log.cleaner.backoff.ms", "500"), ("log.retention.check.interval.ms", "1000"),
+                    ("log.segment.delete.delay.ms", "1000"))
+CHANGELOGS = ("cl-changelog", "cl-changelog-cd")
+
+
+def compacted_changelog(cluster: Cluster) -> Outcome:
+    """A Kafka-Streams-shaped exactly-once application whose store changelogs are compacted:
+    some transactions aborted, the cleaner run over the changelogs, then one left open."""
+    _seed(cluster, "cl-in", 200)
+    app = {"id": "cl-app", "source": "cl-in", "sink": "cl-out", "group": "cl-group",
+           "changelog": ",".join(CHANGELOGS), "keys": 4, "max_poll": 10}
+    events = cluster.run_client("eos", count=8, abort_every=3, pause_ms=1100, **app)
+    done = next(e for e in events if e["event"] == "done")
+    time.sleep(1.5)
+    # one more committed transaction rolls the changelogs' segments that held the last ones
+    events += cluster.run_client("eos", count=1, **app)
+    changelog_partitions = [f"{t}-{p}" for t in CHANGELOGS for p in (0, 1)]
+    cleaned = wait_cleaned(cluster, changelog_partitions)
+    time.sleep(3)  # past delete.retention.ms: a later pass may remove the markers' horizon
+    cleaned_before_open = cleaner_checkpoints(cluster)
+    with cluster.open_client("eos", count=1, hang="true", timeout_ms=900000, **app) as client:
+        client.wait_for("open")
+        firsts = _first_offsets(client.events)
+        pids = {(t, p): live_producer(cluster, t, p) for (t, p) in firsts if not t.startswith("__")}
+        client.kill()
+    time.sleep(3)  # the cleaner may look again: it stops at the open transaction (the LSO)
+    anomalies: list[dict[str, Any]] = [
+        {"type": "open_transaction", "topic": t, "partition": p, "transactional_id": "cl-app",
+         "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"], "first_offset": firsts[(t, p)],
+         "last_offset": pid["last_offset"]}
+        for (t, p), pid in sorted(pids.items())]
+    anomalies.append({"type": "pending_offset_commit", "group": "cl-group", "transactional_id": "cl-app"})
+    return Outcome(
+        f"Streams-shaped exactly-once app: cl-app reads cl-in (200 records) and writes cl-out and two store "
+        f"changelogs, cl-changelog (cleanup.policy=compact) and cl-changelog-cd (compact,delete), 4 keys per "
+        f"partition, committing the group's offsets with sendOffsetsToTransaction; {done['transactions']} "
+        f"transactions committed and {done['aborted']} aborted (every 3rd, after a flush; the consumer rewinds), "
+        f"one second apart (segment.ms 1000), then one more committed; the log cleaner compacts the changelogs "
+        f"(cleaner-offset-checkpoint: {cleaned}); a new instance then writes one more transaction on cl-out, both "
+        f"changelogs and __consumer_offsets and is SIGKILLed inside it (transaction.timeout.ms 900000)",
+        anomalies=anomalies,
+        notes={"cleaner_offset_checkpoint_live": {"first_cleaned": cleaned, "before_open": cleaned_before_open,
+                                                  "at_end": cleaner_checkpoints(cluster)},
+               "client_events": events},
+    )
+
+
+COORDINATOR_IDS = ("cc-a", "cc-b", "cc-c", "cc-d")  # __transaction_state partitions 1, 2, 0, 1
+
+
+def compacted_coordinator(cluster: Cluster) -> Outcome:
+    """``__transaction_state`` rolled every second and compacted: a few ids, many transactions
+    each, then one left open."""
+    for tid in COORDINATOR_IDS:  # the first transaction creates __transaction_state
+        cluster.run_client("txn", id=tid, topic="cc", partitions="0", count=1, records=1)
+    cluster.run_client("alter", topic="__transaction_state",
+                       configs="segment.ms=1000;min.cleanable.dirty.ratio=0.01;delete.retention.ms=1000")
+    runs: list[tuple[str, dict[str, Any]]] = [
+        ("txn", {"id": tid, "topic": "cc", "partitions": str(i % 2), "count": 30, "records": 1,
+                 "abort_every": 7, "pause_ms": 150}) for i, tid in enumerate(COORDINATOR_IDS)]
+    run_parallel(cluster, runs)
+    time.sleep(1.5)
+    # one more transaction per id rolls the segments that held the last ones
+    run_parallel(cluster, [("txn", {"id": tid, "topic": "cc", "partitions": "0", "count": 1, "records": 1})
+                           for tid in COORDINATOR_IDS])
+    txn_partitions = [f"__transaction_state-{p}"
+                      for p in range(int(BASE_SETTINGS["transaction.state.log.num.partitions"]))]
+    cleaned = wait_cleaned(cluster, txn_partitions)
+    with cluster.open_client("open", id="cc-d", topic="cc", partitions="0,1", records=2,
+                             timeout_ms=900000) as client:
+        client.wait_for("open")
+        firsts = _first_offsets(client.events)
+        pid = live_producer(cluster, "cc", 0)
+        client.kill()
+    time.sleep(3)  # the cleaner may look again
+    return Outcome(
+        "cc-a, cc-b, cc-c and cc-d (__transaction_state partitions 1, 2, 0, 1) each commit one transaction; "
+        "__transaction_state is then altered to segment.ms=1000 and min.cleanable.dirty.ratio=0.01 (broker "
+        "log.cleaner.min.cleanable.ratio 0.01, log.cleaner.backoff.ms 500); the four ids run 30 transactions "
+        "each at once (every 7th aborted, 150 ms apart) and one more, so that the coordinator's log rolls and the "
+        f"cleaner compacts it (cleaner-offset-checkpoint: {cleaned}); cc-d then writes 2 records to cc-0 and "
+        "cc-1 and is SIGKILLed inside its transaction (transaction.timeout.ms 900000)",
+        anomalies=[{"type": "open_transaction", "topic": t, "partition": p, "transactional_id": "cc-d",
+                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
+                    "first_offset": first} for (t, p), first in sorted(firsts.items())],
+        notes={"cleaner_offset_checkpoint_live": {"first_cleaned": cleaned, "at_end": cleaner_checkpoints(cluster)}},
+    )
+
+
+def _wait_segments_removed(cluster: Cluster, topic: str, partition: int, log_start: int,
+                           timeout_s: float = 90.0) -> str:
+    """Until the broker removed every segment wholly below ``log_start`` (the retention check's
+    first run comes 30 s after the start on some releases): which segments went."""
+    folder = cluster.brokers[0].log_dir / f"{topic}-{partition}"
+    first = sorted(int(f.stem) for f in folder.glob("*.log"))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        bases = sorted(int(f.stem) for f in folder.glob("*.log"))
+        if len(bases) < 2 or bases[1] > log_start:
+            gone = [b for b in first if b not in bases]
+            return "base offset " + ", ".join(str(b) for b in gone) if gone else "none"
+        time.sleep(1)
+    raise HarnessError(f"the segments of {topic}-{partition} below {log_start} were not removed in {timeout_s:.0f} s")
+
+
+def delete_records_open(cluster: Cluster) -> Outcome:
+    """DeleteRecords past the first offset of a transaction left open: the log start offset moves
+    into it, and the broker reports the log start as the LSO."""
+    cluster.run_client("txn", id="dro-bg", topic="dro", partitions="0", count=5, records=3, abort_every=4)
+    time.sleep(1.5)  # segment.ms 1000: the open transaction starts a new segment
+    with cluster.open_client("open", id="dro-txn", topic="dro", partitions="0", records=5,
+                             timeout_ms=900000) as client:
+        client.wait_for("open")
+        first = _first_offsets(client.events)[("dro", 0)]
+        pid = live_producer(cluster, "dro", 0)
+        client.kill()
+    time.sleep(1.5)
+    cluster.run_client("txn", id="dro-bg", topic="dro", partitions="0", count=3, records=2)
+    (before,) = cluster.offsets("dro")
+    delete_before = first + 2
+    cluster.run_client("delete", topic="dro", partition=0, before=delete_before)
+    removed = _wait_segments_removed(cluster, "dro", 0, delete_before)
+    (after,) = cluster.offsets("dro")
+    return Outcome(
+        f"dro-bg commits 5 transactions of 3 records on dro-0 (the 4th aborted); dro-txn (transaction.timeout.ms "
+        f"900000) writes 5 records there from offset {first} and is SIGKILLed inside its transaction; dro-bg "
+        f"commits 3 more; then DeleteRecords before offset {delete_before} moves the log start offset past the open "
+        f"transaction's first offset (before: HW {before['high_watermark']}, LSO {before['last_stable_offset']}, "
+        f"log start {before['log_start_offset']}; after: HW {after['high_watermark']}, LSO "
+        f"{after['last_stable_offset']}, log start {after['log_start_offset']}); the retention check then removes "
+        f"the segments wholly below it ({removed})",
+        anomalies=[{"type": "open_transaction", "topic": "dro", "partition": 0, "transactional_id": "dro-txn",
+                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
+                    "first_offset": first, "last_offset": pid["last_offset"],
+                    "log_start_offset": after["log_start_offset"]}],
+        notes={"deleted_before": delete_before, "offsets_before_delete": before, "offsets_after_delete": after},
+    )
+
+
+MANY_IDS = 300
+MANY_ABORTING = (17, 211)
+
+
+def many_ids(cluster: Cluster) -> Outcome:
+    """An application of several hundred transactional ids, each closed cleanly."""
+    (done,) = [e for e in cluster.run_client("many", prefix="many", topic="many", ids=MANY_IDS, count=3, records=1,
+                                             partition_count=3, abort_ids=",".join(map(str, MANY_ABORTING)),
+                                             threads=4, timeout_s=1200) if e["event"] == "done"]
+    return Outcome(
+        f"{MANY_IDS} transactional ids many-0..many-{MANY_IDS - 1} (4 producers at a time), each running 3 "
+        f"one-record transactions on many-<i mod 3> and closing cleanly; many-{MANY_ABORTING[0]} and "
+        f"many-{MANY_ABORTING[1]} abort their first transaction after a flush ({done['commits']} commits, "
+        f"{done['aborts']} aborts)",
+        notes={"client_events": [done]},
+    )
+
+
+def _partition_state(cluster: Cluster, topic: str, partition: int, offsets: bool = False) -> dict[str, Any]:
+    """Leader (-1: none) and ISR of one partition (with ``offsets``, its HW, LSO and log start too,
+    which needs a live leader)."""
+    for e in cluster.run_client("offsets", topics=topic, state_only="true"):
+        if e.get("event") == "state" and e["partition"] == partition:
+            state = {"leader": int(e["leader"]), "isr": e["isr"]}
+            if offsets and state["leader"] != -1:
+                (o,) = [o for o in cluster.offsets(topic) if o["partition"] == partition]
+                state.update({k: o[k] for k in ("high_watermark", "last_stable_offset", "log_start_offset")})
+            return state
+    raise HarnessError(f"no state for {topic}-{partition}")
+
+
+def _wait_partition(cluster: Cluster, topic: str, partition: int, what: str,
+                    ok: Callable[[dict[str, Any]], bool], timeout_s: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = _partition_state(cluster, topic, partition)
+        if ok(state):
+            return state
+        time.sleep(1)
+    raise HarnessError(f"{topic}-{partition}: {what} not reached in {timeout_s:.0f} s (last: {state})")
+
+
+def unclean_election(cluster: Cluster) -> Outcome:
+    """Diverging copies after an unclean leader election. Node 1 is the controller quorum (a
+    single voter), so that brokers 2 and 3, which hold uncl-0, can both be down at once."""
+    steps: list[dict[str, Any]] = []
+
+    def note(step: str) -> None:
+        steps.append({"step": step, **_partition_state(cluster, "uncl", 0, offsets=True)})
+
+    cluster.run_client("txn", id="uncl-a", topic="uncl", partitions="0", count=3, records=2)
+    note("uncl-a committed 3 transactions: leader 2, follower 3")
+    cluster.kill(3)
+    _wait_partition(cluster, "uncl", 0, "ISR 2", lambda s: s["isr"] == "2")
+    cluster.run_client("txn", id="uncl-a", topic="uncl", partitions="0", count=3, records=2, abort_every=3)
+    note("broker 3 SIGKILLed; uncl-a ran 3 more transactions (the 3rd aborted) on broker 2 alone")
+    cluster.kill(2)
+    _wait_partition(cluster, "uncl", 0, "no leader", lambda s: s["leader"] == -1)
+    note("broker 2 SIGKILLed: uncl-0 offline")
+    cluster.restart(3)
+    try:
+        _wait_partition(cluster, "uncl", 0, "leader 3", lambda s: s["leader"] == 3, timeout_s=30)
+        how = "the controller elected it on its own (unclean.leader.election.enable=true)"
+    except HarnessError:
+        (ev,) = [e for e in cluster.run_client("elect", topic="uncl", partition=0) if e["event"] == "elect"]
+        _wait_partition(cluster, "uncl", 0, "leader 3", lambda s: s["leader"] == 3)
+        how = ("an unclean election asked with Admin electLeaders, as kafka-leader-election.sh --election-type "
+               f"unclean asks it: {ev['outcome']}")
+    note("broker 3 restarted and leads uncl-0 uncleanly")
+    cluster.run_client("txn", id="uncl-b", topic="uncl", partitions="0", count=3, records=3)
+    note("uncl-b committed 3 transactions on broker 3")
+    return Outcome(
+        "3 nodes: node 1 is the controller quorum (single voter), 2 and 3 brokers only; uncl-0 has replicas 2 and 3 "
+        "(unclean.leader.election.enable=true, min.insync.replicas 1). uncl-a commits 3 transactions of 2 records; "
+        "broker 3 is SIGKILLed, and once the ISR is 2 alone uncl-a runs 3 more (the 3rd aborted); broker 2 is "
+        f"SIGKILLed (uncl-0 offline) and broker 3 restarted: it becomes leader uncleanly ({how}), and uncl-b commits "
+        "3 transactions of 3 records there, over the offsets broker 2 had written; broker 2 stays down, so its copy "
+        "of uncl-0 (the transactions after offset "
+        f"{steps[0]['high_watermark']}) diverges from broker 3's; its log dirs are copied as the crash left them",
+        anomalies=[{"type": "diverged_replicas", "topic": "uncl", "partition": 0, "brokers": [2, 3],
+                    "diverged_from": steps[0]["high_watermark"], "stale_leader": 3, "down": 2}],
+        notes={"steps": steps, "killed_brokers": [2]},
+        find_hanging_broker=3,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("healthy", "mixed traffic: commits and aborts, several codecs, idempotent and plain producers",
              (Topic("orders", 3), Topic("payments", 3)), healthy),
@@ -548,4 +850,21 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("epoch-rotation", "TV2: a producer past epoch 32767 gets a new producer id",
              (Topic("rotate", 1, configs=(("segment.ms", "1000"),)),), epoch_rotation, tv2_only=True,
              settings=ROTATION_SETTINGS),
+    Scenario("compacted-changelog", "Streams-shaped EOS app with compacted changelogs, cleaned, one transaction open",
+             (Topic("cl-in", 2), Topic("cl-out", 2), Topic(CHANGELOGS[0], 2, configs=COMPACTED),
+              Topic(CHANGELOGS[1], 2, configs=COMPACTED_DELETE)), compacted_changelog, settings=CLEANER_SETTINGS,
+             record_cleaner=True),
+    Scenario("compacted-coordinator", "__transaction_state rolled and compacted, one transaction open",
+             (Topic("cc", 2),), compacted_coordinator,
+             settings=(*CLEANER_SETTINGS, ("log.cleaner.min.cleanable.ratio", "0.01")),
+             legacy_settings=(("transaction.state.log.segment.bytes", "16384"),), record_cleaner=True),
+    Scenario("delete-records-open", "DeleteRecords past the first offset of an open transaction",
+             (Topic("dro", 1, configs=(("segment.ms", "1000"),)),), delete_records_open, settings=CLEANER_SETTINGS),
+    Scenario("many-ids", "several hundred transactional ids, all closed cleanly", (Topic("many", 3),), many_ids),
+    Scenario("unclean-election", "3 nodes: an unclean leader election leaves diverging copies of a partition",
+             (Topic("uncl", 1, replicas=(2, 3), configs=(("unclean.leader.election.enable", "true"),
+                                                         ("min.insync.replicas", "1"))),),
+             unclean_election, brokers=3, voters=1, min_version="3.3",
+             settings=(("replica.lag.time.max.ms", "5000"),),
+             why_not="the scenario runs a single-voter KRaft controller quorum beside two broker-only nodes"),
 ]}

@@ -9,7 +9,7 @@
 //
 //   txn         N transactions of a transactional producer, some aborted (after a flush, so that
 //               ABORT markers exist): id, topic, partitions, count, records, abort_every,
-//               compression, timeout_ms
+//               compression, timeout_ms, pause_ms (a pause after each transaction)
 //   idempotent  N records of an idempotent, non-transactional producer: topic, count, compression,
 //               partition (default: by key)
 //   plain       N records of a plain producer (acks=1, no idempotence): topic, count, compression
@@ -21,7 +21,18 @@
 //               initialises (fencing it) and commits; the first then tries to write again
 //   eos         consume-transform-produce: read `source`, write `sink` in transactions that commit
 //               the group's offsets with sendOffsetsToTransaction; with hang=true the last
-//               transaction is left open (waits on stdin like `open`)
+//               transaction is left open (waits on stdin like `open`; "sent" events first give
+//               its first offset on each partition); Streams-shaped with changelog=<topics>:
+//               each record also updates a store key ("store-<n>", `keys` of them) on each
+//               changelog topic's partition of the record's input partition; abort_every=N
+//               aborts every Nth transaction after a flush (the consumer rewinds and the records
+//               are processed again); pause_ms pauses after each transaction
+//   many        `ids` transactional producers (`prefix`-<i>), `threads` at a time, each running
+//               `count` transactions of `records` records on partition i % `partition_count`
+//               of `topic` and closing cleanly; the ids in `abort_ids` abort their first one
+//   configs     the non-default (topic-level) configs of `topics`, as describeConfigs gives them
+//   elect       an unclean leader election for `topic` partition `partition` (electLeaders UNCLEAN,
+//               as kafka-leader-election.sh --election-type unclean asks for it)
 //   epochs      `count` small committed transactions as fast as possible (epoch exhaustion)
 //   create      create `topics` (name:partitions[:replication], comma-separated) with `configs`
 //               (key=value;key=value) and wait until every partition has a leader
@@ -30,7 +41,7 @@
 //   alter       set `configs` (key=value;key=value) on `topic` (incrementalAlterConfigs)
 //   offsets     high watermark (read_uncommitted), last stable offset (read_committed) and log
 //               start offset of every partition of `topics` (and of the internal topics with
-//               internal=true)
+//               internal=true); with state_only=true, each partition's leader and ISR only
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -97,6 +108,9 @@ public final class TxnDriver {
                 case "zombie": d.zombie(); break;
                 case "eos": d.eos(); break;
                 case "epochs": d.epochs(); break;
+                case "many": d.many(); break;
+                case "configs": d.topicConfigs(); break;
+                case "elect": d.electUnclean(); break;
                 case "offsets": d.offsets(); break;
                 case "create": d.create(); break;
                 case "delete": d.deleteRecords(); break;
@@ -214,10 +228,14 @@ public final class TxnDriver {
         int count = integer("count", 10);
         int records = integer("records", 3);
         int abortEvery = integer("abort_every", 0);
+        int pauseMs = integer("pause_ms", 0);
         int commits = 0;
         int aborts = 0;
         try (KafkaProducer<String, String> producer = transactional(id)) {
             for (int n = 0; n < count; n++) {
+                if (pauseMs > 0 && n > 0) {
+                    Thread.sleep(pauseMs);
+                }
                 producer.beginTransaction();
                 List<Future<RecordMetadata>> sent = write(producer, topic, partitions, records, id, n);
                 if (abortEvery > 0 && n % abortEvery == abortEvery - 1) {
@@ -348,6 +366,10 @@ public final class TxnDriver {
         String group = str("group", null);
         int batches = integer("count", 5);
         boolean hang = Boolean.parseBoolean(str("hang", "false"));
+        String[] changelogs = opts.containsKey("changelog") ? str("changelog", null).split(",") : new String[0];
+        int keys = integer("keys", 4);
+        int abortEvery = integer("abort_every", 0);
+        int pauseMs = integer("pause_ms", 0);
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -361,32 +383,161 @@ public final class TxnDriver {
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c);
         consumer.subscribe(Collections.singletonList(source));
         int done = 0;
-        long deadline = System.currentTimeMillis() + 60_000;
+        int started = 0;
+        int aborts = 0;
+        long deadline = System.currentTimeMillis() + 120_000;
         while (done < batches && System.currentTimeMillis() < deadline) {
             ConsumerRecords<String, String> polled = consumer.poll(Duration.ofMillis(500));
             if (polled.isEmpty()) {
                 continue;
             }
             producer.beginTransaction();
+            started++;
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+            Map<TopicPartition, Long> first = new HashMap<>();
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
             for (ConsumerRecord<String, String> r : polled) {
-                producer.send(new ProducerRecord<>(sink, r.key(), r.value().toUpperCase()));
-                next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                sent.add(producer.send(new ProducerRecord<>(sink, r.key(), r.value().toUpperCase())));
+                String key = "store-" + Math.floorMod(r.key() == null ? (int) r.offset() : r.key().hashCode(), keys);
+                for (String changelog : changelogs) {
+                    sent.add(producer.send(new ProducerRecord<>(changelog, r.partition(), key, "t" + started + "@" + r.offset())));
+                }
+                TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                next.put(tp, new OffsetAndMetadata(r.offset() + 1));
+                first.putIfAbsent(tp, r.offset());
             }
             producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
-            done++;
-            if (hang && done == batches) {
+            if (hang && done + 1 == batches) {
                 producer.flush();
+                Map<String, RecordMetadata> firsts = new LinkedHashMap<>();
+                for (Future<RecordMetadata> f : sent) {
+                    RecordMetadata m = f.get();
+                    String tp = m.topic() + "-" + m.partition();
+                    if (!firsts.containsKey(tp) || firsts.get(tp).offset() > m.offset()) {
+                        firsts.put(tp, m);
+                    }
+                }
+                for (RecordMetadata m : firsts.values()) {
+                    emitSent("sent", m, System.currentTimeMillis());
+                }
                 emit("event", "open", "id", id, "group", group);
                 waitForHarness();
                 Runtime.getRuntime().halt(0);
             }
-            producer.commitTransaction();
-            emit("event", "committed", "id", id, "records", polled.count());
+            if (abortEvery > 0 && started % abortEvery == 0) {
+                producer.flush();
+                for (Future<RecordMetadata> f : sent) {
+                    f.get();
+                }
+                producer.abortTransaction();
+                aborts++;
+                // as Kafka Streams does after an abort: back to the last committed position
+                for (Map.Entry<TopicPartition, Long> e : first.entrySet()) {
+                    consumer.seek(e.getKey(), e.getValue());
+                }
+                emit("event", "aborted", "id", id, "records", polled.count());
+            } else {
+                producer.commitTransaction();
+                done++;
+                emit("event", "committed", "id", id, "records", polled.count());
+            }
+            if (pauseMs > 0) {
+                Thread.sleep(pauseMs);
+            }
         }
         consumer.close(Duration.ofSeconds(10));
         producer.close(Duration.ofSeconds(10));
-        emit("event", "done", "id", id, "transactions", done);
+        emit("event", "done", "id", id, "transactions", done, "aborted", aborts);
+    }
+
+    private void many() throws Exception {
+        String prefix = str("prefix", null);
+        String topic = str("topic", null);
+        int ids = integer("ids", 300);
+        int count = integer("count", 3);
+        int records = integer("records", 1);
+        int partitionCount = integer("partition_count", 1);
+        java.util.Set<Integer> abortIds = new java.util.HashSet<>();
+        for (String i : str("abort_ids", "").split(",")) {
+            if (!i.trim().isEmpty()) {
+                abortIds.add(Integer.parseInt(i.trim()));
+            }
+        }
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(integer("threads", 4));
+        List<java.util.concurrent.Future<int[]>> results = new ArrayList<>();
+        for (int i = 0; i < ids; i++) {
+            final int n = i;
+            results.add(pool.submit(() -> {
+                String id = prefix + "-" + n;
+                int commits = 0;
+                int aborted = 0;
+                try (KafkaProducer<String, String> producer = transactional(id)) {
+                    for (int t = 0; t < count; t++) {
+                        producer.beginTransaction();
+                        List<Future<RecordMetadata>> sent = write(producer, topic,
+                            Collections.singletonList(n % partitionCount), records, id, t);
+                        if (t == 0 && abortIds.contains(n)) {
+                            producer.flush();
+                            for (Future<RecordMetadata> f : sent) {
+                                f.get();
+                            }
+                            producer.abortTransaction();
+                            aborted++;
+                        } else {
+                            producer.commitTransaction();
+                            commits++;
+                        }
+                    }
+                }
+                return new int[] {commits, aborted};
+            }));
+        }
+        int commits = 0;
+        int aborts = 0;
+        for (java.util.concurrent.Future<int[]> r : results) {
+            int[] got = r.get();
+            commits += got[0];
+            aborts += got[1];
+        }
+        pool.shutdown();
+        emit("event", "done", "ids", ids, "commits", commits, "aborts", aborts);
+    }
+
+    private void electUnclean() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        TopicPartition tp = new TopicPartition(str("topic", null), integer("partition", 0));
+        try (Admin admin = Admin.create(p)) {
+            String outcome = "elected";
+            try {
+                admin.electLeaders(org.apache.kafka.common.ElectionType.UNCLEAN, Collections.singleton(tp)).all().get();
+            } catch (Exception e) {
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                outcome = cause.getClass().getSimpleName() + ": " + cause.getMessage();
+            }
+            emit("event", "elect", "topic", tp.topic(), "partition", tp.partition(), "outcome", outcome);
+        }
+    }
+
+    private void topicConfigs() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        List<org.apache.kafka.common.config.ConfigResource> resources = new ArrayList<>();
+        for (String t : str("topics", null).split(",")) {
+            resources.add(new org.apache.kafka.common.config.ConfigResource(
+                org.apache.kafka.common.config.ConfigResource.Type.TOPIC, t.trim()));
+        }
+        try (Admin admin = Admin.create(p)) {
+            Map<org.apache.kafka.common.config.ConfigResource, org.apache.kafka.clients.admin.Config> got =
+                admin.describeConfigs(resources).all().get();
+            for (org.apache.kafka.common.config.ConfigResource r : resources) {
+                for (org.apache.kafka.clients.admin.ConfigEntry e : got.get(r).entries()) {
+                    if (e.source() == org.apache.kafka.clients.admin.ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG) {
+                        emit("event", "config", "topic", r.name(), "name", e.name(), "value", e.value());
+                    }
+                }
+            }
+        }
     }
 
     private void epochs() throws Exception {
@@ -423,8 +574,21 @@ public final class TxnDriver {
             for (String spec : str("topics", null).split(",")) {
                 String[] parts = spec.split(":");
                 short rf = parts.length > 2 ? Short.parseShort(parts[2]) : 1;
-                topics.add(new org.apache.kafka.clients.admin.NewTopic(parts[0], Integer.parseInt(parts[1]), rf)
-                           .configs(configs));
+                if (parts.length > 3) {
+                    // name:partitions:rf:b1/b2/...: every partition's replicas on these brokers, in this order
+                    List<Integer> replicas = new ArrayList<>();
+                    for (String b : parts[3].split("/")) {
+                        replicas.add(Integer.parseInt(b));
+                    }
+                    Map<Integer, List<Integer>> assignment = new HashMap<>();
+                    for (int i = 0; i < Integer.parseInt(parts[1]); i++) {
+                        assignment.put(i, replicas);
+                    }
+                    topics.add(new org.apache.kafka.clients.admin.NewTopic(parts[0], assignment).configs(configs));
+                } else {
+                    topics.add(new org.apache.kafka.clients.admin.NewTopic(parts[0], Integer.parseInt(parts[1]), rf)
+                               .configs(configs));
+                }
                 names.add(parts[0]);
             }
             admin.createTopics(topics).all().get();
@@ -501,11 +665,23 @@ public final class TxnDriver {
             Map<String, TopicDescription> described = describe(admin, topics);
             List<TopicPartition> tps = new ArrayList<>();
             Map<TopicPartition, Integer> leaders = new HashMap<>();
+            Map<TopicPartition, String> isrs = new HashMap<>();
             for (TopicDescription d : described.values()) {
                 for (TopicPartitionInfo info : d.partitions()) {
                     TopicPartition tp = new TopicPartition(d.name(), info.partition());
-                    tps.add(tp);
                     leaders.put(tp, info.leader() == null ? -1 : info.leader().id());
+                    List<String> isr = new ArrayList<>();
+                    for (org.apache.kafka.common.Node n : info.isr()) {
+                        isr.add(Integer.toString(n.id()));
+                    }
+                    isrs.put(tp, String.join(",", isr));
+                    if (Boolean.parseBoolean(str("state_only", "false"))) {
+                        // leader and ISR only (no ListOffsets: the leader may be down)
+                        emit("event", "state", "topic", tp.topic(), "partition", tp.partition(),
+                             "leader", leaders.get(tp), "isr", isrs.get(tp));
+                        continue;
+                    }
+                    tps.add(tp);
                 }
             }
             Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> hw = list(admin, tps, OffsetSpec.latest(),
@@ -517,7 +693,7 @@ public final class TxnDriver {
             for (TopicPartition tp : tps) {
                 emit("event", "offsets", "topic", tp.topic(), "partition", tp.partition(),
                      "high_watermark", hw.get(tp).offset(), "last_stable_offset", lso.get(tp).offset(),
-                     "log_start_offset", start.get(tp).offset(), "leader", leaders.get(tp));
+                     "log_start_offset", start.get(tp).offset(), "leader", leaders.get(tp), "isr", isrs.get(tp));
             }
         }
     }
