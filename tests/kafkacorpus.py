@@ -43,6 +43,18 @@ class CorpusScenario:
             return int(fh["at_ms"])
         return max(int(c["at_ms"]) for c in self.expected["tool_commands"])
 
+    def copies(self, partition: str) -> int:
+        """How many brokers' log dirs hold a copy of ``partition`` (``topic-N``)."""
+        logdirs = self.folder / "logdirs"
+        return sum(1 for _ in logdirs.glob(f"broker-*/{partition}")) or int((logdirs / partition).is_dir())
+
+    @property
+    def stayed_down(self) -> set[int]:
+        """The brokers that were down when the copy was taken (killed and not restarted)."""
+        down = {a["down"] for a in self.expected["anomalies"] if "down" in a}
+        killed = self.expected.get("killed_broker")
+        return down | ({killed} if killed is not None else set())
+
     @property
     def broker_offsets(self) -> dict[str, dict[str, Any]]:
         """HW, LSO and log start per partition as the live broker gave them last, before shutdown."""
@@ -76,6 +88,7 @@ INCIDENT_CAUSES = {
     "hanging_transaction": "stray_write",  # a partition never added to the transaction
     "pending_offset_commit": "open_transaction",  # the EOS producer died inside its transaction
     "duplicate_marker": "duplicate_marker",  # a marker written again (a coordinator's resend)
+    "diverged_replicas": "replica_divergence",  # an unclean election: copies hold different batches
 }
 
 #: anomalies that can be harmless: their incident may be at info (a repeated marker that ended nothing)
@@ -93,6 +106,22 @@ def incidents_explaining(result: Any, anomaly: dict[str, Any]) -> list[Any]:
     return [i for i in result.incidents if at in i.partitions and i.severity >= floor
             and ("first_offset" not in anomaly or any(f.first_offset == anomaly["first_offset"]
                                                       for f in result.findings_of(i)))]
+
+
+def data_records_between(scenario: CorpusScenario, partition: str, first: int, end: int) -> int:
+    """How many data records (not markers) ``kafka-dump-log`` printed with an offset in
+    [``first``, ``end``) for the partition's copy on its leader: the records an LSO at ``first``
+    holds back from a HW at ``end``."""
+    from tests.realcorpus import parse_dump_log
+
+    live = scenario.expected["partitions"][partition]
+    dumps = scenario.folder / "tools" / "dump-log"
+    text = dumps / f"{partition}.txt"
+    if not text.is_file():
+        text = dumps / f"broker-{live['leader']}" / f"{partition}.txt"
+    return sum(1 for dumped in parse_dump_log(text.read_text()) for batch in dumped.batches
+               if batch.fields.get("isControl") == "false"
+               for record in batch.records if first <= int(record["offset"]) < end)
 
 
 #: ``transactionStatus`` as 4.1's kafka-dump-log prints it (a number) to the state's name

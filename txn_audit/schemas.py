@@ -495,7 +495,7 @@ _STABILITY = [
     pa.field("culprit_producer_epoch", pa.int32()),
     pa.field("culprit_transactional_id", pa.string()),
     # where the culprit's transaction starts: the first unstable offset as the log has it, below
-    # the log start when retention deleted its first records (the LSO then stays at the log start)
+    # the log start when its first records were deleted (retention, DeleteRecords: the LSO then stays at the log start)
     pa.field("culprit_first_offset", pa.int64()),
     # the partition's status, computed once here and shown as is by every output: the HW the LSO
     # is computed against (``high_watermark``, or the log end when no HW is known) and whether

@@ -23,6 +23,7 @@ from tests.kafkacorpus import (
     CoordinatorRecord,
     CorpusScenario,
     coordinator_records,
+    data_records_between,
     incidents_explaining,
     scenarios,
 )
@@ -75,7 +76,16 @@ def test_the_corpus_covers_every_release_and_scenario() -> None:
     assert any(s.expected["transaction_version"] in (0, 1) for s in SCENARIOS if s.version >= "3.9")
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
+#: scenarios whose broker reports what txn-audit does not (yet) explain, and why
+UNEXPLAINED = {
+    "4.4.0/delete-records-open": "once DeleteRecords moved the log start to 22, inside the open transaction's batch "
+                                 "21..24, 4.4.0 reports the LSO at that batch's base offset 21; 3.9.2 reports the "
+                                 "log start, 22, which txn-audit gives (docs/real-kafka.md)",
+}
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.xfail(reason=UNEXPLAINED[s.id], strict=True))
+                                      if s.id in UNEXPLAINED else s for s in SCENARIOS], ids=IDS)
 def test_hw_lso_and_log_start_equal_the_brokers(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario.id].partitions}
     for name, broker in scenario.broker_offsets.items():
@@ -228,10 +238,10 @@ def test_every_brokers_text_dump_is_its_own_copy(spark: Any, scans: OnDemand[Any
     assert _finding_keys(text) == _finding_keys(binary)
     assert {(p.topic, p.partition): p.last_stable_offset for p in text.partitions} == {
         (p.topic, p.partition): p.last_stable_offset for p in binary.partitions}
-    copies: dict[tuple[str | None, int | None], int] = {}
+    copies: dict[str, int] = {}
     for r in text.replicas:
-        copies[(r.topic, r.partition)] = copies.get((r.topic, r.partition), 0) + 1
-    assert set(copies.values()) == {scenario.brokers}
+        copies[f"{r.topic}-{r.partition}"] = copies.get(f"{r.topic}-{r.partition}", 0) + 1
+    assert copies == {name: scenario.copies(name) for name in copies} and max(copies.values()) > 1
 
 
 def test_text_whose_partition_cannot_be_told_is_a_finding(spark: Any, tmp_path: Path) -> None:
@@ -263,11 +273,11 @@ QUIET = {"healthy", "timeout-abort", "verification-rejects", "fenced-zombie", "e
 def test_real_traffic_without_anomalies_raises_nothing(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     """Real clients' normal behaviour (timestamps older than the previous marker, epoch bumps on
     every TV2 commit, producer-id rotation, fencing, coordinator aborts) is not an anomaly."""
-    killed = scenario.expected.get("killed_broker")
+    down = scenario.stayed_down
     loud = [(f.kind, f.topic, f.partition, f.evidence[:200])
             for f in scans[scenario.id].at_or_above("warning")
             # the copies of a broker that stayed down lack what the others wrote since (see below)
-            if not (f.kind == "replica_divergence" and f.broker_id == killed and f.severity == "warning")]
+            if not (f.kind == "replica_divergence" and f.broker_id in down and f.severity == "warning")]
     assert loud == []
     for p in scans[scenario.id].partitions:
         assert (p.held_records, p.held_since_timestamp) == (0, None), p
@@ -293,9 +303,31 @@ def test_a_crashed_producer_is_open_and_holds_the_lso(scans: OnDemand[Any], scen
              if (f.topic, f.partition, f.producer_id, f.producer_epoch) == key}
     assert {"open_transaction", "stuck_lso"} <= kinds
     assert "hanging_transaction" not in kinds  # the coordinator lists the partition: long-running, not hanging
-    broker = scenario.broker_offsets[f"{anomaly['topic']}-{anomaly['partition']}"]
+    name = f"{anomaly['topic']}-{anomaly['partition']}"
+    broker = scenario.broker_offsets[name]
     (part,) = [p for p in result.partitions if (p.topic, p.partition) == key[:2]]
-    assert part.held_records == broker["high_watermark"] - broker["last_stable_offset"]
+    assert part.held_records == data_records_between(scenario, name, part.last_stable_offset,
+                                                     broker["high_watermark"]) > 0
+
+
+DELETED_UNDER = [(s, a) for s, a in OPEN if "log_start_offset" in a]
+
+
+@pytest.mark.parametrize(("scenario", "anomaly"), DELETED_UNDER, ids=_ids(DELETED_UNDER))
+def test_records_deleted_under_an_open_transaction_are_said_once(scans: OnDemand[Any], scenario: CorpusScenario,
+                                                                 anomaly: dict[str, Any]) -> None:
+    """DeleteRecords moved the log start past an open transaction's first offset: the broker's
+    log start; the transaction still open from its first offset; one incident that says its
+    first records were deleted under it, where the LSO is held, and no remedy that contradicts it."""
+    result = scans[scenario.id]
+    name = f"{anomaly['topic']}-{anomaly['partition']}"
+    (part,) = [p for p in result.partitions if f"{p.topic}-{p.partition}" == name]
+    assert part.log_start_offset == anomaly["log_start_offset"] == scenario.broker_offsets[name]["log_start_offset"]
+    assert part.culprit_first_offset == anomaly["first_offset"] < part.log_start_offset
+    (incident,) = [i for i in result.incidents if name in i.partitions]
+    first, start = anomaly["first_offset"], anomaly["log_start_offset"]
+    assert f"its first records (offsets {first}-{start - 1} of {name}) were deleted while it was open" in incident.summary
+    assert f"moved the log start offset to {start}" in incident.summary
 
 
 PENDING = _planted("pending_offset_commit")
@@ -336,7 +368,7 @@ def test_a_late_batch_is_found_where_kafka_took_it(scans: OnDemand[Any], scenari
 def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: OnDemand[Any],
                                                                       scenario: CorpusScenario) -> None:
     result = scans[scenario.id]
-    killed = scenario.expected.get("killed_broker")
+    down = scenario.stayed_down
     explained = set()
     for anomaly in scenario.expected["anomalies"]:
         if anomaly["type"] not in INCIDENT_CAUSES:
@@ -347,7 +379,7 @@ def test_each_planted_anomaly_is_one_incident_and_nothing_else_is_loud(scans: On
         explained.add(hits[0].incident_id)
     loud = [(i.kind, i.summary) for i in result.incidents_at_or_above("warning")
             if i.incident_id not in explained
-            and not (i.kind == "replica_divergence" and i.broker_id == killed and i.severity == "warning")]
+            and not (i.kind == "replica_divergence" and i.broker_id in down and i.severity == "warning")]
     assert loud == []
     assert {f.incident_id for f in result.findings} == {i.incident_id for i in result.incidents}
 
@@ -467,7 +499,7 @@ def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: OnDemand[Any],
     kraft = scenario.expected["mode"].startswith("KRaft")
     for name, live in scenario.expected["partitions"].items():
         copies = [r for r in result.replicas if (r.topic, r.partition) == (live["topic"], live["partition"])]
-        assert len(copies) == scenario.brokers, name  # replication factor: every broker
+        assert len(copies) == scenario.copies(name), name  # every broker's copy
         (chosen,) = [r for r in copies if r.chosen]
         (leader,) = [r for r in copies if r.broker_id == live["leader"]]
         if kraft:
@@ -483,19 +515,30 @@ def test_the_leaders_copy_speaks_and_every_copy_is_audited(scans: OnDemand[Any],
 @pytest.mark.parametrize("scenario", CLUSTERS, ids=[s.id for s in CLUSTERS])
 def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: OnDemand[Any],
                                                                    scenario: CorpusScenario) -> None:
-    """A killed follower restarted and caught up: its copies agree. A killed coordinator stayed
-    down: its copies may lack what the others wrote since (``behind``), and nothing else differs."""
+    """A killed follower restarted and caught up: its copies agree. A broker that stayed down
+    (a killed coordinator, the old leader of an unclean election): its copies may lack what the
+    others wrote since (``behind``); only an unclean election's partition holds other batches
+    than the leader's (``conflict``), from the offset the new leader's history parts from."""
     result = scans[scenario.id]
     differing = [r for r in result.replicas if r.divergence is not None]
-    killed = scenario.expected.get("killed_broker")
+    down = scenario.stayed_down
+    unclean = {(a["topic"], a["partition"]): a for a in scenario.expected["anomalies"]
+               if a["type"] == "diverged_replicas"}
     if scenario.name == "follower-killed":
         assert differing == []
     else:
-        assert {(r.broker_id, r.divergence) for r in differing} <= {(killed, "behind")}
         for r in differing:
             (chosen,) = [c for c in result.replicas if c.chosen and (c.topic, c.partition) ==
                          (r.topic, r.partition)]
-            assert r.log_end_offset < chosen.high_watermark and r.divergent_offset == r.log_end_offset
+            assert r.broker_id in down, r
+            if (r.topic, r.partition) in unclean:
+                planted = unclean[(r.topic, r.partition)]
+                assert (r.divergence, r.divergent_offset, chosen.broker_id) == (
+                    "conflict", planted["diverged_from"], planted["stale_leader"])
+            else:
+                assert r.divergence == "behind"
+                assert r.log_end_offset < chosen.high_watermark and r.divergent_offset == r.log_end_offset
+        assert {(r.topic, r.partition) for r in differing if r.divergence == "conflict"} == set(unclean)
         found = {(f.topic, f.partition, f.broker_id) for f in result.findings
                  if f.kind == "replica_divergence"}
         assert found == {(r.topic, r.partition, r.broker_id) for r in differing}

@@ -239,6 +239,28 @@ def _held(members: Sequence[Finding], partitions: Mapping[str, PartitionStatus])
     return records, since, f"{records} records held from read_committed consumers ({', '.join(where)}){when}{span}"
 
 
+def _deleted_under(opened: Finding | None, partitions: Mapping[str, PartitionStatus]) -> str:
+    """The sentence saying that an open transaction's first records were deleted while it was open
+    (the partition's log start offset moved past its first offset: retention, or
+    ``kafka-delete-records.sh``); "" when they were not. The broker then holds read_committed
+    consumers at the log start, and the transaction still ends only by its marker."""
+    if opened is None or opened.first_offset is None:
+        return ""
+    place = _place(opened.topic, opened.partition) or ""
+    status = partitions.get(place)
+    start = None if status is None else status.log_start_offset
+    if start is None or opened.first_offset >= start:
+        return ""
+    return (f"its first records ({_offsets(opened.first_offset, start - 1)} of {place}) "
+            f"were deleted while it was open (retention, or kafka-delete-records.sh moved the log start offset to "
+            f"{start}): read_committed consumers are held at the log start, and the rest of it still waits for its "
+            "marker")
+
+
+def _offsets(first: int, last: int) -> str:
+    return f"offset {first}" if first == last else f"offsets {first}-{last}"
+
+
 def _utc(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
@@ -333,6 +355,9 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         impact.append("records were decided with another transaction")
     if any(f.kind == "pending_offset_commit" for f in members):
         impact.append("a consumer group's offsets stay unstable until the transaction ends")
+    deleted = _deleted_under(opened, partitions)
+    if deleted:
+        impact.append(deleted)
     if impact:
         sentences.append("Impact: " + "; ".join(impact) + ".")
     if kind in _CAUSE_TEXT:

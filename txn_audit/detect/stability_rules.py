@@ -68,8 +68,10 @@ def stuck_lso_findings(stability: pa.Table, compacted: Collection[tuple[str, int
         lso, hw = held["last_stable_offset"], held["effective_high_watermark"]
         open_from = held["culprit_first_offset"] if held["culprit_first_offset"] is not None else lso
         start = held["log_start_offset"]
-        below_start = (f", below the log start offset {start} (retention deleted its first records; the LSO stays at "
-                       "the log start)") if start is not None and open_from < start else ""
+        below_start = ""
+        if start is not None and open_from < start:
+            below_start = (f", below the log start offset {start} (its first records were deleted under it, by "
+                           "retention or kafka-delete-records.sh; the LSO stays at the log start)")
         since = held["held_since_timestamp"]
         when = "at a time the dump does not tell" if since is None else (
             f"since {time_text(since)} ({duration_text(held['held_ms'])})")
