@@ -157,3 +157,20 @@ def test_input_tree_is_not_modified(tmp_path: Path) -> None:
     discover(copy)
     after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in copy.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_the_tiered_storage_index_cache_is_a_log_dir_folder_not_damage(tmp_path: Path) -> None:
+    """``remote-log-index-cache/`` (KIP-405: the remote segments' indexes, fetched on demand)
+    sits at the top of a tiered broker's log dir: inventoried, not decoded, no issue; a folder
+    Kafka does not keep there is still one."""
+    dump = tmp_path / "logdirs"
+    shutil.copytree(scenario_dir("healthy") / "logdirs", dump)
+    cache = dump / "remote-log-index-cache"
+    cache.mkdir()
+    (cache / "00000000000000000000_AAAAAAAAAAAAAAAAAAAAAA.offset_index").write_bytes(b"\0" * 16)
+    (dump / "remote-log-index-cache-old").mkdir()
+    inv = discover(dump)
+    assert [i["file"] for i in inv.issues if i["kind"] == "unrecognised_file"] == ["remote-log-index-cache-old"]
+    assert not any("remote-log-index-cache/" in t.rel_path for t in inv.tasks)
+    (row,) = [s for s in inv.segments if s["path"] == "remote-log-index-cache"]
+    assert (row["kind"], row["decoded"]) == ("folder", False)

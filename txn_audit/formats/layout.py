@@ -48,6 +48,12 @@ CHECKPOINT_FILES: Final = frozenset(
 )
 #: every file Kafka itself keeps at the top of a log dir
 LOG_DIR_FILES: Final = CHECKPOINT_FILES | {META_PROPERTIES, CLEAN_SHUTDOWN_FILE, BOOTSTRAP_CHECKPOINT, LOCK_FILE}
+#: the tiered storage's (KIP-405, 3.6+) cache of the remote segments' offset, time and
+#: transaction indexes, a folder at the top of the log dir: a copy of what the remote store
+#: holds, fetched on demand, with none of the log's records
+REMOTE_LOG_INDEX_CACHE: Final = "remote-log-index-cache"
+#: every folder Kafka itself keeps at the top of a log dir that is no partition's
+LOG_DIR_FOLDERS: Final = frozenset({REMOTE_LOG_INDEX_CACHE})
 
 # -- partition-folder level files ------------------------------------------------------
 

@@ -29,6 +29,7 @@ from txn_audit.formats.layout import (
     CLUSTER_METADATA_TOPIC,
     CLEAN_SHUTDOWN_FILE,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_DIR_FOLDERS,
     META_PROPERTIES,
     PARTITION_FILES,
     PARTITION_METADATA,
@@ -88,7 +89,8 @@ def _looks_like_log_dir(listing: Listing, rel: str) -> bool:
         return False  # e.g. a dump of broker-1/, broker-2/ side by side
     has_checkpoint = any(c.name in CHECKPOINT_FILES for c in children)
     return bool(partitions) and (
-        has_checkpoint or not any(c.kind == DIR and not _is_partition_dir(listing, c.rel) for c in children)
+        has_checkpoint or not any(c.kind == DIR and not _is_partition_dir(listing, c.rel)
+                                  and c.name not in LOG_DIR_FOLDERS for c in children)
     )
 
 
@@ -215,6 +217,10 @@ def _scan_log_dir(inv: Inventory, listing: Listing, rel: str, only: set[str] | N
             continue
         if child.kind == DIR:
             parsed = parse_partition_dir(child.name)
+            if parsed is None and child.name in LOG_DIR_FOLDERS:
+                _inventory(inv, ld, None, None, None, child, kind="folder", status="live", decoded=False,
+                           skip_reason="the tiered storage's cache of remote segments' indexes: no records")
+                continue
             if parsed is None:
                 _inventory(inv, ld, None, None, None, child, kind="folder", status="live", decoded=False,
                            skip_reason="not a <topic>-<partition> folder")
