@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.audit_time import AuditTime, CopyEvidence, choose_audit_time
 from txn_audit.errors import UsageError
+from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC
 from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.job import write_raw_tables
 from txn_audit.manifest import MANIFEST_FILE, TIME_COLUMNS
@@ -373,10 +374,13 @@ def newest_timestamp(raw: RawTables | Mapping[str, DataFrame]) -> int | None:
     return None if found is None else int(found)
 
 
-def transaction_context(txn_log: DataFrame, findings: list[Finding]) -> TransactionContext:
+def transaction_context(txn_log: DataFrame, findings: list[Finding],
+                        cleaned_logs: Mapping[int, int] | None = None) -> TransactionContext:
     """What the incidents need from ``txn_log`` (``detect.incidents.TransactionContext``): the
-    partitions each producer id of a ``hanging_transaction`` finding was ever listed with. No
-    Spark job when nothing hangs."""
+    partitions each producer id of a ``hanging_transaction`` finding was ever listed with, and
+    which of those producers' coordinator logs the cleaner compacted (``cleaned_logs``: per
+    ``__transaction_state`` partition, its cleaner-offset-checkpoint entry; a producer with no
+    record left may have had its records in any of them). No Spark job when nothing hangs."""
     from pyspark.sql import functions as F
 
     from txn_audit.detect.incidents import TransactionContext
@@ -392,7 +396,31 @@ def transaction_context(txn_log: DataFrame, findings: list[Finding]) -> Transact
              .distinct().collect())
     for pid, place in pairs:
         listed[int(pid)].add(str(place))
-    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()})
+    cleaned = {p: offset for p, offset in (cleaned_logs or {}).items() if offset > 0}
+    compacted: dict[int, str] = {}
+    if cleaned:
+        held: dict[int, set[int]] = {pid: set() for pid in producers}
+        for pid, partition in (txn_log.where(F.col("producer_id").isin(producers))
+                               .select("producer_id", "partition").distinct().collect()):
+            held[int(pid)].add(int(partition))
+        for pid, partitions in held.items():
+            where = sorted(p for p in (partitions or cleaned) if p in cleaned)
+            if where:
+                compacted[pid] = ", ".join(f"{TRANSACTION_STATE_TOPIC}-{p} cleaned below offset {cleaned[p]}"
+                                           for p in where)
+    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()}, compacted)
+
+
+def _cleaned_coordinator_logs(raw: RawTables) -> dict[int, int]:
+    """Per ``__transaction_state`` partition, how far the cleaner compacted it (the highest
+    cleaner-offset-checkpoint entry of its copies)."""
+    from txn_audit.detect import Compaction
+
+    cleaned: dict[int, int] = {}
+    for (topic, partition, _), offset in Compaction.read(raw).cleaned.items():
+        if topic == TRANSACTION_STATE_TOPIC:
+            cleaned[partition] = max(offset, cleaned.get(partition, 0))
+    return cleaned
 
 
 def _read_findings(tables_dir: Path) -> list[Finding]:
@@ -624,7 +652,7 @@ def _rebuild_and_detect(
         partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
                              .to_pylist()), key=lambda p: (p.topic, p.partition))
         findings = _read_findings(tables_dir)
-        context = transaction_context(raw.frames["txn_log"], findings)
+        context = transaction_context(raw.frames["txn_log"], findings, _cleaned_coordinator_logs(raw))
         # the incidents table exists when the suites check every table; their findings join it after
         incidents, findings = _write_incidents(tables_dir, findings, partitions, context, late_tolerance_ms)
         if suites is not None:

@@ -64,6 +64,17 @@ def test_a_batch_on_a_partition_never_added_is_one_stray_write() -> None:
     assert listed.kind == "hanging_transaction"
 
 
+def test_a_compacted_coordinator_log_cannot_prove_a_partition_was_never_listed() -> None:
+    """The cleaner keeps each transactional id's newest records only: a hanging transaction whose
+    producer's coordinator log was compacted is no proven stray write, and its incident says why."""
+    findings = [hanging("hang", 1, 0, 0), stuck("hang", 1, 0, 0)]
+    context = TransactionContext({0: frozenset({"hang-0"})}, {0: "__transaction_state-1 cleaned below offset 95"})
+    (incident,), _ = build_incidents(findings, [status("hang", 1, 11)], context, late_tolerance_ms=1_000)
+    assert (incident.kind, incident.commands) == ("hanging_transaction", (ABORT.format("hang", 1, 0),))
+    assert ("Whether an earlier transaction of producer 0 listed hang-1 is not known: the coordinator's log "
+            "(__transaction_state-1 cleaned below offset 95) was compacted") in incident.summary
+
+
 def test_each_late_batch_is_one_incident_with_what_it_caused() -> None:
     """late-arrival: on late-0 the next transaction absorbed the late batch, on late-1 it hangs."""
     late = {"first_timestamp_ms": 5_000, "last_timestamp_ms": 8_000}  # created 3 s before the marker

@@ -57,9 +57,9 @@ from txn_audit.tables import RawTables, arrow_frame
 
 T = TypeVar("T")
 
-__all__ = ["DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect", "detection_rules",
-           "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs", "rule_findings",
-           "stuck_marker_rows", "write_detected", "write_findings"]
+__all__ = ["Compaction", "DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect",
+           "detection_rules", "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs",
+           "rule_findings", "stuck_marker_rows", "write_detected", "write_findings"]
 
 FINDING_KINDS = (
     "hanging_transaction",

@@ -85,9 +85,12 @@ _CORRUPTION = ("corrupt_batch", "truncated_segment", "unreadable_input")
 @dataclass(frozen=True)
 class TransactionContext:
     """What the incidents need beyond the findings, from the tables: per producer id, the
-    partitions (``topic-partition``) any ``__transaction_state`` record of it ever listed."""
+    partitions (``topic-partition``) any ``__transaction_state`` record of it ever listed, and,
+    for a producer whose records lie in a coordinator log the cleaner compacted, where (the
+    cleaner keeps each transactional id's newest records only: what older ones listed is gone)."""
 
     listed: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    compacted: Mapping[int, str] = field(default_factory=dict)
 
 
 def _place(topic: str | None, partition: int | None) -> str | None:
@@ -202,7 +205,8 @@ def _cause(members: Sequence[Finding], context: TransactionContext, late_toleran
         place = _place(hanging.topic, hanging.partition)
         # a producer id the context does not cover: what its coordinator listed is not known
         listed = None if hanging.producer_id is None else context.listed.get(hanging.producer_id)
-        if listed is not None and place not in listed:
+        # "never listed" needs the whole history: a compacted coordinator log has lost its older records
+        if listed is not None and place not in listed and hanging.producer_id not in context.compacted:
             return "stray_write", hanging
         return "hanging_transaction", hanging
     opened = next((f for f in members if f.kind in ("open_transaction", "open_transaction_epoch_mismatch")), None)
@@ -362,6 +366,11 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         sentences.append("Impact: " + "; ".join(impact) + ".")
     if kind in _CAUSE_TEXT:
         sentences.append(f"Evidence: {anchor.evidence}")
+    lost = None if anchor.producer_id is None else context.compacted.get(anchor.producer_id)
+    if kind == "hanging_transaction" and lost is not None:
+        sentences.append(f"Whether an earlier transaction of producer {anchor.producer_id} listed "
+                         f"{_place(anchor.topic, anchor.partition)} is not known: the coordinator's log ({lost}) was "
+                         "compacted, which keeps each transactional id's newest records only.")
     commands = list(dict.fromkeys(line for f in members if f.remediation for line in f.remediation.splitlines()))
     remediation = "\n".join(commands) if commands else _NO_COMMAND.get(
         kind, "No command: see the evidence of its findings.")
