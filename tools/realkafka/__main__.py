@@ -25,7 +25,8 @@ from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import HarnessError, fetch
 from tools.realkafka.index import write_index
 from tools.realkafka.record import Recorder, now_ms
-from tools.realkafka.scenarios import HANGING_WAIT_S, SCENARIOS, Scenario, read_offset_checkpoint, topic_configs
+from tools.realkafka.scenarios import (HANGING_WAIT_S, REMOTE_STORE, SCENARIOS, Scenario, read_offset_checkpoint,
+                                      topic_configs)
 
 DEFAULT_VERSIONS = ("2.8.2", "3.6.2", "3.9.2", "4.0.2", "4.1.2", "4.4.0")
 # a scenario is a race between real processes on two cores (a broker that misses its shutdown
@@ -64,12 +65,20 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
         recorder.run_find_hanging(outcome.find_hanging_broker)
         # the last word of the live cluster, just before it stops: what the copied log dirs hold
         recorder.read_offsets(topics, after_wait=True)
+        if scenario.tiered:
+            recorder.read_tiered_offsets(topics)
         if scenario.record_cleaner or any(t.configs for t in scenario.topics):
             internal = sorted({p["topic"] for p in recorder.offsets.values() if p["topic"].startswith("__")})
             described = topics + (internal if scenario.record_cleaner else [])
             outcome.notes["topic_configs"] = topic_configs(cluster, described)
         cluster.stop_all()
         recorder.copy_log_dirs()
+        if scenario.tiered:
+            # the remote store (LocalTieredStorage's folder) is listed, not copied
+            outcome.notes["remote_store_files"] = {
+                str(b.node_id): sorted(f"{f.relative_to(b.folder)} {f.stat().st_size}"
+                                       for f in (b.folder / REMOTE_STORE).rglob("*") if f.is_file())
+                for b in cluster.brokers}
         if scenario.record_cleaner:
             # what the cleaner had checkpointed when the brokers stopped, per broker's copied log dir
             logdirs = building / "logdirs"

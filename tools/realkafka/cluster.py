@@ -27,7 +27,7 @@ from typing import Any
 
 from tools.realkafka.dist import Dist, HarnessError, version_tuple
 
-__all__ = ["Broker", "Cluster", "free_port"]
+__all__ = ["BROKER_FOLDER", "Broker", "Cluster", "free_port"]
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0
@@ -92,6 +92,9 @@ appender.file.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
 """
+
+#: in a scenario's broker setting, the broker's own work folder
+BROKER_FOLDER = "<broker-folder>"
 
 STARTED = ("Kafka Server started", "] started (kafka.server.KafkaServer)", "[KafkaServer id=")
 
@@ -186,14 +189,16 @@ class Cluster:
         if version_tuple(self.dist.version) >= (4, 0):
             # 4.0 raised the minimum segment size to 1 MiB (KIP-1030)
             out["log.segment.bytes"] = out["transaction.state.log.segment.bytes"] = "1048576"
-        out.update(self.settings)
+        # a scenario's setting may name a path in the broker's own folder (a remote store)
+        out.update({k: v.replace(BROKER_FOLDER, str(broker.folder)) for k, v in self.settings.items()})
         return out
 
     def shared_settings(self) -> dict[str, str]:
         """The settings as recorded in ``expected.json`` (paths and ports of broker 1)."""
         recorded = self.broker_settings(self.brokers[0])
         recorded["log.dirs"] = "logdirs" if self.size == 1 else "logdirs/broker-<node.id>"
-        return recorded
+        folder, cache = str(self.brokers[0].folder), str(self.dist.home.parent)
+        return {k: v.replace(folder, BROKER_FOLDER).replace(cache, "<kafka-cache>") for k, v in recorded.items()}
 
     def _write_configs(self, broker: Broker) -> Path:
         broker.folder.mkdir(parents=True, exist_ok=True)

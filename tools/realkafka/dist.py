@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Dist", "HarnessError", "cache_root", "fetch", "version_tuple"]
+__all__ = ["Dist", "HarnessError", "cache_root", "fetch", "fetch_artifact", "version_tuple"]
 
 DRIVER_SOURCE = Path(__file__).resolve().parent / "driver" / "TxnDriver.java"
 SCALA = "2.13"
@@ -169,6 +169,27 @@ def fetch(version: str, *, log: bool = True) -> Dist:
         stamp.write_text(version + "\n")
     _compile_driver(dist)
     return dist
+
+
+def fetch_artifact(dist: Dist, artifact: str, classifier: str) -> Path:
+    """One more jar of the release (``org.apache.kafka:<artifact>:<version>:jar:<classifier>``,
+    such as the test fixtures that hold ``LocalTieredStorage``), copied by Maven into the
+    release's cache, ``<home>/extra/``, outside the broker's own classpath: its path."""
+    name = f"{artifact}-{dist.version}-{classifier}.jar"
+    jar = dist.home / "extra" / name
+    if jar.exists():
+        return jar
+    mvn = _need("mvn", "install Maven (apt-get install -y maven)")
+    run = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(dist.home / "pom.xml"), "dependency:copy",
+         f"-Dartifact=org.apache.kafka:{artifact}:{dist.version}:jar:{classifier}",
+         f"-DoutputDirectory={jar.parent}"],
+        capture_output=True, text=True,
+    )
+    if run.returncode != 0 or not jar.exists():
+        errors = [line for line in run.stdout.splitlines() + run.stderr.splitlines() if "ERROR" in line]
+        raise HarnessError(f"Maven could not fetch {name}:\n" + "\n".join(errors[:5]))
+    return jar
 
 
 def _compile_driver(dist: Dist) -> None:

@@ -40,9 +40,11 @@ EXCERPT = re.compile(r"WARN|ERROR|[Tt]ransaction|[Pp]roducer|[Rr]olled new log s
                      r"TransactionCoordinator|Shutdown|shut down")
 DUMP_SUFFIXES = (".log", ".snapshot", ".txnindex")
 METADATA_DUMP_SUFFIXES = (".log", ".checkpoint")  # segments and KRaft snapshots of __cluster_metadata-0
-DUMP_KINDS = ("data", "txn", "offsets", "metadata")
+REMOTE_INDEX_CACHE = "remote-log-index-cache"
+DUMP_KINDS = ("data", "txn", "offsets", "metadata", "remote")
 DUMP_FLAGS: dict[str, list[str]] = {"data": ["--deep-iteration"], "txn": ["--transaction-log-decoder"],
-                                    "offsets": ["--offsets-decoder"], "metadata": ["--cluster-metadata-decoder"]}
+                                    "offsets": ["--offsets-decoder"], "metadata": ["--cluster-metadata-decoder"],
+                                    "remote": ["--remote-log-metadata-decoder"]}
 
 
 def now_ms() -> int:
@@ -76,6 +78,7 @@ class Recorder:
     find_hanging: dict[str, Any] | None = None
     transactional_ids: dict[str, dict[str, Any]] = field(default_factory=dict)
     features: dict[str, Any] = field(default_factory=dict)
+    tiered_offsets: dict[str, dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -178,6 +181,26 @@ class Recorder:
                                        "topic")} for k, v in out.items()}, indent=2, sort_keys=True) + "\n")
         return out
 
+    def read_tiered_offsets(self, topics: list[str]) -> dict[str, dict[str, Any]]:
+        """Tiered storage: each partition's local log start (Admin ``listOffsets`` with
+        ``OffsetSpec.earliestLocal()``), last tiered offset (``latestTiered()``) and first offset
+        not uploaded yet (``earliestPendingUpload()``, 4.x), beside its HW, LSO and log start;
+        -2 where the release has no such spec. Written to ``tools/offsets-tiered.json``."""
+        at = now_ms()
+        events = self.cluster.run_client("offsets", topics=",".join(topics), tiered="true")
+        out: dict[str, dict[str, Any]] = {}
+        for e in events:
+            if e.get("event") in ("offsets", "tiered_offsets"):
+                name = f"{e['topic']}-{e['partition']}"
+                row = out.setdefault(name, {"topic": e["topic"], "partition": e["partition"]})
+                row.update({k: v for k, v in e.items() if k not in ("event", "topic", "partition", "leader", "isr")})
+        self.commands.append({"file": "tools/offsets-tiered.json", "command": "TxnDriver offsets topics="
+                              + ",".join(topics) + " tiered=true (Admin.listOffsets latest, earliest, earliestLocal, "
+                              "latestTiered, earliestPendingUpload)", "rc": 0, "at_ms": at, "main_class": "TxnDriver"})
+        (self.tools / "offsets-tiered.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+        self.tiered_offsets = out
+        return out
+
     def describe_features(self) -> None:
         dist = self.cluster.dist
         if dist.zookeeper or not dist.has_tool("features"):
@@ -233,6 +256,7 @@ class Recorder:
             "partitions": self.offsets,
             "partitions_after_find_hanging_wait": self.offsets_after or self.offsets,
             "find_hanging": self.find_hanging,
+            **({"tiered_offsets": self.tiered_offsets} if self.tiered_offsets is not None else {}),
             "tool_commands": self.commands,
             "anomalies": anomalies,
             **notes,
@@ -250,6 +274,8 @@ def _partition_kind(name: str) -> str:
         return "metadata"
     if name.startswith("__transaction_state-"):
         return "txn"
+    if name.startswith("__remote_log_metadata-"):
+        return "remote"  # tiered storage's TopicBasedRemoteLogMetadataManager (KIP-405)
     return "offsets" if name.startswith("__consumer_offsets-") else "data"
 
 
@@ -263,7 +289,9 @@ def dump_log_dirs(dist: Dist, folder: Path, kinds: tuple[str, ...] = DUMP_KINDS)
         groups: dict[str, list[str]] = {kind: [] for kind in kinds}
         for part in sorted(holder.iterdir()):
             kind = _partition_kind(part.name)
-            if not part.is_dir() or kind not in groups:
+            # remote-log-index-cache/ (tiered storage) holds indexes of remote segments named
+            # <offset>_<segment id>.<kind>, which kafka-dump-log cannot read: not a partition
+            if not part.is_dir() or kind not in groups or part.name == REMOTE_INDEX_CACHE:
                 continue
             suffixes = METADATA_DUMP_SUFFIXES if kind == "metadata" else DUMP_SUFFIXES
             groups[kind] += sorted(str(f.relative_to(folder)) for f in part.iterdir() if f.suffix in suffixes)

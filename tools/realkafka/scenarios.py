@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.realkafka.cluster import BASE_SETTINGS, Cluster
-from tools.realkafka.dist import Dist, HarnessError, version_tuple
+from tools.realkafka.cluster import BASE_SETTINGS, BROKER_FOLDER, Cluster
+from tools.realkafka.dist import Dist, HarnessError, fetch_artifact, version_tuple
 from tools.realkafka.record import now_ms
-from tools.realkafka.stray import StrayBatch, StrayMarker, produce, write_marker
+from tools.realkafka.stray import StrayBatch, StrayMarker, add_partitions, init_producer_id, produce, write_marker
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "Topic", "read_offset_checkpoint", "topic_configs"]
+__all__ = ["REMOTE_STORE", "SCENARIOS", "Outcome", "Scenario", "Topic", "read_offset_checkpoint", "topic_configs"]
 
 # find-hanging's smallest --max-transaction-timeout is one minute: wait past it
 HANGING_WAIT_S = 65.0
@@ -71,11 +71,17 @@ class Scenario:
     record_cleaner: bool = False
     # KRaft: the first `voters` nodes form the controller quorum, the others are brokers only (0: all)
     voters: int = 0
+    # broker settings that depend on the release (jars fetched for the scenario)
+    release_settings: Callable[[Dist], dict[str, str]] | None = None
+    # tiered storage: record the tiered offsets and the remote store's files
+    tiered: bool = False
 
     def broker_settings(self, dist: Dist) -> dict[str, str]:
         out = dict(self.settings)
         if version_tuple(dist.version) < (4, 0):
             out.update(self.legacy_settings)
+        if self.release_settings is not None:
+            out.update(self.release_settings(dist))
         return out
 
     def unsupported(self, dist: Dist) -> str | None:
@@ -516,11 +522,14 @@ def _repeat_marker(cluster: Cluster, topic: str, partition: int, after: str, *,
     return out
 
 
-def _wait_stable(cluster: Cluster, topic: str, transactional_id: str, timeout_s: float = 90.0) -> None:
-    """Until every partition of ``topic`` has LSO = HW (the coordinator ended the open transaction)."""
+def _wait_stable(cluster: Cluster, topic: str, transactional_id: str, timeout_s: float = 90.0,
+                 partitions: tuple[int, ...] | None = None) -> None:
+    """Until every partition of ``topic`` (of ``partitions`` where given) has LSO = HW (the
+    coordinator ended the open transaction)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if all(e["last_stable_offset"] == e["high_watermark"] for e in cluster.offsets(topic)):
+        if all(e["last_stable_offset"] == e["high_watermark"] for e in cluster.offsets(topic)
+               if partitions is None or e["partition"] in partitions):
             return
         time.sleep(2)
     raise HarnessError(f"the coordinator did not abort {transactional_id} within {timeout_s:.0f} s")
@@ -596,8 +605,8 @@ def compacted_changelog(cluster: Cluster) -> Outcome:
     """A Kafka-Streams-shaped exactly-once application whose store changelogs are compacted:
     some transactions aborted, the cleaner run over the changelogs, then one left open."""
     _seed(cluster, "cl-in", 200)
-    app = {"id": "cl-app", "source": "cl-in", "sink": "cl-out", "group": "cl-group",
-           "changelog": ",".join(CHANGELOGS), "keys": 4, "max_poll": 10}
+    app: dict[str, Any] = {"id": "cl-app", "source": "cl-in", "sink": "cl-out", "group": "cl-group",
+                           "changelog": ",".join(CHANGELOGS), "keys": 4, "max_poll": 10, "own_key": "true"}
     events = cluster.run_client("eos", count=8, abort_every=3, pause_ms=1100, **app)
     done = next(e for e in events if e["event"] == "done")
     time.sleep(1.5)
@@ -613,6 +622,7 @@ def compacted_changelog(cluster: Cluster) -> Outcome:
         pids = {(t, p): live_producer(cluster, t, p) for (t, p) in firsts if not t.startswith("__")}
         client.kill()
     time.sleep(3)  # the cleaner may look again: it stops at the open transaction (the LSO)
+    gaps = [g for t in CHANGELOGS for p in (0, 1) for g in sequence_gaps(cluster, t, p)]
     anomalies: list[dict[str, Any]] = [
         {"type": "open_transaction", "topic": t, "partition": p, "transactional_id": "cl-app",
          "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"], "first_offset": firsts[(t, p)],
@@ -622,16 +632,57 @@ def compacted_changelog(cluster: Cluster) -> Outcome:
     return Outcome(
         f"Streams-shaped exactly-once app: cl-app reads cl-in (200 records) and writes cl-out and two store "
         f"changelogs, cl-changelog (cleanup.policy=compact) and cl-changelog-cd (compact,delete), 4 keys per "
-        f"partition, committing the group's offsets with sendOffsetsToTransaction; {done['transactions']} "
+        f"partition, and on each changelog partition it touches a key of the transaction's own "
+        f"(txn-<input partition>@<first input offset>) that nothing overwrites, so that every committed "
+        f"transaction keeps a record there after cleaning while aborted ones are removed, committing the group's "
+        f"offsets with sendOffsetsToTransaction; {done['transactions']} "
         f"transactions committed and {done['aborted']} aborted (every 3rd, after a flush; the consumer rewinds), "
         f"one second apart (segment.ms 1000), then one more committed; the log cleaner compacts the changelogs "
         f"(cleaner-offset-checkpoint: {cleaned}); a new instance then writes one more transaction on cl-out, both "
-        f"changelogs and __consumer_offsets and is SIGKILLed inside it (transaction.timeout.ms 900000)",
+        f"changelogs and __consumer_offsets and is SIGKILLed inside it (transaction.timeout.ms 900000); "
+        f"sequence gaps the cleaning left within one producer id and epoch: {_said_gaps(gaps)}",
         anomalies=anomalies,
         notes={"cleaner_offset_checkpoint_live": {"first_cleaned": cleaned, "before_open": cleaned_before_open,
                                                   "at_end": cleaner_checkpoints(cluster)},
+               # not anomalies: the cleaner removing whole batches is Kafka working as designed
+               "cleaner_sequence_gaps": gaps,
                "client_events": events},
     )
+
+
+_DATA_BATCH = re.compile(r"baseOffset: (\d+) lastOffset: (\d+) count: (\d+) baseSequence: (-?\d+) "
+                         r"lastSequence: (-?\d+) producerId: (-?\d+) producerEpoch: (-?\d+) .*?isControl: (\w+)")
+
+
+def sequence_gaps(cluster: Cluster, topic: str, partition: int) -> list[dict[str, Any]]:
+    """Where, on the first broker's copy of the partition, a data batch does not continue the
+    sequence of the previous batch of its producer id and epoch (the batches between them gone),
+    as ``kafka-dump-log.sh`` prints every segment's batches."""
+    folder = cluster.brokers[0].log_dir / f"{topic}-{partition}"
+    segments = sorted(str(f) for f in folder.glob("*.log"))
+    last: dict[tuple[int, int], tuple[int, int, int]] = {}
+    gaps = []
+    for m in _DATA_BATCH.finditer(_dump_log(cluster, "--files", ",".join(segments)) if segments else ""):
+        base, end, count, base_seq, last_seq, pid, epoch = (int(g) for g in m.groups()[:7])
+        if m.group(8) == "true" or pid < 0:
+            continue
+        prev = last.get((pid, epoch))
+        if prev is not None and base_seq != prev[2] + 1:
+            gaps.append({"topic": topic, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
+                         "kept_before": {"base_offset": prev[0], "last_offset": prev[1], "last_sequence": prev[2]},
+                         "kept_after": {"base_offset": base, "last_offset": end, "base_sequence": base_seq,
+                                        "last_sequence": last_seq, "count": count},
+                         "missing_sequences": [prev[2] + 1, base_seq - 1]})
+        last[(pid, epoch)] = (base, end, last_seq)
+    return gaps
+
+
+def _said_gaps(gaps: list[dict[str, Any]]) -> str:
+    if not gaps:
+        return "none"
+    return ", ".join(f"{g['topic']}-{g['partition']} offsets {g['kept_before']['last_offset']} -> "
+                     f"{g['kept_after']['base_offset']} (sequence {g['kept_before']['last_sequence']} -> "
+                     f"{g['kept_after']['base_sequence']})" for g in gaps)
 
 
 COORDINATOR_IDS = ("cc-a", "cc-b", "cc-c", "cc-d")  # __transaction_state partitions 1, 2, 0, 1
@@ -813,6 +864,195 @@ def unclean_election(cluster: Cluster) -> Outcome:
     )
 
 
+# -- two-phase commit (KIP-939) --------------------------------------------------------------------
+
+#: the 2PC transaction's producer asks for this timeout; a 2PC transaction never expires, the
+#: coordinator keeps Integer.MAX_VALUE instead
+TPC_ASKED_TIMEOUT_MS = 60000
+TPC_ID = "tpc-2pc"
+TPC_TMO_ID = "tpc-tmo"
+_TXN_STATE = re.compile(r'key: \{"type":"0","data":\{"transactionalId":"([^"]+)"\}\} payload: (\{.*\})')
+
+
+def transaction_log_records(cluster: Cluster, transactional_id: str) -> list[dict[str, Any]]:
+    """The ``__transaction_state`` records of ``transactional_id`` on the first broker, as
+    ``kafka-dump-log.sh --transaction-log-decoder`` prints them (their ``data`` part)."""
+    import json
+
+    out = []
+    for folder in sorted(cluster.brokers[0].log_dir.glob("__transaction_state-*")):
+        segments = sorted(str(f) for f in folder.glob("*.log"))
+        if not segments:
+            continue
+        text = _dump_log(cluster, "--print-data-log", "--transaction-log-decoder", "--files", ",".join(segments))
+        for m in _TXN_STATE.finditer(text):
+            if m.group(1) == transactional_id:
+                out.append({"partition": int(folder.name.rsplit("-", 1)[1]), **json.loads(m.group(2))["data"]})
+    return out
+
+
+def _tool_help(cluster: Cluster, tool: str) -> str:
+    run = subprocess.run(cluster.dist.java(tool, "--help"), capture_output=True, text=True, timeout=120)
+    return run.stdout + run.stderr
+
+
+def two_phase_commit(cluster: Cluster) -> Outcome:
+    """KIP-939: a transaction begun with InitProducerId's Enable2Pc (raw requests: KafkaProducer
+    does not send the flag yet), a partition added, a batch written, and never ended; beside it an
+    ordinary transaction whose producer is killed, which the coordinator aborts after its timeout."""
+    host, port = "127.0.0.1", cluster.brokers[0].port
+    cluster.run_client("txn", id="tpc-bg", topic="tpc", partitions="0,1", count=2, records=2)
+    init = init_producer_id(host, port, TPC_ID, timeout_ms=TPC_ASKED_TIMEOUT_MS, enable_2pc=True)
+    if init["response"]["error_code"] != 0:
+        raise HarnessError(f"InitProducerId with Enable2Pc refused: {init}")
+    pid, epoch = init["response"]["producer_id"], init["response"]["producer_epoch"]
+    added = add_partitions(host, port, TPC_ID, pid, epoch, "tpc", [0])
+    if any(added["error_codes"].values()):
+        raise HarnessError(f"AddPartitionsToTxn refused: {added}")
+    batch = StrayBatch(topic="tpc", partition=0, producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                       transactional_id=TPC_ID, timestamps=(now_ms(), now_ms()),
+                       payload="two-phase-commit transaction, never ended")
+    answer = produce(host, port, batch)
+    if answer["error_code"] != 0:
+        raise HarnessError(f"the 2PC transaction's produce was refused: {answer}")
+    with cluster.open_client("open", id=TPC_TMO_ID, topic="tpc", partitions="1", records=3,
+                             timeout_ms=10000) as client:
+        client.wait_for("open")
+        tmo = live_producer(cluster, "tpc", 1)
+        client.kill()
+    _wait_stable(cluster, "tpc", TPC_TMO_ID, partitions=(1,))
+    cluster.run_client("txn", id="tpc-bg", topic="tpc", partitions="0,1", count=2, records=2)
+    tpc_records = transaction_log_records(cluster, TPC_ID)
+    timeouts = sorted({r["transactionTimeoutMs"] for r in tpc_records})
+    help_text = _tool_help(cluster, "transactions")
+    listed = "forceTerminateTransaction" in help_text
+    return Outcome(
+        f"tpc-bg commits 2 transactions on tpc-0 and tpc-1; {TPC_ID} sends InitProducerId "
+        f"v{init['request']['init_producer_id_api_version']} with Enable2Pc=true (transaction timeout asked: "
+        f"{TPC_ASKED_TIMEOUT_MS} ms; brokers with transaction.two.phase.commit.enable and unstable.api.versions."
+        f"enable) and gets producer {pid} epoch {epoch}, adds tpc-0 (AddPartitionsToTxn v3) and writes 2 "
+        f"transactional records there from offset {answer['base_offset']} (ProduceRequest v3), and never ends the "
+        f"transaction; {TPC_TMO_ID} (transaction.timeout.ms 10000) writes 3 records to tpc-1 and is SIGKILLed, and "
+        f"the coordinator aborts it after its timeout; tpc-bg then commits 2 more transactions on both partitions. "
+        f"__transaction_state keeps {TPC_ID} with transactionTimeoutMs {', '.join(map(str, timeouts))}; "
+        f"kafka-transactions.sh --help {'lists' if listed else 'does not list'} forceTerminateTransaction "
+        f"(not run: the transaction stays open)",
+        anomalies=[{"type": "two_phase_commit_open", "topic": "tpc", "partition": 0, "transactional_id": TPC_ID,
+                    "producer_id": pid, "producer_epoch": epoch, "first_offset": answer["base_offset"]}],
+        notes={"two_phase_commit": {
+                   "init_producer_id": init, "add_partitions_to_txn": added,
+                   "raw_produce": {"request": {**batch.__dict__, "timestamps": list(batch.timestamps)},
+                                   "response": answer},
+                   "transaction_log_records": tpc_records,
+                   "transaction_timeout_ms_on_disk": timeouts},
+               "timed_out_transaction": {"transactional_id": TPC_TMO_ID, "topic": "tpc", "partition": 1, **tmo},
+               "kafka_transactions_help_lists_force_terminate": listed,
+               "kafka_transactions_help": help_text.splitlines()},
+        wait_for_hanging=True,
+    )
+
+
+# -- tiered storage (KIP-405) -------------------------------------------------------------------------
+
+#: LocalTieredStorage's folder (its "remote" store), in each broker's work folder
+REMOTE_STORE = "remote-store"
+#: a topic tiered at once: segments roll every second, and leave the local log once copied
+TIERED = (("remote.storage.enable", "true"), ("segment.ms", "1000"), ("local.retention.ms", "1000"),
+          ("local.retention.bytes", "1"), ("retention.ms", "-1"))
+
+
+def tiered_settings(dist: Dist) -> dict[str, str]:
+    """Broker settings for tiered storage with Kafka's own test store, ``LocalTieredStorage`` (a
+    folder on the broker's disk), from the release's kafka-storage test jar (classifier
+    ``test-fixtures`` on 4.x, ``test`` before), loaded by the broker's own class loader for
+    remote storage managers (``remote.log.storage.manager.class.path``)."""
+    try:
+        jar = fetch_artifact(dist, "kafka-storage", "test-fixtures")
+    except HarnessError:
+        jar = fetch_artifact(dist, "kafka-storage", "test")
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.storage.manager.class.path": str(jar),
+        "rsm.config.dir": f"{BROKER_FOLDER}/{REMOTE_STORE}",
+        "rsm.config.delete.on.close": "false",
+        "remote.log.metadata.manager.class.name":
+            "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "2",
+        "remote.log.manager.task.interval.ms": "1000",
+        "log.retention.check.interval.ms": "1000",
+        "log.segment.delete.delay.ms": "1000",
+    }
+
+
+def _tiered_state(cluster: Cluster, topic: str) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for e in cluster.run_client("offsets", topics=topic, tiered="true"):
+        if e.get("event") in ("offsets", "tiered_offsets"):
+            row = out.setdefault(int(e["partition"]), {})
+            row.update({k: e[k] for k in ("high_watermark", "last_stable_offset", "log_start_offset", "earliest_local",
+                                          "latest_tiered", "earliest_pending_upload") if k in e})
+    return out
+
+
+def _wait_tiered(cluster: Cluster, topic: str, ok: Callable[[dict[int, dict[str, int]]], bool],
+                 timeout_s: float = 120.0) -> dict[int, dict[str, int]]:
+    """Until ``ok`` holds for the topic's tiered offsets, and then until they stop moving."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[int, dict[str, int]] = {}
+    same = 0
+    while time.monotonic() < deadline:
+        now = _tiered_state(cluster, topic)
+        same = same + 1 if now == last else 0
+        if ok(now) and same >= 3:
+            return now
+        last = now
+        time.sleep(2)
+    raise HarnessError(f"{topic}: the remote log manager did not tier as expected within {timeout_s:.0f} s: {last}")
+
+
+def tiered_storage(cluster: Cluster) -> Outcome:
+    """Transactions on a tiered topic: older segments copied to the remote store and deleted
+    locally; one transaction left open, which holds the LSO, and so the copying, on its partition."""
+    cluster.run_client("txn", id="ts-txn", topic="ts", partitions="0,1", count=8, records=3, abort_every=4,
+                       pause_ms=1100)
+    time.sleep(1.2)
+    with cluster.open_client("open", id="ts-open", topic="ts", partitions="0", records=3,
+                             timeout_ms=900000) as client:
+        client.wait_for("open")
+        first = _first_offsets(client.events)[("ts", 0)]
+        pid = live_producer(cluster, "ts", 0)
+        client.kill()
+    time.sleep(1.2)
+    cluster.run_client("txn", id="ts-txn", topic="ts", partitions="0,1", count=4, records=3, pause_ms=1100)
+    time.sleep(1.2)
+    cluster.run_client("txn", id="ts-txn", topic="ts", partitions="1", count=1, records=1)  # rolls ts-1 once more
+    state = _wait_tiered(cluster, "ts", lambda st: all(p["earliest_local"] > 0 for p in st.values()))
+    # a read_committed consumer from the first offset: the broker reads the tiered segments back
+    # (their indexes land in remote-log-index-cache/)
+    consumed = [e for e in cluster.run_client("consume", topic="ts") if e.get("event") == "consumed"]
+    said = "; ".join(f"ts-{p}: HW {o['high_watermark']}, LSO {o['last_stable_offset']}, log start "
+                     f"{o['log_start_offset']}, local log start {o['earliest_local']}, latest tiered "
+                     f"{o['latest_tiered']}" for p, o in sorted(state.items()))
+    return Outcome(
+        "tiered storage (KIP-405) with Kafka's LocalTieredStorage (a folder on the broker's disk) and "
+        "TopicBasedRemoteLogMetadataManager (__remote_log_metadata, 2 partitions); ts has remote.storage.enable=true, "
+        "segment.ms 1000, local.retention.ms 1000, local.retention.bytes 1, retention.ms -1. ts-txn commits 8 "
+        "transactions of 3 records on ts-0 and ts-1 (the 4th and 8th aborted), 1.1 s apart; ts-open "
+        f"(transaction.timeout.ms 900000) writes 3 records to ts-0 from offset {first} and is SIGKILLed inside its "
+        "transaction; ts-txn commits 4 more on both partitions and 1 on ts-1; the remote log manager copies the "
+        "rolled segments below the LSO and the local ones are deleted once copied "
+        f"({said}); a read_committed consumer then reads ts from offset 0, from the remote store first ("
+        + ", ".join(f"ts-{e['partition']}: {e['records']} records up to {e['position']}" for e in consumed) + ")",
+        anomalies=[{"type": "open_transaction", "topic": "ts", "partition": 0, "transactional_id": "ts-open",
+                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
+                    "first_offset": first, "last_offset": pid["last_offset"]}],
+        notes={"tiered_offsets_live": {str(p): o for p, o in sorted(state.items())}, "consumed": consumed},
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("healthy", "mixed traffic: commits and aborts, several codecs, idempotent and plain producers",
              (Topic("orders", 3), Topic("payments", 3)), healthy),
@@ -854,6 +1094,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              (Topic("cl-in", 2), Topic("cl-out", 2), Topic(CHANGELOGS[0], 2, configs=COMPACTED),
               Topic(CHANGELOGS[1], 2, configs=COMPACTED_DELETE)), compacted_changelog, settings=CLEANER_SETTINGS,
              record_cleaner=True),
+    Scenario("compacted-changelog-tv1", "compacted-changelog on a 4.x cluster left at transaction version 1",
+             (Topic("cl-in", 2), Topic("cl-out", 2), Topic(CHANGELOGS[0], 2, configs=COMPACTED),
+              Topic(CHANGELOGS[1], 2, configs=COMPACTED_DELETE)), compacted_changelog, settings=CLEANER_SETTINGS,
+             record_cleaner=True, min_version="4.0", transaction_version=1,
+             why_not="transaction versions are finalized from Kafka 4.0 (3.9: always 0)"),
     Scenario("compacted-coordinator", "__transaction_state rolled and compacted, one transaction open",
              (Topic("cc", 2),), compacted_coordinator,
              settings=(*CLEANER_SETTINGS, ("log.cleaner.min.cleanable.ratio", "0.01")),
@@ -867,4 +1112,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              unclean_election, brokers=3, voters=1, min_version="3.3",
              settings=(("replica.lag.time.max.ms", "5000"),),
              why_not="the scenario runs a single-voter KRaft controller quorum beside two broker-only nodes"),
+    Scenario("two-phase-commit", "KIP-939: a two-phase-commit transaction left open beside a timed-out one",
+             (Topic("tpc", 2),), two_phase_commit, min_version="4.4",
+             settings=(("transaction.two.phase.commit.enable", "true"), ("unstable.api.versions.enable", "true")),
+             why_not="two-phase commit (KIP-939) is tried from Kafka 4.4 (InitProducerId v6)"),
+    Scenario("tiered-storage", "KIP-405: a tiered topic, older segments in the remote store, one transaction open",
+             (Topic("ts", 2, configs=TIERED),), tiered_storage, release_settings=tiered_settings, tiered=True,
+             min_version="3.9", why_not="the scenario runs from Kafka 3.9 (OffsetSpec.earliestLocal, KIP-1005)"),
 ]}

@@ -7,8 +7,12 @@
   partition's leader to end a transaction there: sent again for a transaction that already
   ended, it is the coordinator's retry after a lost answer or a coordinator failover.
 
-Both go over a plain socket to the partition's leader, with kafka-python's protocol classes;
-the broker's answer is returned as it came.
+* ``init_producer_id`` and ``add_partitions``: InitProducerId (v6 with ``Enable2Pc``, KIP-939's
+  two-phase commit, which no release's KafkaProducer sends yet) and AddPartitionsToTxn v3, so
+  that ``produce`` can then write a transactional batch of a transaction begun by hand.
+
+They go over a plain socket to the partition's leader (or the transaction coordinator), with
+kafka-python's protocol classes; the broker's answer is returned as it came.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StrayBatch", "StrayMarker", "produce", "write_marker"]
+__all__ = ["StrayBatch", "StrayMarker", "add_partitions", "init_producer_id", "produce", "write_marker"]
 
 
 @dataclass(frozen=True)
@@ -120,3 +124,44 @@ def produce(host: str, port: int, batch: StrayBatch, *, correlation_id: int = 1)
     (index, error_code, base_offset, log_append_time), = parts
     return {"topic": topic_name, "index": index, "error_code": error_code, "base_offset": base_offset,
             "log_append_time_ms": log_append_time, "produce_api_version": 3}
+
+
+def init_producer_id(host: str, port: int, transactional_id: str, *, timeout_ms: int, enable_2pc: bool,
+                     correlation_id: int = 3) -> dict[str, Any]:
+    """InitProducerId for ``transactional_id`` at the highest version the broker takes (6, the one
+    that carries ``Enable2Pc``, when ``enable_2pc``; the broker advertises it only with
+    ``unstable.api.versions.enable=true``); the request's fields and the answer."""
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    high = _max_version(host, port, InitProducerIdRequest.API_KEY)
+    if enable_2pc and high < 6:
+        raise ConnectionError(f"the broker takes InitProducerId up to v{high}: no Enable2Pc (v6)")
+    version = min(6, high)
+    fields: dict[str, Any] = {"transactional_id": transactional_id, "transaction_timeout_ms": timeout_ms}
+    if version >= 3:
+        fields.update(producer_id=-1, producer_epoch=-1)
+    if version >= 6:
+        fields.update(enable2_pc=enable_2pc, keep_prepared_txn=False)
+    request = InitProducerIdRequest[version](**fields)
+    body = _exchange(host, port, request, correlation_id)
+    response = InitProducerIdResponse[version].decode(body, header=True)
+    return {"request": {**fields, "init_producer_id_api_version": version},
+            "response": {"error_code": response.error_code, "producer_id": response.producer_id,
+                         "producer_epoch": response.producer_epoch}}
+
+
+def add_partitions(host: str, port: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                   topic: str, partitions: list[int], *, correlation_id: int = 4) -> dict[str, Any]:
+    """AddPartitionsToTxn v3 (the last version a client sends) for ``partitions`` of ``topic``;
+    each partition's error code."""
+    from kafka.protocol.producer.transaction import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+    request = AddPartitionsToTxnRequest[3](
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=producer_epoch,
+        v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=topic, partitions=partitions)])
+    body = _exchange(host, port, request, correlation_id)
+    response = AddPartitionsToTxnResponse[3].decode(body, header=True)
+    errors = {f"{t.name}-{r.partition_index}": r.partition_error_code
+              for t in response.results_by_topic_v3_and_below for r in t.results_by_partition}
+    return {"add_partitions_to_txn_api_version": 3, "error_codes": errors}

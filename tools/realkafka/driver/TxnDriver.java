@@ -26,7 +26,9 @@
 //               each record also updates a store key ("store-<n>", `keys` of them) on each
 //               changelog topic's partition of the record's input partition; abort_every=N
 //               aborts every Nth transaction after a flush (the consumer rewinds and the records
-//               are processed again); pause_ms pauses after each transaction
+//               are processed again); pause_ms pauses after each transaction; with own_key=true
+//               each transaction also writes, on each changelog partition it touched, a key of
+//               its own ("txn-<input partition>@<first input offset>") that nothing overwrites
 //   many        `ids` transactional producers (`prefix`-<i>), `threads` at a time, each running
 //               `count` transactions of `records` records on partition i % `partition_count`
 //               of `topic` and closing cleanly; the ids in `abort_ids` abort their first one
@@ -39,9 +41,13 @@
 //   delete      delete the records of `topic` partition `partition` before offset `before`
 //               (DeleteRecords: the log start offset moves up, older segments go)
 //   alter       set `configs` (key=value;key=value) on `topic` (incrementalAlterConfigs)
+//   consume     read `topic` from its first offset up to its end (isolation: `isolation`,
+//               read_committed by default) with no group; the records read per partition
 //   offsets     high watermark (read_uncommitted), last stable offset (read_committed) and log
 //               start offset of every partition of `topics` (and of the internal topics with
-//               internal=true); with state_only=true, each partition's leader and ISR only
+//               internal=true); with state_only=true, each partition's leader and ISR only; with
+//               tiered=true, also each partition's earliest local, latest tiered and earliest
+//               pending upload offsets (OffsetSpec.earliestLocal() etc., where the release has them)
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -115,6 +121,7 @@ public final class TxnDriver {
                 case "create": d.create(); break;
                 case "delete": d.deleteRecords(); break;
                 case "alter": d.alterTopic(); break;
+                case "consume": d.consume(); break;
                 default:
                     System.err.println("unknown mode " + args[1]);
                     System.exit(2);
@@ -370,6 +377,7 @@ public final class TxnDriver {
         int keys = integer("keys", 4);
         int abortEvery = integer("abort_every", 0);
         int pauseMs = integer("pause_ms", 0);
+        boolean ownKey = Boolean.parseBoolean(str("own_key", "false"));
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
@@ -405,6 +413,16 @@ public final class TxnDriver {
                 TopicPartition tp = new TopicPartition(r.topic(), r.partition());
                 next.put(tp, new OffsetAndMetadata(r.offset() + 1));
                 first.putIfAbsent(tp, r.offset());
+            }
+            if (ownKey) {
+                // a key of this transaction's own, never written again: the first input offset it
+                // read on the partition (a committed transaction's offsets are never read again)
+                for (Map.Entry<TopicPartition, Long> e : first.entrySet()) {
+                    for (String changelog : changelogs) {
+                        sent.add(producer.send(new ProducerRecord<>(changelog, e.getKey().partition(),
+                            "txn-" + e.getKey().partition() + "@" + e.getValue(), "t" + started)));
+                    }
+                }
             }
             producer.sendOffsetsToTransaction(next, consumer.groupMetadata());
             if (hang && done + 1 == batches) {
@@ -645,6 +663,43 @@ public final class TxnDriver {
         }
     }
 
+    private void consume() throws Exception {
+        String topic = str("topic", null);
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, str("isolation", "read_committed"));
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (org.apache.kafka.common.PartitionInfo info : consumer.partitionsFor(topic)) {
+                tps.add(new TopicPartition(topic, info.partition()));
+            }
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps);
+            Map<TopicPartition, Integer> read = new HashMap<>();
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                    read.merge(new TopicPartition(r.topic(), r.partition()), 1, Integer::sum);
+                }
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    done &= consumer.position(tp) >= end.get(tp);
+                }
+                if (done) {
+                    break;
+                }
+            }
+            for (TopicPartition tp : tps) {
+                emit("event", "consumed", "topic", topic, "partition", tp.partition(), "records",
+                     read.getOrDefault(tp, 0), "position", consumer.position(tp), "end", end.get(tp));
+            }
+        }
+    }
+
     private void offsets() throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
@@ -694,6 +749,29 @@ public final class TxnDriver {
                 emit("event", "offsets", "topic", tp.topic(), "partition", tp.partition(),
                      "high_watermark", hw.get(tp).offset(), "last_stable_offset", lso.get(tp).offset(),
                      "log_start_offset", start.get(tp).offset(), "leader", leaders.get(tp), "isr", isrs.get(tp));
+            }
+            if (Boolean.parseBoolean(str("tiered", "false"))) {
+                // tiered storage (KIP-405): the local log start (KIP-1005, 3.9+), the last offset in
+                // the remote store, the first offset not uploaded yet (4.x); -2: not in this release
+                String[] specs = {"earliestLocal", "latestTiered", "earliestPendingUpload"};
+                Map<String, Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo>> got = new LinkedHashMap<>();
+                for (String spec : specs) {
+                    try {
+                        OffsetSpec s = (OffsetSpec) OffsetSpec.class.getMethod(spec).invoke(null);
+                        got.put(spec, list(admin, tps, s, IsolationLevel.READ_UNCOMMITTED));
+                    } catch (NoSuchMethodException e) {
+                        got.put(spec, null);
+                    }
+                }
+                for (TopicPartition tp : tps) {
+                    Object[] kv = {"event", "tiered_offsets", "topic", tp.topic(), "partition", tp.partition(),
+                                   "earliest_local", -2L, "latest_tiered", -2L, "earliest_pending_upload", -2L};
+                    for (int i = 0; i < specs.length; i++) {
+                        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> m = got.get(specs[i]);
+                        kv[7 + 2 * i] = m == null ? -2L : m.get(tp).offset();
+                    }
+                    emit(kv);
+                }
             }
         }
     }
