@@ -89,6 +89,7 @@ INCIDENT_CAUSES = {
     "pending_offset_commit": "open_transaction",  # the EOS producer died inside its transaction
     "duplicate_marker": "duplicate_marker",  # a marker written again (a coordinator's resend)
     "diverged_replicas": "replica_divergence",  # an unclean election: copies hold different batches
+    "two_phase_commit_open": "open_transaction",  # KIP-939: only its external manager (or a force) ends it
 }
 
 #: anomalies that can be harmless: their incident may be at info (a repeated marker that ended nothing)

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from txn_audit.detect.words import (
     ABORT_COMMAND_PRE_3_0,
+    FORCE_TERMINATE_COMMAND,
     abort_command_text,
     duration_or_null,
     duration_text,
@@ -34,12 +35,17 @@ from txn_audit.detect.words import (
     time_text,
     value_text,
 )
+from txn_audit.formats.primitives import INT32_MAX
 from txn_audit.schemas import FINDINGS
 from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
 __all__ = ["COORDINATOR_COLUMNS", "OPEN", "MarkerEpochs", "classify", "last_coordinator_epoch", "marker_epochs",
            "moved_on", "open_transaction_findings", "previous_markers"]
+
+#: the ``transaction.timeout.ms`` the coordinator records for a two-phase-commit transaction
+#: (KIP-939: InitProducerId with enable2Pc; Integer.MAX_VALUE, so that it never expires)
+TWO_PHASE_COMMIT_TIMEOUT_MS = INT32_MAX
 
 #: the transactions no marker ended: every ``open_transaction_findings`` row is of one
 OPEN = pc.field("state") == "open"
@@ -180,6 +186,15 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
             "find-hanging does not report this (it ignores epochs), and the current transaction's marker will "
             "decide these older records too"
         )
+    elif listed and timeout == TWO_PHASE_COMMIT_TIMEOUT_MS:
+        kind, severity = "open_transaction", Severity.WARNING
+        evidence = (
+            f"producer {pid} (transactional id {tid}, epoch {ep}) has a two-phase-commit transaction open on {here} "
+            f"since offset {first}, started {time_or_null(started)} ({duration_or_null(age)} before the audit "
+            f"time): its coordinator records transaction.timeout.ms {TWO_PHASE_COMMIT_TIMEOUT_MS} (KIP-939), so it "
+            "never expires and the coordinator never aborts it; only its external transaction manager's commit or "
+            "abort ends it, else forceTerminateTransaction, and it holds the LSO until then"
+        )
     else:
         kind = "open_transaction"
         severity = Severity.WARNING if not listed or overdue else Severity.INFO
@@ -200,8 +215,10 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
                 f"find-hanging reports it once that last write is older than {timeout_text}"
             )
     remedies: dict[str, str | None] = {"remediation": None, "remediation_pre_3_0": None}
+    if not hanging and listed and timeout == TWO_PHASE_COMMIT_TIMEOUT_MS:
+        remedies["remediation"] = formatted(FORCE_TERMINATE_COMMAND, cur_tid)
     # a command wherever no timeout will end it: hanging, not listed, or listed past its own timeout
-    if hanging or not listed or overdue:
+    elif hanging or not listed or overdue:
         remedies = {
             "remediation": abort_command_text(row["topic"], row["partition"], row["first_offset"]),
             "remediation_pre_3_0": formatted(ABORT_COMMAND_PRE_3_0, row["topic"], row["partition"],

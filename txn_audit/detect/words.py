@@ -19,7 +19,8 @@ from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
-__all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "KNOWN_MARKERS", "abort_command_text",
+__all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "FORCE_TERMINATE_COMMAND", "KNOWN_MARKERS",
+           "abort_command_text",
            "duration_or_null", "duration_text", "finding_row", "formatted", "partition_name", "rows_where",
            "time_or_null", "time_text", "value_text"]
 
@@ -43,6 +44,10 @@ ABORT_COMMAND = "kafka-transactions.sh --bootstrap-server <broker> abort --topic
 #: epoch (the producer's last marker's there, at least 0)
 ABORT_COMMAND_PRE_3_0 = ("kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d "
                          "--producer-id %d --producer-epoch %d --coordinator-epoch %d")
+#: the command that ends a two-phase-commit transaction (KIP-939) its external transaction
+#: manager left open, of its transactional id (``kafka-transactions.sh`` 4.x)
+FORCE_TERMINATE_COMMAND = ("kafka-transactions.sh --bootstrap-server <broker> forceTerminateTransaction "
+                           "--transactionalId %s")
 #: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
 KNOWN_MARKERS = ("COMMIT", "ABORT")
 
