@@ -743,17 +743,25 @@ def _wait_segments_removed(cluster: Cluster, topic: str, partition: int, log_sta
     raise HarnessError(f"the segments of {topic}-{partition} below {log_start} were not removed in {timeout_s:.0f} s")
 
 
+def _killed_inside(cluster: Cluster, transactional_id: str, topic: str, *, records: int) -> tuple[int, dict[str, int]]:
+    """A producer (transaction.timeout.ms 900000) that writes ``records`` to partition 0 of
+    ``topic`` inside a transaction and is SIGKILLed there: the transaction's first offset, and
+    the producer as the live segment shows it (``live_producer``)."""
+    with cluster.open_client("open", id=transactional_id, topic=topic, partitions="0", records=records,
+                             timeout_ms=900000) as client:
+        client.wait_for("open")
+        first = _first_offsets(client.events)[(topic, 0)]
+        pid = live_producer(cluster, topic, 0)
+        client.kill()
+    return first, pid
+
+
 def delete_records_open(cluster: Cluster) -> Outcome:
     """DeleteRecords past the first offset of a transaction left open: the log start offset moves
     into it, and the broker reports the log start as the LSO."""
     cluster.run_client("txn", id="dro-bg", topic="dro", partitions="0", count=5, records=3, abort_every=4)
     time.sleep(1.5)  # segment.ms 1000: the open transaction starts a new segment
-    with cluster.open_client("open", id="dro-txn", topic="dro", partitions="0", records=5,
-                             timeout_ms=900000) as client:
-        client.wait_for("open")
-        first = _first_offsets(client.events)[("dro", 0)]
-        pid = live_producer(cluster, "dro", 0)
-        client.kill()
+    first, pid = _killed_inside(cluster, "dro-txn", "dro", records=5)
     time.sleep(1.5)
     cluster.run_client("txn", id="dro-bg", topic="dro", partitions="0", count=3, records=2)
     (before,) = cluster.offsets("dro")
@@ -1019,12 +1027,7 @@ def tiered_storage(cluster: Cluster) -> Outcome:
     cluster.run_client("txn", id="ts-txn", topic="ts", partitions="0,1", count=8, records=3, abort_every=4,
                        pause_ms=1100)
     time.sleep(1.2)
-    with cluster.open_client("open", id="ts-open", topic="ts", partitions="0", records=3,
-                             timeout_ms=900000) as client:
-        client.wait_for("open")
-        first = _first_offsets(client.events)[("ts", 0)]
-        pid = live_producer(cluster, "ts", 0)
-        client.kill()
+    first, pid = _killed_inside(cluster, "ts-open", "ts", records=3)
     time.sleep(1.2)
     cluster.run_client("txn", id="ts-txn", topic="ts", partitions="0,1", count=4, records=3, pause_ms=1100)
     time.sleep(1.2)
