@@ -214,6 +214,29 @@ def test_a_compacted_topic_shows_the_cleaners_work_and_what_a_held_lso_costs(
         assert ("the topic is compacted" in f.evidence) == (f.topic in compacted), f.evidence
 
 
+# -- tiered storage: what lives only in the remote store is said, not guessed -------------------
+
+TIERED = [s for s in SCENARIOS if s.expected.get("tiered_offsets")]
+
+
+@pytest.mark.parametrize("scenario", TIERED, ids=[s.id for s in TIERED])
+def test_the_remote_only_offsets_of_a_tiered_topic_are_named_not_examined(scans: OnDemand[Any],
+                                                                         scenario: CorpusScenario) -> None:
+    """Per tiered partition, the offsets from the log start to the earliest local offset the live
+    broker reported (``ListOffsets`` earliest-local) are one info finding saying they live only in
+    the remote store and were not examined; the open transaction starts above them, and the
+    index cache in the log dirs is no damage."""
+    result = scans[scenario.id]
+    remote = {(f.topic, f.partition): f for f in result.findings if f.kind == "remote_only_range"}
+    for name, live in scenario.expected["tiered_offsets"].items():
+        found = remote.pop((live["topic"], live["partition"]))
+        assert (found.first_offset, found.last_offset) == (live["log_start_offset"], live["earliest_local"] - 1)
+        assert found.severity == "info" and "not examined" in found.evidence, name
+        assert live["last_stable_offset"] >= live["earliest_local"], name
+    assert remote == {}
+    assert [f for f in result.findings if f.kind in ("unreadable_input", "corrupt_batch")] == []
+
+
 # -- text dumps as brokers print them: the same paths on every broker, or no partition folder -----
 
 CLUSTER_TEXT = [s for s in SCENARIOS if s.brokers > 1 and s.version == NEWEST]

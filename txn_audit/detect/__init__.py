@@ -80,6 +80,7 @@ FINDING_KINDS = (
     "pending_offset_commit",
     "retention_lost_open_txn",
     "replica_divergence",  # a copy of a partition differs from the copy audited
+    "remote_only_range",  # offsets of a tiered topic that live only in the remote store: not examined
     "corrupt_batch",
     "truncated_segment",
     "unreadable_input",
@@ -214,7 +215,8 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         transactions = judged()
         open_rows = transactions.filter(OPEN)
         compaction = Compaction.read(tables)
-        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted),
+        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted,
+                                    partition_offset_rows(tables, LOCAL_START_COLUMNS)),
                  producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms,
                                    compaction.cleaned),
                  transaction_findings(transactions.filter(JUDGED), stability),
@@ -308,6 +310,18 @@ def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tupl
     return events, batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
 
 
+def partition_offset_rows(tables: RawTables, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of ``partition_offsets`` (one row per copy of a partition): read from its files,
+    or collected from its frame."""
+    files = tables.files("partition_offsets")
+    return (tables["partition_offsets"].select(*columns).toArrow() if files is None
+            else _read(files, columns))
+
+
+#: the columns of ``partition_offsets`` that say where each copy's local log starts
+LOCAL_START_COLUMNS = ("topic", "partition", "broker_id", "log_dir", "first_segment_base_offset")
+
+
 #: the columns of ``partition_offsets`` that say how far the cleaner compacted a copy
 CLEANER_COLUMNS = ("topic", "partition", "broker_id", "cleaner_offset", "cleanup_policy")
 
@@ -326,10 +340,8 @@ class Compaction:
 
     @staticmethod
     def read(tables: RawTables) -> Compaction:
-        """From ``partition_offsets``' files (one row per copy), or collected from its frame."""
-        files = tables.files("partition_offsets")
-        rows = (tables["partition_offsets"].select(*CLEANER_COLUMNS).toArrow() if files is None
-                else _read(files, CLEANER_COLUMNS)).to_pylist()
+        """From ``partition_offsets``' rows (``partition_offset_rows``)."""
+        rows = partition_offset_rows(tables, CLEANER_COLUMNS).to_pylist()
 
         def compacts(row: dict[str, Any]) -> bool:
             policy = row["cleanup_policy"]

@@ -19,11 +19,13 @@ import pyarrow.compute as pc
 
 from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
+from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
 from txn_audit.schemas import FINDINGS, HW_CAPPED
 from txn_audit.severity import Severity
 
 __all__ = ["DIVERGENCE_SEVERITY", "HW_SOURCE_TEXT", "capped_partitions", "divergent_copies", "held_partitions",
-           "hw_beyond_log_end_findings", "replica_divergence_findings", "stability_findings", "stuck_lso_findings"]
+           "hw_beyond_log_end_findings", "remote_only_findings", "replica_divergence_findings", "stability_findings",
+           "stuck_lso_findings"]
 
 #: where the high watermark a stuck LSO is measured against comes from (``hw_source``)
 HW_SOURCE_TEXT = {
@@ -159,10 +161,40 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
     return found
 
 
+def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None) -> list[dict[str, Any]]:
+    """Offsets of the audited copy that live only in the tiered storage's remote store (KIP-405):
+    its log start offset (the log-start-offset-checkpoint: the whole log's) lies below its first
+    local segment, and the segments between were copied to the remote store and deleted
+    locally (``local.retention.*``). Not examined. The broker copies only segments that end below
+    the LSO (``RemoteLogManager``: up to the last stable offset), so no transaction still open
+    starts in that range. Only in a dump of a cluster that tiers (it holds the remote log
+    metadata topic's partitions): elsewhere a copy that lacks its first segments is damaged, not
+    tiered. ``local_starts``: ``partition_offsets``' ``LOCAL_START_COLUMNS``."""
+    if local_starts is None or REMOTE_LOG_METADATA_TOPIC not in local_starts.column("topic").to_pylist():
+        return []
+    first_local = {(r["topic"], r["partition"], r["broker_id"], r["log_dir"]): r["first_segment_base_offset"]
+                   for r in local_starts.to_pylist()}
+    found = []
+    for row in stability.to_pylist():
+        start = row["log_start_offset"]
+        local = first_local.get((row["topic"], row["partition"], row["broker_id"], row["log_dir"]))
+        if start is None or local is None or local <= start:
+            continue
+        name = f"{row['topic']}-{row['partition']}"
+        offsets = f"offset {start}" if local - 1 == start else f"offsets {start}-{local - 1}"
+        evidence = (f"{offsets} of {name} live only in the tiered storage's remote store (its log start offset is "
+                    f"{start}, its first local segment starts at {local}): they were not examined; the broker "
+                    "copies only segments that end below the last stable offset, so no open transaction starts there")
+        found.append(finding_row(row, "remote_only_range", Severity.INFO, evidence, first_offset=start,
+                                 last_offset=local - 1))
+    return found
+
+
 def stability_findings(stability: pa.Table, replica_stability: pa.Table,
-                       compacted: Collection[tuple[str, int]] = ()) -> pa.Table:
+                       compacted: Collection[tuple[str, int]] = (), local_starts: pa.Table | None = None) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none);
-    ``compacted``: as ``stuck_lso_findings`` reads it."""
+    ``compacted``: as ``stuck_lso_findings`` reads it, ``local_starts``: as ``remote_only_findings``."""
     rows = [*stuck_lso_findings(stability, compacted), *hw_beyond_log_end_findings(stability),
+            *remote_only_findings(stability, local_starts),
             *replica_divergence_findings(replica_stability, stability)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

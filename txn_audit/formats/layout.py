@@ -70,6 +70,8 @@ SEGMENT_EXTENSIONS: Final = ("log", "index", "timeindex", "txnindex", "snapshot"
 TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 CONSUMER_OFFSETS_TOPIC: Final = "__consumer_offsets"
 CLUSTER_METADATA_TOPIC: Final = "__cluster_metadata"
+#: the tiered storage's (KIP-405) record of the remote segments, kept by TopicBasedRemoteLogMetadataManager
+REMOTE_LOG_METADATA_TOPIC: Final = "__remote_log_metadata"
 INTERNAL_TOPICS: Final = frozenset({TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC, CLUSTER_METADATA_TOPIC})
 #: internal topics the log cleaner compacts: batches are removed and rewritten, each replica on its own
 COMPACTED_TOPICS: Final = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
