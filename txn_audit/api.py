@@ -34,6 +34,7 @@ from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session, sized_for
+from txn_audit.timeparse import format_time_ms
 from txn_audit.usage import AuditTimes, ExitCode, InputKind, audit_times, check_durations, check_out
 
 if TYPE_CHECKING:
@@ -706,8 +707,11 @@ class NightlyResult:
         incidents = [f"incident {i.incident_id}: {i.severity.value} {i.kind} on {', '.join(i.partitions) or '-'}; "
                      f"fix: {' | '.join(i.remediation.splitlines())}"
                      for i in self.scan.incidents_at_or_above(self.min_severity)]
+        audit = self.scan.audit_time
         return [
             f"verdict: {verdict(self.scan, self.min_severity)}",
+            f"audit time {format_time_ms(audit.ms)}: {audit.how}" + (f"; warning: {audit.warning}" if audit.warning
+                                                                      else ""),
             *incidents,
             f"findings by kind: {by_kind}",
             f"audit date {published.audit_date.isoformat()}: {len(published.tables)} tables, {rows} rows, "

@@ -237,6 +237,7 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
     assert first.code == expected, first.tail()
     assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 1 (findings)" in first.output
+    assert "nightly_audit audit time " in first.output and ": given with --as-of" not in first.output
     _assert_layout(warehouse)
     before = _snapshot(warehouse)
     assert sum(map(len, before.values())) > 0
