@@ -214,9 +214,9 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         stability = recon.rows("partition_stability")
         transactions = judged()
         open_rows = transactions.filter(OPEN)
-        compaction = Compaction.read(tables)
-        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted,
-                                    partition_offset_rows(tables, LOCAL_START_COLUMNS)),
+        offsets = partition_offset_rows(tables, OFFSET_RULE_COLUMNS)  # one row per copy, read once
+        compaction = Compaction.of(offsets)
+        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted, offsets),
                  producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms,
                                    compaction.cleaned),
                  transaction_findings(transactions.filter(JUDGED), stability),
@@ -324,6 +324,8 @@ LOCAL_START_COLUMNS = ("topic", "partition", "broker_id", "log_dir", "first_segm
 
 #: the columns of ``partition_offsets`` that say how far the cleaner compacted a copy
 CLEANER_COLUMNS = ("topic", "partition", "broker_id", "cleaner_offset", "cleanup_policy")
+#: what the driver's rules read of ``partition_offsets``
+OFFSET_RULE_COLUMNS = (*LOCAL_START_COLUMNS, "cleaner_offset", "cleanup_policy")
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,12 @@ class Compaction:
     @staticmethod
     def read(tables: RawTables) -> Compaction:
         """From ``partition_offsets``' rows (``partition_offset_rows``)."""
-        rows = partition_offset_rows(tables, CLEANER_COLUMNS).to_pylist()
+        return Compaction.of(partition_offset_rows(tables, CLEANER_COLUMNS))
+
+    @staticmethod
+    def of(offsets: pa.Table) -> Compaction:
+        """From rows of ``partition_offsets`` (``CLEANER_COLUMNS`` at least)."""
+        rows = offsets.select(list(CLEANER_COLUMNS)).to_pylist()
 
         def compacts(row: dict[str, Any]) -> bool:
             policy = row["cleanup_policy"]

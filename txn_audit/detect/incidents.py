@@ -49,6 +49,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from txn_audit.detect.words import offsets_text
 from txn_audit.outputs import publish
 from txn_audit.results import Finding, Incident, PartitionStatus
 from txn_audit.schemas import FINDINGS, INCIDENTS
@@ -255,14 +256,10 @@ def _deleted_under(opened: Finding | None, partitions: Mapping[str, PartitionSta
     start = None if status is None else status.log_start_offset
     if start is None or opened.first_offset >= start:
         return ""
-    return (f"its first records ({_offsets(opened.first_offset, start - 1)} of {place}) "
+    return (f"its first records ({offsets_text(opened.first_offset, start - 1)} of {place}) "
             f"were deleted while it was open (retention, or kafka-delete-records.sh moved the log start offset to "
             f"{start}): read_committed consumers are held at the log start, and the rest of it still waits for its "
             "marker")
-
-
-def _offsets(first: int, last: int) -> str:
-    return f"offset {first}" if first == last else f"offsets {first}-{last}"
 
 
 def _utc(ms: int) -> str:

@@ -164,6 +164,7 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
     timeout = cur.get("txn_timeout_ms")
     overdue = _and(None if cur_state is None else cur_state == "Ongoing", timeout is not None,
                    _above(age, timeout))
+    two_phase = listed and timeout == TWO_PHASE_COMMIT_TIMEOUT_MS
     last_write = row["producer_last_timestamp"]
     # the words, as Java's formatter writes them
     pid, first, ep = row["producer_id"], value_text(row["first_offset"]), value_text(epoch)
@@ -186,7 +187,7 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
             "find-hanging does not report this (it ignores epochs), and the current transaction's marker will "
             "decide these older records too"
         )
-    elif listed and timeout == TWO_PHASE_COMMIT_TIMEOUT_MS:
+    elif two_phase:
         kind, severity = "open_transaction", Severity.WARNING
         evidence = (
             f"producer {pid} (transactional id {tid}, epoch {ep}) has a two-phase-commit transaction open on {here} "
@@ -215,7 +216,7 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
                 f"find-hanging reports it once that last write is older than {timeout_text}"
             )
     remedies: dict[str, str | None] = {"remediation": None, "remediation_pre_3_0": None}
-    if not hanging and listed and timeout == TWO_PHASE_COMMIT_TIMEOUT_MS:
+    if two_phase and not hanging:
         remedies["remediation"] = formatted(FORCE_TERMINATE_COMMAND, cur_tid)
     # a command wherever no timeout will end it: hanging, not listed, or listed past its own timeout
     elif hanging or not listed or overdue:

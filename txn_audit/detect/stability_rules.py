@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
+from txn_audit.detect.words import duration_text, finding_row, offsets_text, partition_name, rows_where, time_text
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
 from txn_audit.schemas import FINDINGS, HW_CAPPED
@@ -180,11 +180,11 @@ def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None) -> 
         local = first_local.get((row["topic"], row["partition"], row["broker_id"], row["log_dir"]))
         if start is None or local is None or local <= start:
             continue
-        name = f"{row['topic']}-{row['partition']}"
-        offsets = f"offset {start}" if local - 1 == start else f"offsets {start}-{local - 1}"
-        evidence = (f"{offsets} of {name} live only in the tiered storage's remote store (its log start offset is "
-                    f"{start}, its first local segment starts at {local}): they were not examined; the broker "
-                    "copies only segments that end below the last stable offset, so no open transaction starts there")
+        name = partition_name(row["topic"], row["partition"])
+        evidence = (f"{offsets_text(start, local - 1)} of {name} live only in the tiered storage's remote store (its "
+                    f"log start offset is {start}, its first local segment starts at {local}): they were not examined; "
+                    "the broker copies only segments that end below the last stable offset, so no open transaction "
+                    "starts there")
         found.append(finding_row(row, "remote_only_range", Severity.INFO, evidence, first_offset=start,
                                  last_offset=local - 1))
     return found

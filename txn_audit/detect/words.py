@@ -20,9 +20,8 @@ from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
 __all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "FORCE_TERMINATE_COMMAND", "KNOWN_MARKERS",
-           "abort_command_text",
-           "duration_or_null", "duration_text", "finding_row", "formatted", "partition_name", "rows_where",
-           "time_or_null", "time_text", "value_text"]
+           "abort_command_text", "duration_or_null", "duration_text", "finding_row", "formatted", "offsets_text",
+           "partition_name", "rows_where", "time_or_null", "time_text", "value_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -65,6 +64,11 @@ def _one_decimal(value: float) -> str:
     """``value`` with one decimal, rounded half up from its shortest decimal form: as the Spark
     rules' ``%.1f`` (Java's formatter) writes it."""
     return str(Decimal(repr(value)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def offsets_text(first: int, last: int) -> str:
+    """``offset 7`` or ``offsets 7-9``: the offsets from ``first`` to ``last``."""
+    return f"offset {first}" if first == last else f"offsets {first}-{last}"
 
 
 def partition_name(topic: str | None, partition: int | None) -> str:

@@ -295,10 +295,12 @@ SHOWN_LINES = 3
 def _lines_text(same: list[TextIssue]) -> str:
     """One issue's detail for every line that shows it (same section, kind and reason): the
     first ``SHOWN_LINES`` line numbers, how many more, the reason and the first line's text."""
+    if len(same) == 1:
+        return same[0].to_decode_issue().detail
     lines = ", ".join(str(i.line) for i in same[:SHOWN_LINES])
     more = f" and {len(same) - SHOWN_LINES} more" if len(same) > SHOWN_LINES else ""
-    where = f"line {lines}" if len(same) == 1 else f"{len(same)} lines ({lines}{more})"
-    return f"{where}: {same[0].reason}" + (f": {same[0].excerpt!r}" if same[0].excerpt else "")
+    excerpt = f": {same[0].excerpt!r}" if same[0].excerpt else ""
+    return f"{len(same)} lines ({lines}{more}): {same[0].reason}{excerpt}"
 
 
 def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) -> Iterator[None]:
