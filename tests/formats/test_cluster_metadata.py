@@ -46,6 +46,7 @@ from txn_audit.formats.cluster_metadata import (
     REMOVE_TOPIC_RECORD,
     TOPIC_RECORD,
     ConfigRecord,
+    FeatureLevelRecord,
     LeadershipChange,
     MetadataRecord,
     OtherMetadataRecord,
@@ -61,13 +62,15 @@ from txn_audit.formats.cluster_metadata import (
     newest_snapshot,
     newest_timestamp,
     topic_configs,
+    METADATA_VERSION_4_0,
+    FEATURE_LEVEL_RECORD,
     read_cluster_metadata,
     replay_partition_leadership,
     uuid_string,
 )
 from txn_audit.formats.layout import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, parse_partition_dir
 from txn_audit.formats.model import BatchHeader, IssueKind, Record
-from txn_audit.formats.primitives import pack_i8, pack_i32, write_compact_string, write_uvarint
+from txn_audit.formats.primitives import pack_i8, pack_i16, pack_i32, write_compact_string, write_uvarint
 from txn_audit.formats.record_batch import decode_records, encode_batch
 from txn_audit.formats.segment import iter_batches
 
@@ -179,6 +182,8 @@ def _as_json(record: MetadataRecord) -> dict[str, Any]:
         return {"name": record.name, "topicId": record.topic_id}
     if isinstance(record, RemoveTopicRecord):
         return {"topicId": record.topic_id}
+    if isinstance(record, FeatureLevelRecord):
+        return {"name": record.name, "featureLevel": record.feature_level}
     if isinstance(record, ConfigRecord):
         return {"resourceType": record.resource_type, "resourceName": record.resource_name, "name": record.name,
                 "value": record.value}
@@ -250,7 +255,7 @@ def test_dumps_cover_every_decoded_record_kind() -> None:
             seen |= {(by_name[p["type"]], p["version"]) for p in section.payloads.values()}
     assert {(TOPIC_RECORD, 0), (PARTITION_RECORD, 0), (PARTITION_RECORD, 1), (PARTITION_RECORD, 2),
             (PARTITION_CHANGE_RECORD, 0), (PARTITION_CHANGE_RECORD, 1), (PARTITION_CHANGE_RECORD, 2),
-            (CONFIG_RECORD, 0)} <= seen
+            (CONFIG_RECORD, 0), (FEATURE_LEVEL_RECORD, 0)} <= seen
 
 
 # -- (b) replay against the brokers ------------------------------------------------------
@@ -480,7 +485,7 @@ def test_partition_change_record_tags() -> None:
 
 
 def test_other_types_give_type_and_version_only() -> None:
-    assert decode_metadata_record(_frame(12, 0, b"\x01anything")) == OtherMetadataRecord(12, 0)
+    assert decode_metadata_record(_frame(20, 0, b"\x01anything")) == OtherMetadataRecord(20, 0)  # NoOpRecord
     assert decode_metadata_record(_frame(999, 7, b"")) == OtherMetadataRecord(999, 7)
 
 
@@ -725,3 +730,40 @@ def test_configs_replay_deletions_defaults_and_removed_topics() -> None:
     assert replay(config_value(2, "t", "cleanup.policy", None)).cleanup_policy("t") == "compact,delete"
     assert "t" not in replay(remove_value()).topics
     assert topic_configs({}).cleanup_policy("t") is None
+
+
+# -- (f) the finalized feature levels: what kafka-features describe printed ------------------------
+
+
+WITH_FEATURES = [s for s in KRAFT if (s.folder / "tools" / "kafka-features-describe.txt").is_file()]
+_FEATURE_LINE = re.compile(r"^Feature: (?P<name>\S+)\s.*FinalizedVersionLevel: (?P<level>\S+)", re.MULTILINE)
+
+
+@pytest.mark.skipif(not WITH_FEATURES, reason="no KRaft scenario in tests/corpus kept kafka-features describe")
+@pytest.mark.parametrize("scenario", WITH_FEATURES, ids=[s.id for s in WITH_FEATURES])
+def test_feature_levels_are_those_kafka_features_describes(scenario: CorpusScenario) -> None:
+    """Every finalized feature ``kafka-features.sh describe`` printed is the level the replayed
+    log leaves; ``metadata.version``, printed by its release name (``4.0-IV3``), is at least
+    ``METADATA_VERSION_4_0`` exactly when that release is 4.0 or later."""
+    described = {m["name"]: m["level"] for m in _FEATURE_LINE.finditer(
+        (scenario.folder / "tools" / "kafka-features-describe.txt").read_text())}
+    assert "metadata.version" in described
+    for folder in _folders(scenario):
+        configs = topic_configs(_files(folder))
+        for name, level in described.items():
+            if name == "metadata.version":
+                assert configs.metadata_version is not None, folder
+                assert (configs.metadata_version >= METADATA_VERSION_4_0) == (int(level.split(".")[0]) >= 4), folder
+            elif level != "0":  # a feature at 0 is off: the log may never have set it
+                assert configs.features.get(name) == int(level), (folder, name)
+
+
+def test_feature_levels_replay_in_order() -> None:
+    def feature_value(name: str, level: int) -> bytes:
+        return _frame(FEATURE_LEVEL_RECORD, 0, write_compact_string(name) + pack_i16(level) + _tags({}))
+
+    configs = topic_configs({"00000000000000000000.log": segment(
+        [feature_value("metadata.version", 21), feature_value("transaction.version", 2),
+         feature_value("metadata.version", 25)])})
+    assert configs.metadata_version == 25 and configs.features["transaction.version"] == 2
+    assert topic_configs({}).metadata_version is None

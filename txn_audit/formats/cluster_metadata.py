@@ -18,7 +18,7 @@ URL-safe base64 without padding, 22 characters), compact string uvarint(length +
 compact array uvarint(count + 1) + elements (0 = null), then a tagged-field section: uvarint
 count, per field uvarint tag, uvarint size, payload. Tags a version does not define are skipped.
 
-The five messages decoded here, fields in wire order (``[]`` = compact array)::
+The six messages decoded here, fields in wire order (``[]`` = compact array)::
 
     2 TopicRecord v0:           name string, topicId uuid
     3 PartitionRecord v0-2:     partitionId int32, topicId uuid, replicas []int32, isr []int32,
@@ -35,6 +35,7 @@ The five messages decoded here, fields in wire order (``[]`` = compact array)::
                                 cluster's default of a broker config), name string, value nullable string
                                 (null = the config is deleted)
     9 RemoveTopicRecord v0:     topicId uuid
+   12 FeatureLevelRecord v0:    name string, featureLevel int16 (0 = the feature is switched off)
 
 Any other type decodes to its type and version only. ``METADATA_RECORD_TYPES`` names every type
 up to Kafka 4.4; the transaction markers 23/24/25 (Begin/End/AbortTransactionRecord) bracket
@@ -53,11 +54,16 @@ non-empty ELR.
 
 The topics' configs (``topic_configs``) replay the ConfigRecords of the topic resource in the same
 order; a RemoveTopicRecord drops the configs of the topic it removes, as the controller deletes
-them with the topic.
+them with the topic. The finalized feature levels replay the FeatureLevelRecords the same way.
+``metadata.version``'s level names a release (``MetadataVersion.java``: 21 is 3.9-IV0, 22 is
+4.0-IV0): a broker never runs a level above the highest its release knows, so a level of
+``METADATA_VERSION_4_0`` or more proves brokers of 4.0 or later (a lower one proves nothing: a
+4.x cluster may not have finalized its upgrade).
 
 Kafka sources: ``ConfigRecord.json``, ``ConfigurationControlManager.java``, ``TopicRecord.json``,
 ``PartitionRecord.json``, ``PartitionChangeRecord.json``,
-``RemoveTopicRecord.json``, ``AbstractApiMessageSerde.java``, ``LeaderConstants.java``,
+``RemoveTopicRecord.json``, ``FeatureLevelRecord.json``, ``MetadataVersion.java``,
+``AbstractApiMessageSerde.java``, ``LeaderConstants.java``,
 ``PartitionRegistration.java`` (``merge``), ``TopicsDelta.java``, ``TopicDelta.java``,
 ``MetadataBatchLoader.java`` (transactions), ``Uuid.java`` (``toString``), ``Snapshots.java``.
 """
@@ -67,7 +73,7 @@ from __future__ import annotations
 import base64
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from txn_audit.errors import CorruptInputError
@@ -85,8 +91,11 @@ __all__ = [
     "CLEANUP_POLICY",
     "CONFIG_RECORD",
     "END_TRANSACTION_RECORD",
+    "FEATURE_LEVEL_RECORD",
     "FRAME_VERSION",
     "METADATA_RECORD_TYPES",
+    "METADATA_VERSION",
+    "METADATA_VERSION_4_0",
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "PARTITION_CHANGE_RECORD",
@@ -96,6 +105,7 @@ __all__ = [
     "TOPIC_RESOURCE",
     "ClusterMetadata",
     "ConfigRecord",
+    "FeatureLevelRecord",
     "LeadershipChange",
     "MetadataEntry",
     "MetadataRecord",
@@ -126,6 +136,7 @@ PARTITION_RECORD: Final = 3
 CONFIG_RECORD: Final = 4
 PARTITION_CHANGE_RECORD: Final = 5
 REMOVE_TOPIC_RECORD: Final = 9
+FEATURE_LEVEL_RECORD: Final = 12
 BEGIN_TRANSACTION_RECORD: Final = 23
 END_TRANSACTION_RECORD: Final = 24
 ABORT_TRANSACTION_RECORD: Final = 25
@@ -137,6 +148,7 @@ HIGHEST_VERSIONS: Final[dict[int, int]] = {
     CONFIG_RECORD: 0,
     PARTITION_CHANGE_RECORD: 2,
     REMOVE_TOPIC_RECORD: 0,
+    FEATURE_LEVEL_RECORD: 0,
 }
 
 #: every metadata record type up to Kafka 4.4, by apiKey (6, 13 and 16 were never used)
@@ -173,6 +185,10 @@ METADATA_RECORD_TYPES: Final[dict[int, str]] = {
 #: ConfigRecord's resourceType (``ConfigResource.Type``)
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
+
+#: the feature whose level names the metadata's release, and the first level of Kafka 4.0 (4.0-IV0)
+METADATA_VERSION: Final = "metadata.version"
+METADATA_VERSION_4_0: Final = 22
 
 NO_LEADER: Final = -1  # the partition has no leader
 NO_LEADER_CHANGE: Final = -2  # PartitionChangeRecord.leader default: the leader stays
@@ -283,6 +299,17 @@ class ConfigRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    version: int
+    name: str
+    feature_level: int
+
+    @property
+    def record_type(self) -> int:
+        return FEATURE_LEVEL_RECORD
+
+
+@dataclass(frozen=True, slots=True)
 class OtherMetadataRecord:
     """Any record type not decoded here: its type and version only."""
 
@@ -291,7 +318,7 @@ class OtherMetadataRecord:
 
 
 MetadataRecord = (TopicRecord | PartitionRecord | PartitionChangeRecord | ConfigRecord | RemoveTopicRecord
-                  | OtherMetadataRecord)
+                  | FeatureLevelRecord | OtherMetadataRecord)
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,8 +537,17 @@ def _remove_topic_record(r: Reader, version: int) -> RemoveTopicRecord:
     return RemoveTopicRecord(version, topic_id)
 
 
+def _feature_level_record(r: Reader, version: int) -> FeatureLevelRecord:
+    name = r.compact_string()
+    level = r.int16()
+    assert name is not None  # non-nullable reads raise instead
+    for _tag, _payload in _tagged_fields(r, "FeatureLevelRecord"):
+        pass  # none defined
+    return FeatureLevelRecord(version, name, level)
+
+
 def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
-    """Decode one record value of the metadata log (frame, then the message of the five known types).
+    """Decode one record value of the metadata log (frame, then the message of the six known types).
 
     Raises ``CorruptInputError``: ``unknown_version`` for a frame version other than 1 or a
     version above the highest known of a decoded type, ``corrupt_record`` for a null value,
@@ -540,6 +576,8 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
         record = _partition_change_record(r, version)
     elif record_type == CONFIG_RECORD:
         record = _config_record(r, version)
+    elif record_type == FEATURE_LEVEL_RECORD:
+        record = _feature_level_record(r, version)
     else:
         record = _remove_topic_record(r, version)
     _expect_end(r, name)
@@ -788,10 +826,17 @@ DEFAULT_CLEANUP_POLICY: Final = "log.cleanup.policy"
 @dataclass(frozen=True)
 class TopicConfigs:
     """The configs the metadata log sets: per topic name, and the cluster's defaults of the broker
-    configs (``resourceName`` ""), as its records leave them."""
+    configs (``resourceName`` ""), as its records leave them; and the finalized feature levels
+    (``features``: name -> level, e.g. ``metadata.version`` -> 25)."""
 
     topics: Mapping[str, Mapping[str, str]]
     cluster: Mapping[str, str]
+    features: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def metadata_version(self) -> int | None:
+        """The finalized ``metadata.version`` level; None when the log does not set it."""
+        return self.features.get(METADATA_VERSION)
 
     def cleanup_policy(self, topic: str) -> str | None:
         """The topic's ``cleanup.policy``, else the cluster's ``log.cleanup.policy``; None when the
@@ -801,8 +846,9 @@ class TopicConfigs:
 
 
 def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
-    """The configs one ``__cluster_metadata-0`` folder (file name -> bytes) sets: the newest
-    snapshot's, then the log's records after it, a metadata transaction's only once it ends."""
+    """The configs and feature levels one ``__cluster_metadata-0`` folder (file name -> bytes) sets:
+    the newest snapshot's, then the log's records after it, a metadata transaction's only once it
+    ends."""
     snapshot = newest_snapshot(files)
     start = 0 if snapshot is None else snapshot.base_offset
     stamped: list[tuple[int, int, MetadataRecord]] = []
@@ -815,8 +861,11 @@ def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
     names: dict[str, str] = {}
     topics: dict[str, dict[str, str]] = {}
     cluster: dict[str, str] = {}
+    features: dict[str, int] = {}
     for _, _, record in _published(stamped):
-        if isinstance(record, TopicRecord):
+        if isinstance(record, FeatureLevelRecord):
+            features[record.name] = record.feature_level
+        elif isinstance(record, TopicRecord):
             names[record.topic_id] = record.name
         elif isinstance(record, RemoveTopicRecord):
             topics.pop(names.pop(record.topic_id, ""), None)
@@ -831,7 +880,7 @@ def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
                 configs.pop(record.name, None)
             else:
                 configs[record.name] = record.value
-    return TopicConfigs(topics, cluster)
+    return TopicConfigs(topics, cluster, features)
 
 
 def newest_timestamp(files: Mapping[str, SegmentBuffer]) -> int | None:
