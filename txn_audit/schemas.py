@@ -161,6 +161,9 @@ PARTITION_OFFSETS = pa.schema(
         # the topic's cleanup.policy (compact | delete | compact,delete) as the KRaft metadata log
         # sets it, else the cluster's log.cleanup.policy; null when the dump does not show it
         pa.field("cleanup_policy", pa.string()),
+        # the cluster's finalized metadata.version level as the KRaft metadata log leaves it (22 and
+        # up: brokers of Kafka 4.0 or later, ``cluster_metadata.METADATA_VERSION_4_0``); null without one
+        pa.field("metadata_version", pa.int32()),
         pa.field("first_segment_base_offset", pa.int64()),  # smallest live .log base offset
         pa.field("log_start_offset", pa.int64()),  # checkpoint if listed, else first segment base
         pa.field("live_segments", pa.int32(), nullable=False),
@@ -495,8 +498,12 @@ _STABILITY = [
     pa.field("culprit_producer_epoch", pa.int32()),
     pa.field("culprit_transactional_id", pa.string()),
     # where the culprit's transaction starts: the first unstable offset as the log has it, below
-    # the log start when its first records were deleted (retention, DeleteRecords: the LSO then stays at the log start)
+    # the log start when its first records were deleted (retention, DeleteRecords: the LSO then stays at the log start,
+    # or on brokers of 4.0 and later at the base offset of the batch holding it)
     pa.field("culprit_first_offset", pa.int64()),
+    # the first unstable offset is the base offset of the batch holding the log start, below the
+    # log start itself, as brokers of 4.0 and later report it (``reconstruct.stability.first_unstable_offset``)
+    pa.field("unstable_at_batch_start", pa.bool_(), nullable=False),
     # the partition's status, computed once here and shown as is by every output: the HW the LSO
     # is computed against (``high_watermark``, or the log end when no HW is known) and whether
     # the LSO is below it (records held back from read_committed consumers)

@@ -76,15 +76,7 @@ def test_the_corpus_covers_every_release_and_scenario() -> None:
     assert any(s.expected["transaction_version"] in (0, 1) for s in SCENARIOS if s.version >= "3.9")
 
 
-#: scenarios whose broker reports what txn-audit does not (yet) explain, and why
-_BATCH_BOUNDARY = ("once DeleteRecords moved the log start to 22, inside an open transaction's batch, 4.x brokers "
-                   "report the LSO at that batch's base offset (20 or 21); 3.9.2 reports the log start, 22, which "
-                   "txn-audit gives: the dump does not tell the broker's release (docs/real-kafka.md)")
-UNEXPLAINED = {f"{v}/delete-records-open": _BATCH_BOUNDARY for v in ("4.0.2", "4.1.2", "4.4.0")}
-
-
-@pytest.mark.parametrize("scenario", [pytest.param(s, marks=pytest.mark.xfail(reason=UNEXPLAINED[s.id], strict=True))
-                                      if s.id in UNEXPLAINED else s for s in SCENARIOS], ids=IDS)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 def test_hw_lso_and_log_start_equal_the_brokers(scans: OnDemand[Any], scenario: CorpusScenario) -> None:
     ours = {f"{p.topic}-{p.partition}": p for p in scans[scenario.id].partitions}
     for name, broker in scenario.broker_offsets.items():

@@ -166,3 +166,41 @@ def test_lines_the_text_does_not_explain_are_one_issue_per_file_and_reason(tmp_p
     assert str(garbage["detail"]).startswith(f"1600 lines ({first}, {first + 1}, {first + 2} and 1597 more): ")
     assert "'garbage line 0 that no release" in str(garbage["detail"])
     assert (garbage["topic"], garbage["partition"]) == ("crash", 0)
+
+
+def _metadata_scenarios() -> list[CorpusScenario]:
+    return [s for s in kafka_scenarios()
+            if (s.folder / "tools" / "dump-log" / "__cluster_metadata-0.txt").is_file()
+            and (s.folder / "logdirs" / "__cluster_metadata-0").is_dir()]
+
+
+_METADATA = _metadata_scenarios()
+
+
+@pytest.mark.parametrize("scenario", _METADATA, ids=[s.id for s in _METADATA])
+def test_the_metadata_logs_text_gives_the_binary_logs_configs_and_time(scenario: CorpusScenario) -> None:
+    """A ``--cluster-metadata-decoder`` dump tells what the binary log does: the topics' configs,
+    the cluster's defaults, the finalized feature levels, and the newest record's time."""
+    binary = discover(scenario.folder / "logdirs", "logdirs")
+    text = discover(scenario.folder / "tools" / "dump-log" / "__cluster_metadata-0.txt", "text")
+    assert binary.metadata_configs.features, "the log sets metadata.version"
+    assert text.metadata_configs == binary.metadata_configs
+    assert text.copy_evidence().metadata_log_newest_ms == binary.copy_evidence().metadata_log_newest_ms is not None
+    assert [i for i in text.issues if i["topic"] == "__cluster_metadata"] == []
+
+
+def test_metadata_lines_that_do_not_parse_are_one_issue(tmp_path: Path) -> None:
+    """Damaged record lines of a metadata dump: one warning that counts them and says what may be
+    missed, the other records still read."""
+    (scenario,) = [s for s in _METADATA if s.id == "4.4.0/healthy"]
+    lines = (scenario.folder / "tools" / "dump-log" / "__cluster_metadata-0.txt").read_text().splitlines(True)
+    damaged = [line.replace('"featureLevel"', '"featureLevle"') if "transaction.version" in line else line
+               for line in lines]
+    assert damaged != lines
+    (tmp_path / "__cluster_metadata-0.txt").write_text("".join(damaged))
+    whole = discover(scenario.folder / "tools" / "dump-log" / "__cluster_metadata-0.txt", "text")
+    inv = discover(tmp_path, "text")
+    (issue,) = [i for i in inv.issues if i["topic"] == "__cluster_metadata"]
+    assert issue["severity"] == "warning" and "KRaft metadata record lines" in issue["detail"]
+    assert "transaction.version" not in inv.metadata_configs.features
+    assert inv.metadata_configs.metadata_version == whole.metadata_configs.metadata_version is not None

@@ -71,10 +71,11 @@ Kafka sources: ``ConfigRecord.json``, ``ConfigurationControlManager.java``, ``To
 from __future__ import annotations
 
 import base64
+import re
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from txn_audit.errors import CorruptInputError
 from txn_audit.formats.layout import LogFileName, parse_log_file_name
@@ -122,7 +123,10 @@ __all__ = [
     "merge_partition_change",
     "newest_snapshot",
     "newest_timestamp",
+    "json_type_name",
     "read_cluster_metadata",
+    "record_from_json",
+    "replay_configs",
     "topic_configs",
     "replay_partition_leadership",
     "uuid_string",
@@ -546,6 +550,34 @@ def _feature_level_record(r: Reader, version: int) -> FeatureLevelRecord:
     return FeatureLevelRecord(version, name, level)
 
 
+def json_type_name(record_type: int) -> str:
+    """The ``type`` ``kafka-dump-log --cluster-metadata-decoder`` prints for a record type
+    (``FeatureLevelRecord`` -> ``FEATURE_LEVEL_RECORD``)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", METADATA_RECORD_TYPES[record_type]).upper()
+
+
+_TYPES_BY_JSON_NAME: Final = {json_type_name(record_type): record_type for record_type in METADATA_RECORD_TYPES}
+
+
+def record_from_json(payload: Mapping[str, Any]) -> MetadataRecord:
+    """A record from the JSON ``kafka-dump-log --cluster-metadata-decoder`` prints
+    (``{"type": "CONFIG_RECORD", "version": 0, "data": {...}}``): the types ``replay_configs``
+    reads in full, any other one as its type and version. Raises ``KeyError``, ``TypeError`` or
+    ``ValueError`` on a payload that is not one."""
+    record_type, version, data = _TYPES_BY_JSON_NAME[payload["type"]], int(payload["version"]), payload["data"]
+    if record_type == TOPIC_RECORD:
+        return TopicRecord(version, str(data["name"]), str(data["topicId"]))
+    if record_type == REMOVE_TOPIC_RECORD:
+        return RemoveTopicRecord(version, str(data["topicId"]))
+    if record_type == CONFIG_RECORD:
+        value = data.get("value")
+        return ConfigRecord(version, int(data["resourceType"]), str(data["resourceName"]), str(data["name"]),
+                            None if value is None else str(value))
+    if record_type == FEATURE_LEVEL_RECORD:
+        return FeatureLevelRecord(version, str(data["name"]), int(data["featureLevel"]))
+    return OtherMetadataRecord(record_type, version)
+
+
 def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
     """Decode one record value of the metadata log (frame, then the message of the six known types).
 
@@ -847,8 +879,7 @@ class TopicConfigs:
 
 def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
     """The configs and feature levels one ``__cluster_metadata-0`` folder (file name -> bytes) sets:
-    the newest snapshot's, then the log's records after it, a metadata transaction's only once it
-    ends."""
+    the newest snapshot's, then the log's records after it (``replay_configs``)."""
     snapshot = newest_snapshot(files)
     start = 0 if snapshot is None else snapshot.base_offset
     stamped: list[tuple[int, int, MetadataRecord]] = []
@@ -858,6 +889,12 @@ def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
     for segment in _segments(files):
         walked = _walk(files[segment.name], allow_truncated_tail=True)
         stamped += [(e.timestamp, e.offset, e.record) for _, e in walked if e is not None and e.offset >= start]
+    return replay_configs(stamped)
+
+
+def replay_configs(stamped: Iterable[tuple[int, int, MetadataRecord]]) -> TopicConfigs:
+    """The configs and feature levels ``(timestamp, offset, record)`` triples in log order leave, a
+    metadata transaction's records only once it ends."""
     names: dict[str, str] = {}
     topics: dict[str, dict[str, str]] = {}
     cluster: dict[str, str] = {}

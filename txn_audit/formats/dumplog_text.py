@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
+from txn_audit.formats.cluster_metadata import MetadataRecord, record_from_json
 from txn_audit.formats.layout import (
     CLUSTER_METADATA_TOPIC,
     CONSUMER_OFFSETS_TOPIC,
@@ -524,6 +525,25 @@ def section_of(line: int, path: str, text_file: str = "") -> DumpSection:
         line=line, path=path, file_name=name, kind=kind, status=status, base_offset=base, topic=topic,
         partition=partition, replica_status=part.status if part else None, log_dir=log_dir,
     )
+
+
+#: a record line of a ``--cluster-metadata-decoder`` dump (3.3+): its offset, time and JSON payload
+_METADATA_RECORD = re.compile(
+    r"^\| offset: (?P<off>-?\d+) CreateTime: (?P<ts>-?\d+) .*? payload: (?P<payload>\{.*\})\s*$")
+
+
+def metadata_entry(line: str) -> tuple[int, int, MetadataRecord] | None:
+    """A record line of a ``--cluster-metadata-decoder`` dump as ``(timestamp, offset, record)``,
+    as ``cluster_metadata.replay_configs`` takes them; None for any other line (a batch, a control
+    record). Raises ``ValueError`` for a record line whose payload is not a metadata record's JSON."""
+    m = _METADATA_RECORD.match(line)
+    if m is None:
+        return None
+    try:
+        record = record_from_json(json.loads(m["payload"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ValueError(f"not a metadata record's JSON ({type(err).__name__}: {err})") from err
+    return int(m["ts"]), int(m["off"]), record
 
 
 def _partitions_of(text: str, sep: str) -> tuple[tuple[str, int], ...]:

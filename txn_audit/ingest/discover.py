@@ -389,12 +389,7 @@ def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partit
                                      f"KRaft metadata log not replayed (the replica choice uses the leader-epoch "
                                      f"checkpoints): byte {err.position}: {err.detail}"))
         return
-    if newest is not None:
-        inv.metadata_newest_ms = newest if inv.metadata_newest_ms is None else max(inv.metadata_newest_ms, newest)
-    if last_offset > inv.cleanup_policies_offset:
-        topics = {change.state.topic for change in history if change.state.topic is not None}
-        inv.cleanup_policies = {t: p for t in topics | set(configs.topics) if (p := configs.cleanup_policy(t))}
-        inv.cleanup_policies_offset = last_offset
+    inv.read_metadata_copy(configs, last_offset, newest)
     for change in history:
         state = change.state
         inv.metadata_partitions.append({

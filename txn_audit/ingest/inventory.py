@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txn_audit.audit_time import CopyEvidence
+from txn_audit.formats.cluster_metadata import TopicConfigs
 from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
 from txn_audit.formats.model import OffsetCheckpoint
 from txn_audit.ingest.storage import DumpLocation
@@ -59,10 +60,19 @@ class Inventory:
     metadata_partitions: list[dict[str, Any]] = field(default_factory=list)
     #: the newest record of any copy of the KRaft metadata log (``cluster_metadata.newest_timestamp``)
     metadata_newest_ms: int | None = None
-    #: each topic's cleanup.policy, from the copy of the metadata log that reaches furthest
-    cleanup_policies: dict[str, str] = field(default_factory=dict)
+    #: the topics' configs and the feature levels, from the copy of the metadata log that reaches furthest
+    metadata_configs: TopicConfigs = field(default_factory=lambda: TopicConfigs({}, {}))
     #: how far that copy reaches (its highest offset; -2: no copy read)
-    cleanup_policies_offset: int = -2
+    metadata_configs_offset: int = -2
+
+    def read_metadata_copy(self, configs: TopicConfigs, last_offset: int, newest_ms: int | None) -> None:
+        """Take what one copy of the KRaft metadata log (binary or text) says: its newest record
+        dates the copy; its configs count if it reaches furthest of the copies read."""
+        if newest_ms is not None:
+            self.metadata_newest_ms = newest_ms if self.metadata_newest_ms is None else max(self.metadata_newest_ms,
+                                                                                             newest_ms)
+        if last_offset > self.metadata_configs_offset:
+            self.metadata_configs, self.metadata_configs_offset = configs, last_offset
 
     def copy_evidence(self) -> CopyEvidence:
         """What the dump shows of when it was copied (``audit_time``): the metadata log's newest
@@ -125,7 +135,8 @@ class Inventory:
                     "recovery_point": ckpt("recovery-point-offset-checkpoint"),
                     "log_start_offset_checkpoint": lso_ckpt,
                     "cleaner_offset": ckpt("cleaner-offset-checkpoint"),
-                    "cleanup_policy": self.cleanup_policies.get(r.topic),
+                    "cleanup_policy": self.metadata_configs.cleanup_policy(r.topic),
+                    "metadata_version": self.metadata_configs.metadata_version,
                     "first_segment_base_offset": first,
                     "log_start_offset": lso_ckpt if lso_ckpt is not None else first,
                     "live_segments": len(r.log_base_offsets),

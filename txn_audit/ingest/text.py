@@ -44,9 +44,11 @@ from txn_audit.formats.dumplog_text import (
     TextOffsetCommit,
     TextSnapshotEntry,
     TextTxnLogRecord,
+    metadata_entry,
     section_of,
 )
-from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
+from txn_audit.formats.cluster_metadata import MetadataRecord, newest_snapshot, replay_configs
+from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC, parse_log_file_name
 from txn_audit.formats.model import IssueKind, Severity
 from txn_audit.formats.offsets_text import parse_get_offsets, parse_offsets_json
 from txn_audit.formats.transactions_text import (
@@ -144,16 +146,32 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         if decoded:
             dumps.append(entry)
     folders = _text_folders([entry.rel for entry in dumps])
+    metadata: dict[str, dict[str, list[tuple[int, int, MetadataRecord]]]] = {}  # copy -> file name -> records
+    unread: dict[str, list[tuple[int, str]]] = {}  # text file -> metadata record lines that do not parse
     for entry in dumps:
         rel = entry.rel
         task_path = holder.task_path(rel)
         folder = folders[rel]
+        entries: list[tuple[int, int, MetadataRecord]] | None = None  # the metadata log section's records
         with open_stream(task_path) as fh:
             for number, raw in enumerate(fh, start=1):
+                if entries is not None and raw.startswith(b"| offset: "):
+                    try:
+                        record = metadata_entry(raw.decode("utf-8", "replace"))
+                    except ValueError as err:
+                        unread.setdefault(rel, []).append((number, str(err)))
+                        continue
+                    if record is not None:
+                        entries.append(record)
+                    continue
                 if not raw.startswith(b"Dumping "):
                     continue
                 section = placed(section_of(number, raw[len(b"Dumping ") :].decode("utf-8", "replace").strip(),
                                             rel), folder)
+                entries = None
+                if section.topic == CLUSTER_METADATA_TOPIC and section.status == "live" and \
+                        section.replica_status == "live" and section.kind in ("log", "kraft_snapshot"):
+                    entries = metadata.setdefault(_log_dir(section), {}).setdefault(section.file_name, [])
                 if section.topic is None or section.partition is None or not _audited(section):
                     continue
                 key = (_log_dir(section), section.topic, section.partition)
@@ -169,6 +187,13 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
                                   size_bytes=entry.size or 0))
     if not inv.tasks:
         raise UsageError(f"no kafka-dump-log text found under {location.display}")
+    for copy in sorted(metadata):
+        _read_metadata_text(inv, metadata[copy])
+    for rel, lines in sorted(unread.items()):
+        shown = ", ".join(str(n) for n, _ in lines[:SHOWN_LINES])
+        inv.issues.append(issue_row(None, ".", CLUSTER_METADATA_TOPIC, 0, rel, IssueKind.UNPARSED_LINE,
+                                     Severity.WARNING, f"{len(lines)} KRaft metadata record lines ({shown}) not read: "
+                                     f"{lines[0][1]}; the topics' configs and the metadata.version may be missed"))
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
         inv.log_dirs.append(LogDir(path=holder.display, rel=log_dir, broker_id=None, clean_shutdown=False))
     inv.replicas = [replicas[k] for k in sorted(replicas)]
@@ -178,6 +203,24 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         replica.reported_log_start_offset = reported_start.get((replica.topic, replica.partition))
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
+
+
+def _read_metadata_text(inv: Inventory, files: dict[str, list[tuple[int, int, MetadataRecord]]]) -> None:
+    """One copy's ``__cluster_metadata-0`` as ``--cluster-metadata-decoder`` printed it (file name
+    -> its records), read as the binary log is (``discover._read_metadata_log``): the newest
+    snapshot's records, then the log's after it, for the configs and feature levels; the log's
+    newest record dates the copy."""
+    snapshot = newest_snapshot(files)
+    start = 0 if snapshot is None else snapshot.base_offset
+    stamped = [] if snapshot is None else [(-1, start - 1, record) for _, _, record in files[snapshot.name]]
+    logs = sorted((parsed.base_offset, name) for name in files
+                  if (parsed := parse_log_file_name(name)) is not None and parsed.kind == "log")
+    log_entries = [entry for _, name in logs for entry in files[name] if entry[1] >= start]
+    stamped += log_entries
+    if not stamped:
+        return
+    newest = max((ts for ts, _, _ in log_entries), default=None)
+    inv.read_metadata_copy(replay_configs(stamped), max(offset for _, offset, _ in stamped), newest)
 
 
 _OPTION_INT = r"--{name}[ =](-?\d+)"

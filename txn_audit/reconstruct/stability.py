@@ -2,7 +2,9 @@
 
 ``firstUnstable`` is the first offset of the earliest transaction that is still open, or whose
 marker is not yet below the high watermark (unreplicated), clamped up to the log start
-offset; ``LSO = firstUnstable if firstUnstable < HW else HW``. The HW is the one the broker
+offset; ``LSO = firstUnstable if firstUnstable < HW else HW``. Where the clamp applies (records
+deleted under an open transaction), brokers of Kafka 4.0 and later report the base offset of the
+batch that holds the log start instead (``first_unstable_offset``). The HW is the one the broker
 checkpointed (``replication-offset-checkpoint``), or for a text dump the one an offsets file
 beside it reports; without either the log end is used and ``hw_source`` says so
 (``checkpoint`` | ``offsets_file`` | ``log_end``). A HW beyond the replica's own log end is
@@ -35,6 +37,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from txn_audit.formats.cluster_metadata import METADATA_VERSION_4_0
 from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.reconstruct.transaction_files import OPEN
 from txn_audit.replica_tasks.reading import manifest_dataset
@@ -152,6 +155,18 @@ def _unstable(row: Mapping[str, Any]) -> bool:
     return row["state"] == OPEN or (marker is not None and marker >= row["hw"])
 
 
+def first_unstable_offset(first_offset: int, log_start: int | None, batch_start: int | None) -> int:
+    """The broker's first unstable offset for a transaction open from ``first_offset``: the
+    offset itself, clamped up to the log start (``UnifiedLog.maybeIncrementFirstUnstableOffset``:
+    ``max(firstOffset, logStartOffset)``). That offset is then turned into a position in the log;
+    brokers of 4.0 and later report the base offset of the batch holding it (``batch_start``, given
+    only for them and only where the clamp applies; observed on 4.0.2, 4.1.2 and 4.4.0 in
+    ``tests/corpus/*/delete-records-open``, where 3.9.2 reports the log start itself)."""
+    if log_start is None or first_offset >= log_start:
+        return first_offset
+    return log_start if batch_start is None else max(first_offset, batch_start)
+
+
 def partition_stability(
     batches: DataFrame, transactions: DataFrame | Iterable[pa.RecordBatch], replicas: Sequence[Mapping[str, Any]], *,
     as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS, batch_files: TableManifest | None = None,
@@ -178,16 +193,22 @@ def partition_stability(
         if _unstable(row) and (key not in first or (row["first_offset"], row["producer_id"] or 0)
                                < (first[key]["first_offset"], first[key]["producer_id"] or 0)):
             first[key] = row
+    starts = _batch_starts(batches, batch_files, [
+        replica for replica in bounds if (culprit := first.get(tuple(replica[k] for k in keys))) is not None
+        and _reports_batch_start(replica, culprit["first_offset"])])
     rows = []
     for replica in bounds:
         key = tuple(replica[k] for k in keys)
         culprit = first.get(key)
         hw = replica["hw"]
-        unstable = None if culprit is None else max(culprit["first_offset"], replica["log_start_offset"] or 0)
+        unstable = None if culprit is None else first_unstable_offset(
+            culprit["first_offset"], replica["log_start_offset"],
+            starts.get(tuple(replica[name] for name in _REPLICA_OF_ROW)))
         rows.append({
             **replica,
             "open_transactions": open_count.get(key, 0),
             "first_unstable_offset": unstable,
+            "unstable_at_batch_start": unstable is not None and unstable < (replica["log_start_offset"] or 0),
             "last_stable_offset": unstable if unstable is not None and unstable < hw else hw,
             "culprit_first_offset": None if culprit is None else culprit["first_offset"],  # before the clamp
             **{f"culprit_{name}": None if culprit is None else culprit[column] for name, column in _CULPRIT.items()},
@@ -198,6 +219,45 @@ def partition_stability(
 #: the culprit's columns (``culprit_<name>``) and the transaction's column each is taken from
 _CULPRIT = {"producer_id": "producer_id", "producer_epoch": "max_epoch", "transactional_id": "transactional_id",
             "first_timestamp": "first_timestamp", "last_timestamp": "producer_last_timestamp"}
+
+
+def _reports_batch_start(replica: Mapping[str, Any], first_offset: int) -> bool:
+    """The replica's log start is past ``first_offset`` and its cluster's ``metadata.version``
+    proves brokers of 4.0 or later, which report the LSO at a batch's start there."""
+    start, version = replica.get("log_start_offset"), replica.get("metadata_version")
+    return start is not None and first_offset < start and version is not None and version >= METADATA_VERSION_4_0
+
+
+#: the batches' columns a batch holding an offset is found from
+_AT_READ = ("log_dir", "topic", "partition", "base_offset", "last_offset")
+
+
+def _batch_starts(batches: DataFrame, batch_files: TableManifest | None,
+                  replicas: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], int]:
+    """Per replica of ``replicas`` (by log dir, topic and partition), the base offset of its batch
+    (data or control) that holds its log start offset; none where no batch holds it (a log start
+    between batches). Read with pyarrow from ``batch_files`` when given, else from the frame."""
+    if not replicas:
+        return {}
+    terms = [((row["log_dir"], row["topic"], row["partition"]), row["log_start_offset"]) for row in replicas]
+    if batch_files is not None:
+        dataset = manifest_dataset(batch_files)
+        if dataset is None:
+            return {}
+        condition = ds.scalar(False)
+        for (log_dir, topic, partition), start in terms:
+            condition = condition | ((ds.field("base_offset") <= start) & (ds.field("last_offset") >= start)
+                                     & (ds.field("topic") == topic) & (ds.field("partition") == partition)
+                                     & (ds.field("log_dir") == log_dir))
+        found = dataset.to_table(columns=list(_AT_READ), filter=condition).to_pylist()
+    else:
+        where = F.lit(False)
+        for (log_dir, topic, partition), start in terms:
+            where = where | ((F.col("base_offset") <= start) & (F.col("last_offset") >= start)
+                             & (F.col("topic") == topic) & (F.col("partition") == partition)
+                             & (F.col("log_dir") == log_dir))
+        found = batches.where(where).select(*_AT_READ).toArrow().to_pylist()
+    return {(row["log_dir"], row["topic"], row["partition"]): row["base_offset"] for row in found}
 
 
 def _is_held(row: Mapping[str, Any]) -> bool:
