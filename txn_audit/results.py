@@ -89,6 +89,7 @@ class PartitionStatus(_Row):
     culprit_producer_epoch: int | None
     culprit_transactional_id: str | None
     culprit_first_offset: int | None
+    unstable_at_batch_start: bool
     effective_high_watermark: int | None
     lso_below_hw: bool
     replicas: int
@@ -120,6 +121,7 @@ class ReplicaStatus(_Row):
     culprit_producer_epoch: int | None
     culprit_transactional_id: str | None
     culprit_first_offset: int | None
+    unstable_at_batch_start: bool
     effective_high_watermark: int | None
     lso_below_hw: bool
     replica_rank: int

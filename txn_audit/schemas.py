@@ -197,6 +197,30 @@ METADATA_PARTITIONS = pa.schema(
     ]
 )
 
+#: The tiered storage's remote segments (KIP-405), replayed from each copy of the remote log
+#: metadata topic (``__remote_log_metadata``, ``formats.remote_log_metadata.remote_segments``):
+#: one row per remote segment of a user partition per copy of the topic's partitions that list it,
+#: in the newest state its records leave it.
+REMOTE_SEGMENTS = pa.schema(
+    [
+        pa.field("broker_id", pa.int32()),  # whose copy of __remote_log_metadata
+        pa.field("log_dir", pa.string()),
+        pa.field("topic", pa.string(), nullable=False),  # the user partition whose segment it is
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("topic_id", pa.string(), nullable=False),
+        pa.field("segment_id", pa.string(), nullable=False),
+        pa.field("start_offset", pa.int64(), nullable=False),
+        pa.field("end_offset", pa.int64(), nullable=False),  # the segment's last offset (inclusive)
+        # COPY_SEGMENT_STARTED | COPY_SEGMENT_FINISHED | DELETE_SEGMENT_STARTED | DELETE_SEGMENT_FINISHED
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("segment_broker_id", pa.int32(), nullable=False),  # the broker that wrote its newest event
+        pa.field("max_timestamp", pa.int64(), nullable=False),  # the segment's newest record
+        pa.field("event_timestamp", pa.int64(), nullable=False),  # its newest event
+        pa.field("size_bytes", pa.int32(), nullable=False),
+        pa.field("txn_index_empty", pa.bool_()),  # null where the text form (before 4.0) does not print it
+    ]
+)
+
 OFFSET_COMMITS = pa.schema(
     _REPLICA
     + [
@@ -272,6 +296,7 @@ RAW_TABLES: dict[str, pa.Schema] = {
     "aborted_txns": ABORTED_TXNS,
     "partition_offsets": PARTITION_OFFSETS,
     "metadata_partitions": METADATA_PARTITIONS,
+    "remote_segments": REMOTE_SEGMENTS,
     "offset_commits": OFFSET_COMMITS,
     "decode_issues": DECODE_ISSUES,
     "reported_transactions": REPORTED_TRANSACTIONS,

@@ -223,8 +223,10 @@ def test_the_remote_only_offsets_of_a_tiered_topic_are_named_not_examined(scans:
         found = remote.pop((live["topic"], live["partition"]))
         assert (found.first_offset, found.last_offset) == (live["log_start_offset"], live["earliest_local"] - 1)
         assert found.severity == "info" and "not examined" in found.evidence, name
+        assert f"copied segments holding offsets {live['log_start_offset']}-{live['latest_tiered']}" in found.evidence
         assert live["last_stable_offset"] >= live["earliest_local"], name
     assert remote == {}
+    assert [f for f in result.findings if f.kind == "remote_range_unlisted"] == []
     assert [f for f in result.findings if f.kind in ("unreadable_input", "corrupt_batch")] == []
 
 

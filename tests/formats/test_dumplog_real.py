@@ -60,9 +60,8 @@ def _real_dumps() -> list[RealDump]:
     folders = [(s.version, s.name, s.folder) for s in scenarios()]
     folders += [(str(expected_json(name)["kafka_version"]), f"shared-{name}", scenario_dir(name))
                 for name in REALCORPUS_SCENARIOS]
-    # the KRaft metadata log's dumps (--cluster-metadata-decoder) are checked by test_cluster_metadata.py;
-    # the tiered storage's (--remote-log-metadata-decoder) print the decoder's text, not the records'
-    # bytes, and have no decoder of txn-audit's yet
+    # the KRaft metadata log's dumps (--cluster-metadata-decoder) are checked by test_cluster_metadata.py,
+    # the tiered storage's (--remote-log-metadata-decoder) by test_remote_log_metadata.py
     return [RealDump(version, name, folder, p) for version, name, folder in folders
             for p in sorted((folder / "tools" / "dump-log").rglob("*.txt"))
             if not p.name.startswith((f"{CLUSTER_METADATA_TOPIC}-", "__remote_log_metadata-"))]

@@ -186,7 +186,7 @@ def test_the_metadata_logs_text_gives_the_binary_logs_configs_and_time(scenario:
     assert binary.metadata_configs.features, "the log sets metadata.version"
     assert text.metadata_configs == binary.metadata_configs
     assert text.copy_evidence().metadata_log_newest_ms == binary.copy_evidence().metadata_log_newest_ms is not None
-    assert [i for i in text.issues if i["topic"] == "__cluster_metadata"] == []
+    assert [i for i in text.issues if "metadata" in i["detail"]] == []
 
 
 def test_metadata_lines_that_do_not_parse_are_one_issue(tmp_path: Path) -> None:
@@ -200,7 +200,35 @@ def test_metadata_lines_that_do_not_parse_are_one_issue(tmp_path: Path) -> None:
     (tmp_path / "__cluster_metadata-0.txt").write_text("".join(damaged))
     whole = discover(scenario.folder / "tools" / "dump-log" / "__cluster_metadata-0.txt", "text")
     inv = discover(tmp_path, "text")
-    (issue,) = [i for i in inv.issues if i["topic"] == "__cluster_metadata"]
-    assert issue["severity"] == "warning" and "KRaft metadata record lines" in issue["detail"]
+    (issue,) = [i for i in inv.issues if "metadata" in i["detail"]]
+    assert issue["severity"] == "warning" and "record lines of the KRaft or remote log metadata" in issue["detail"]
     assert "transaction.version" not in inv.metadata_configs.features
     assert inv.metadata_configs.metadata_version == whole.metadata_configs.metadata_version is not None
+
+
+def _tiered_scenarios() -> list[CorpusScenario]:
+    return [s for s in kafka_scenarios() if "tiered_offsets" in s.expected]
+
+
+_TIERED = _tiered_scenarios()
+
+
+@pytest.mark.parametrize("scenario", _TIERED, ids=[s.id for s in _TIERED])
+def test_remote_segments_from_text_and_binary_are_the_brokers(scenario: CorpusScenario) -> None:
+    """The remote log metadata topic's copies, binary or as ``--remote-log-metadata-decoder``
+    printed them, give the same remote segments; those whose copy finished cover each tiered
+    partition from its log start to the offset the broker reports as the latest tiered one."""
+    binary = discover(scenario.folder / "logdirs", "logdirs").remote_segment_rows()
+    text = discover(scenario.folder / "tools" / "dump-log", "text").remote_segment_rows()
+
+    def plain(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        return sorted(({k: v for k, v in r.items() if k not in ("broker_id", "log_dir", "txn_index_empty")}
+                       for r in rows), key=repr)
+
+    assert binary and plain(text) == plain(binary)
+    for name, offsets in scenario.expected["tiered_offsets"].items():
+        finished = sorted((r["start_offset"], r["end_offset"]) for r in binary
+                          if f"{r['topic']}-{r['partition']}" == name and r["state"] == "COPY_SEGMENT_FINISHED")
+        assert finished[0][0] == offsets["log_start_offset"], name
+        assert finished[-1][1] == offsets["latest_tiered"], name
+        assert all(b[0] == a[1] + 1 for a, b in zip(finished, finished[1:], strict=False)), name

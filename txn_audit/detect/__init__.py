@@ -81,6 +81,7 @@ FINDING_KINDS = (
     "retention_lost_open_txn",
     "replica_divergence",  # a copy of a partition differs from the copy audited
     "remote_only_range",  # offsets of a tiered topic that live only in the remote store: not examined
+    "remote_range_unlisted",  # offsets of a tiered topic neither local nor in a remote segment the metadata lists
     "corrupt_batch",
     "truncated_segment",
     "unreadable_input",
@@ -216,7 +217,9 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         open_rows = transactions.filter(OPEN)
         offsets = partition_offset_rows(tables, OFFSET_RULE_COLUMNS)  # one row per copy, read once
         compaction = Compaction.of(offsets)
-        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted, offsets),
+        remote = _remote_segment_rows(tables)
+        found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted, offsets,
+                                    remote),
                  producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms,
                                    compaction.cleaned),
                  transaction_findings(transactions.filter(JUDGED), stability),
@@ -313,9 +316,25 @@ def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tupl
 def partition_offset_rows(tables: RawTables, columns: Sequence[str]) -> pa.Table:
     """``columns`` of ``partition_offsets`` (one row per copy of a partition): read from its files,
     or collected from its frame."""
-    files = tables.files("partition_offsets")
-    return (tables["partition_offsets"].select(*columns).toArrow() if files is None
-            else _read(files, columns))
+    return _read_small(tables, "partition_offsets", columns)
+
+
+def _remote_segment_rows(tables: RawTables) -> pa.Table | None:
+    """The ``remote_segments`` rows (a few per tiered partition), None when the dump has none."""
+    if tables.holds_no_rows("remote_segments") or (tables.files("remote_segments") is None
+                                                   and "remote_segments" not in tables.frames):
+        return None
+    return _read_small(tables, "remote_segments")
+
+
+def _read_small(tables: RawTables, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """``columns`` (None: all) of a raw table written on the driver, a few rows per partition:
+    read from its files, or collected from its frame."""
+    files = tables.files(name)
+    if files is None:
+        frame = tables[name]
+        return (frame.select(*columns) if columns else frame).toArrow()
+    return _read(files, columns)
 
 
 #: the columns of ``partition_offsets`` that say where each copy's local log starts

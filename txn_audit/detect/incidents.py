@@ -310,6 +310,9 @@ _NO_COMMAND = {
                     "the producer; check the producer's logs around that time.",
     "replica_divergence": "Let the copy catch up or truncate from the leader (restart its broker); if copies hold "
                           "different batches at one offset, the partition needs an unclean-leader review.",
+    "remote_range_unlisted": "Check the remote store for the partition's segments (the remote log metadata lists "
+                             "what the broker copied); if they are gone, consumers reading from the log start "
+                             "cannot fetch those offsets: move the log start past them (kafka-delete-records.sh).",
     "pending_offset_commit": "None of its own: the offsets become stable when the transaction that holds them ends.",
     "duplicate_marker": "None undoes it. A repeat that ended no transaction needs nothing; one that ended a "
                         "transaction before its decision, or whose result differs, needs the consumers of those "

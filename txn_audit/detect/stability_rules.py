@@ -23,9 +23,9 @@ from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
 from txn_audit.schemas import FINDINGS, HW_CAPPED
 from txn_audit.severity import Severity
 
-__all__ = ["DIVERGENCE_SEVERITY", "HW_SOURCE_TEXT", "capped_partitions", "divergent_copies", "held_partitions",
-           "hw_beyond_log_end_findings", "remote_only_findings", "replica_divergence_findings", "stability_findings",
-           "stuck_lso_findings"]
+__all__ = ["DIVERGENCE_SEVERITY", "HW_SOURCE_TEXT", "REMOTE_COPIED", "capped_partitions", "divergent_copies",
+           "held_partitions", "hw_beyond_log_end_findings", "remote_coverage", "remote_only_findings",
+           "replica_divergence_findings", "stability_findings", "stuck_lso_findings"]
 
 #: where the high watermark a stuck LSO is measured against comes from (``hw_source``)
 HW_SOURCE_TEXT = {
@@ -161,7 +161,27 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
     return found
 
 
-def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None) -> list[dict[str, Any]]:
+#: the remote segments' state in which their data is in the remote store
+REMOTE_COPIED = "COPY_SEGMENT_FINISHED"
+
+
+def remote_coverage(segments: list[tuple[int, int]], first: int, last: int) -> list[tuple[int, int]]:
+    """The ranges of offsets from ``first`` to ``last`` that no segment of ``segments`` (start,
+    end offsets, inclusive) holds, in order."""
+    missing, at = [], first
+    for start, end in sorted(segments):
+        if start > at:
+            missing.append((at, min(start - 1, last)))
+        at = max(at, end + 1)
+        if at > last:
+            break
+    if at <= last:
+        missing.append((at, last))
+    return [(a, b) for a, b in missing if a <= b]
+
+
+def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None,
+                         remote: pa.Table | None = None) -> list[dict[str, Any]]:
     """Offsets of the audited copy that live only in the tiered storage's remote store (KIP-405):
     its log start offset (the log-start-offset-checkpoint: the whole log's) lies below its first
     local segment, and the segments between were copied to the remote store and deleted
@@ -169,11 +189,18 @@ def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None) -> 
     the LSO (``RemoteLogManager``: up to the last stable offset), so no transaction still open
     starts in that range. Only in a dump of a cluster that tiers (it holds the remote log
     metadata topic's partitions): elsewhere a copy that lacks its first segments is damaged, not
-    tiered. ``local_starts``: ``partition_offsets``' ``LOCAL_START_COLUMNS``."""
+    tiered. ``local_starts``: ``partition_offsets``' ``LOCAL_START_COLUMNS``; ``remote``: the
+    ``remote_segments`` rows, which name the segments that hold the range. Where they list copied
+    segments of the partition but not for every offset of the range, the offsets in none are
+    neither local nor known to be remote: a warning."""
     if local_starts is None or REMOTE_LOG_METADATA_TOPIC not in local_starts.column("topic").to_pylist():
         return []
     first_local = {(r["topic"], r["partition"], r["broker_id"], r["log_dir"]): r["first_segment_base_offset"]
                    for r in local_starts.to_pylist()}
+    copied: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}  # partition -> segment id -> offsets
+    for r in [] if remote is None else remote.to_pylist():
+        if r["state"] == REMOTE_COPIED:
+            copied.setdefault((r["topic"], r["partition"]), {})[r["segment_id"]] = (r["start_offset"], r["end_offset"])
     found = []
     for row in stability.to_pylist():
         start = row["log_start_offset"]
@@ -181,20 +208,38 @@ def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None) -> 
         if start is None or local is None or local <= start:
             continue
         name = partition_name(row["topic"], row["partition"])
+        segments = list(copied.get((row["topic"], row["partition"]), {}).values())
+        held = [(a, b) for a, b in segments if b >= start and a < local]
+        if held:
+            listed = (f"; the remote log metadata lists {len(held)} copied segment{'s' if len(held) > 1 else ''} "
+                      f"holding {offsets_text(min(a for a, _ in held), max(b for _, b in held))}")
+        else:
+            listed = "; the remote log metadata in the dump lists no copied segment of them"
         evidence = (f"{offsets_text(start, local - 1)} of {name} live only in the tiered storage's remote store (its "
-                    f"log start offset is {start}, its first local segment starts at {local}): they were not examined; "
-                    "the broker copies only segments that end below the last stable offset, so no open transaction "
-                    "starts there")
+                    f"log start offset is {start}, its first local segment starts at {local}){listed}: they were not "
+                    "examined; the broker copies only segments that end below the last stable offset, so no open "
+                    "transaction starts there")
         found.append(finding_row(row, "remote_only_range", Severity.INFO, evidence, first_offset=start,
                                  last_offset=local - 1))
+        if not segments:
+            continue  # the metadata partition that lists them is not in the dump
+        for first, last in remote_coverage(segments, start, local - 1):
+            evidence = (f"{offsets_text(first, last)} of {name} are below its first local segment ({local}) and "
+                        f"above its log start offset ({start}), but in no segment the remote log metadata lists as "
+                        "copied to the remote store: the remote store may have lost them, or the copy of the "
+                        "metadata in the dump is behind the broker's")
+            found.append(finding_row(row, "remote_range_unlisted", Severity.WARNING, evidence, first_offset=first,
+                                     last_offset=last))
     return found
 
 
 def stability_findings(stability: pa.Table, replica_stability: pa.Table,
-                       compacted: Collection[tuple[str, int]] = (), local_starts: pa.Table | None = None) -> pa.Table:
+                       compacted: Collection[tuple[str, int]] = (), local_starts: pa.Table | None = None,
+                       remote: pa.Table | None = None) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none);
-    ``compacted``: as ``stuck_lso_findings`` reads it, ``local_starts``: as ``remote_only_findings``."""
+    ``compacted``: as ``stuck_lso_findings`` reads it, ``local_starts`` and ``remote``: as
+    ``remote_only_findings``."""
     rows = [*stuck_lso_findings(stability, compacted), *hw_beyond_log_end_findings(stability),
-            *remote_only_findings(stability, local_starts),
+            *remote_only_findings(stability, local_starts, remote),
             *replica_divergence_findings(replica_stability, stability)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

@@ -58,6 +58,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from txn_audit.formats.cluster_metadata import MetadataRecord, record_from_json
+from txn_audit.formats.remote_log_metadata import RemoteLogEntry, remote_log_record_from_text
 from txn_audit.formats.layout import (
     CLUSTER_METADATA_TOPIC,
     CONSUMER_OFFSETS_TOPIC,
@@ -527,16 +528,16 @@ def section_of(line: int, path: str, text_file: str = "") -> DumpSection:
     )
 
 
-#: a record line of a ``--cluster-metadata-decoder`` dump (3.3+): its offset, time and JSON payload
-_METADATA_RECORD = re.compile(
-    r"^\| offset: (?P<off>-?\d+) CreateTime: (?P<ts>-?\d+) .*? payload: (?P<payload>\{.*\})\s*$")
+#: a record line with a payload, as ``--cluster-metadata-decoder`` (3.3+, JSON) and
+#: ``--remote-log-metadata-decoder`` (3.6+, the record's ``toString``) print it
+_PAYLOAD_RECORD = re.compile(r"^\| offset: (?P<off>-?\d+) CreateTime: (?P<ts>-?\d+) .*? payload: (?P<payload>.*?)\s*$")
 
 
 def metadata_entry(line: str) -> tuple[int, int, MetadataRecord] | None:
     """A record line of a ``--cluster-metadata-decoder`` dump as ``(timestamp, offset, record)``,
     as ``cluster_metadata.replay_configs`` takes them; None for any other line (a batch, a control
     record). Raises ``ValueError`` for a record line whose payload is not a metadata record's JSON."""
-    m = _METADATA_RECORD.match(line)
+    m = _PAYLOAD_RECORD.match(line)
     if m is None:
         return None
     try:
@@ -544,6 +545,16 @@ def metadata_entry(line: str) -> tuple[int, int, MetadataRecord] | None:
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ValueError(f"not a metadata record's JSON ({type(err).__name__}: {err})") from err
     return int(m["ts"]), int(m["off"]), record
+
+
+def remote_log_entry(line: str) -> RemoteLogEntry | None:
+    """A record line of a ``--remote-log-metadata-decoder`` dump as ``(offset, timestamp, record)``
+    (``remote_log_metadata.remote_log_record_from_text``); None for any other line. Raises
+    ``ValueError`` for a record line whose payload is not a remote log metadata record's text."""
+    m = _PAYLOAD_RECORD.match(line)
+    if m is None:
+        return None
+    return RemoteLogEntry(int(m["off"]), int(m["ts"]), remote_log_record_from_text(m["payload"]))
 
 
 def _partitions_of(text: str, sep: str) -> tuple[tuple[str, int], ...]:

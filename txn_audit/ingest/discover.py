@@ -33,10 +33,12 @@ from txn_audit.formats.layout import (
     META_PROPERTIES,
     PARTITION_FILES,
     PARTITION_METADATA,
+    REMOTE_LOG_METADATA_TOPIC,
     parse_log_file_name,
     parse_partition_dir,
 )
 from txn_audit.formats.model import IssueKind, Severity
+from txn_audit.formats.remote_log_metadata import RemoteLogRecord, iter_remote_log_records
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, Listing, join, resolve_dump
 from txn_audit.ingest.inventory import Inventory as Inventory  # what discover() returns: importable from here
 from txn_audit.ingest.inventory import LogDir, PartitionReplica, issue_row
@@ -289,6 +291,7 @@ def _scan_partition(
         return
     swap_bases: list[int] = []
     metadata_files: list[Entry] = []
+    remote_files: list[tuple[int, Entry]] = []  # (base offset, segment) of __remote_log_metadata
     for child in children:
         if _not_utf8(child.name):
             _not_utf8_issue(inv, broker, ld.rel, topic, partition, child.rel)
@@ -354,6 +357,9 @@ def _scan_partition(
         if topic == CLUSTER_METADATA_TOPIC and replica_status == "live" and name.status == "live" and \
                 name.kind in ("log", "checkpoint"):
             metadata_files.append(child)
+        if topic == REMOTE_LOG_METADATA_TOPIC and replica_status == "live" and name.status == "live" and \
+                name.kind == "log":
+            remote_files.append((name.base_offset, child))
         if decoded:
             inv.tasks.append(
                 FileTask(
@@ -363,11 +369,35 @@ def _scan_partition(
             )
     if metadata_files:
         _read_metadata_log(inv, ld, path, topic, partition, metadata_files)
+    if remote_files:
+        _read_remote_log_metadata(inv, ld, topic, partition, [entry for _, entry in sorted(remote_files)])
     for base in swap_bases:
         inv.issues.append(issue_row(
             broker, ld.rel, topic, partition, path, IssueKind.NOT_AUDITED, Severity.WARNING,
             f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
             "segments it covers; this audit reads the live segments"))
+
+
+def _read_remote_log_metadata(inv: Inventory, ld: LogDir, topic: str, partition: int, files: list[Entry]) -> None:
+    """The records of one partition of the tiered storage's metadata topic, its live segments in
+    offset order (read here, on the driver: a record per event of a remote segment, a few per
+    segment the broker moved), for ``remote_segments``. A segment that does not decode is a
+    warning: the remote segments it lists are then not known."""
+    records: list[RemoteLogRecord] = []
+    for entry in files:
+        try:
+            records += [item.record for item in iter_remote_log_records(inv.storage.read_bytes(entry.rel))]
+        except OSError as err:
+            inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, entry.rel, IssueKind.UNREADABLE_FILE,
+                                         Severity.WARNING,
+                                         f"cannot read the remote log metadata: {err.strerror or err}"))
+            return
+        except CorruptInputError as err:
+            inv.issues.append(issue_row(ld.broker_id, ld.rel, topic, partition, entry.rel, err.kind, Severity.WARNING,
+                                         f"remote log metadata not replayed (the remote segments it lists are not "
+                                         f"known): byte {err.position}: {err.detail}"))
+            return
+    inv.remote_log_records.setdefault((ld.broker_id, ld.rel), []).extend(records)
 
 
 def _read_metadata_log(inv: Inventory, ld: LogDir, path: str, topic: str, partition: int, files: list[Entry]) -> None:

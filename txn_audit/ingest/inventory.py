@@ -13,6 +13,7 @@ from typing import Any
 from txn_audit.audit_time import CopyEvidence
 from txn_audit.formats.cluster_metadata import TopicConfigs
 from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
+from txn_audit.formats.remote_log_metadata import RemoteLogRecord, remote_segments
 from txn_audit.formats.model import OffsetCheckpoint
 from txn_audit.ingest.storage import DumpLocation
 from txn_audit.ingest.tasks import FileTask
@@ -64,6 +65,26 @@ class Inventory:
     metadata_configs: TopicConfigs = field(default_factory=lambda: TopicConfigs({}, {}))
     #: how far that copy reaches (its highest offset; -2: no copy read)
     metadata_configs_offset: int = -2
+
+    #: each copy's (log dir's) remote log metadata records, in log order per partition of the topic
+    remote_log_records: dict[tuple[int | None, str], list[RemoteLogRecord]] = field(default_factory=dict)
+
+    def remote_segment_rows(self) -> list[dict[str, Any]]:
+        """Rows of the ``remote_segments`` table: each copy's records replayed."""
+        rows = []
+        for (broker, log_dir), records in sorted(self.remote_log_records.items(), key=lambda kv: (kv[0][0] or -1,
+                                                                                                  kv[0][1])):
+            for segment in sorted(remote_segments(records).segments.values(),
+                                  key=lambda s: (s.topic, s.partition, s.start_offset, s.segment_id)):
+                rows.append({
+                    "broker_id": broker, "log_dir": log_dir, "topic": segment.topic, "partition": segment.partition,
+                    "topic_id": segment.topic_id, "segment_id": segment.segment_id,
+                    "start_offset": segment.start_offset, "end_offset": segment.end_offset, "state": segment.state,
+                    "segment_broker_id": segment.broker_id, "max_timestamp": segment.max_timestamp_ms,
+                    "event_timestamp": segment.event_timestamp_ms, "size_bytes": segment.segment_size_bytes,
+                    "txn_index_empty": segment.txn_index_empty,
+                })
+        return rows
 
     def read_metadata_copy(self, configs: TopicConfigs, last_offset: int, newest_ms: int | None) -> None:
         """Take what one copy of the KRaft metadata log (binary or text) says: its newest record

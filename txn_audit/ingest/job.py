@@ -148,6 +148,7 @@ def write_raw_tables(
             "segments": inventory.segments,
             "partition_offsets": inventory.partition_offsets_rows(),
             "metadata_partitions": inventory.metadata_partitions,
+            "remote_segments": inventory.remote_segment_rows(),
             "reported_transactions": inventory.reported,
         }
         for name, rows in driver_tables.items():

@@ -45,11 +45,13 @@ from txn_audit.formats.dumplog_text import (
     TextSnapshotEntry,
     TextTxnLogRecord,
     metadata_entry,
+    remote_log_entry,
     section_of,
 )
 from txn_audit.formats.cluster_metadata import MetadataRecord, newest_snapshot, replay_configs
-from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC, parse_log_file_name
+from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC, parse_log_file_name
 from txn_audit.formats.model import IssueKind, Severity
+from txn_audit.formats.remote_log_metadata import RemoteLogRecord
 from txn_audit.formats.offsets_text import parse_get_offsets, parse_offsets_json
 from txn_audit.formats.transactions_text import (
     DescribedProducer,
@@ -153,25 +155,29 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         task_path = holder.task_path(rel)
         folder = folders[rel]
         entries: list[tuple[int, int, MetadataRecord]] | None = None  # the metadata log section's records
+        remote: list[RemoteLogRecord] | None = None  # the remote log metadata section's records
         with open_stream(task_path) as fh:
             for number, raw in enumerate(fh, start=1):
-                if entries is not None and raw.startswith(b"| offset: "):
+                if (entries is not None or remote is not None) and raw.startswith(b"| offset: "):
+                    line = raw.decode("utf-8", "replace")
                     try:
-                        record = metadata_entry(raw.decode("utf-8", "replace"))
+                        if entries is not None and (record := metadata_entry(line)) is not None:
+                            entries.append(record)
+                        elif remote is not None and (event := remote_log_entry(line)) is not None:
+                            remote.append(event.record)
                     except ValueError as err:
                         unread.setdefault(rel, []).append((number, str(err)))
-                        continue
-                    if record is not None:
-                        entries.append(record)
                     continue
                 if not raw.startswith(b"Dumping "):
                     continue
                 section = placed(section_of(number, raw[len(b"Dumping ") :].decode("utf-8", "replace").strip(),
                                             rel), folder)
-                entries = None
-                if section.topic == CLUSTER_METADATA_TOPIC and section.status == "live" and \
-                        section.replica_status == "live" and section.kind in ("log", "kraft_snapshot"):
-                    entries = metadata.setdefault(_log_dir(section), {}).setdefault(section.file_name, [])
+                entries = remote = None
+                if section.status == "live" and section.replica_status == "live":
+                    if section.topic == CLUSTER_METADATA_TOPIC and section.kind in ("log", "kraft_snapshot"):
+                        entries = metadata.setdefault(_log_dir(section), {}).setdefault(section.file_name, [])
+                    elif section.topic == REMOTE_LOG_METADATA_TOPIC and section.kind == "log":
+                        remote = inv.remote_log_records.setdefault((None, _log_dir(section)), [])
                 if section.topic is None or section.partition is None or not _audited(section):
                     continue
                 key = (_log_dir(section), section.topic, section.partition)
@@ -191,9 +197,10 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
         _read_metadata_text(inv, metadata[copy])
     for rel, lines in sorted(unread.items()):
         shown = ", ".join(str(n) for n, _ in lines[:SHOWN_LINES])
-        inv.issues.append(issue_row(None, ".", CLUSTER_METADATA_TOPIC, 0, rel, IssueKind.UNPARSED_LINE,
-                                     Severity.WARNING, f"{len(lines)} KRaft metadata record lines ({shown}) not read: "
-                                     f"{lines[0][1]}; the topics' configs and the metadata.version may be missed"))
+        inv.issues.append(issue_row(None, ".", None, None, rel, IssueKind.UNPARSED_LINE, Severity.WARNING,
+                                     f"{len(lines)} record lines of the KRaft or remote log metadata ({shown}) not "
+                                     f"read: {lines[0][1]}; the topics' configs, the metadata.version or the "
+                                     "remote segments may be missed"))
     for log_dir in sorted({r.log_dir for r in replicas.values()}):
         inv.log_dirs.append(LogDir(path=holder.display, rel=log_dir, broker_id=None, clean_shutdown=False))
     inv.replicas = [replicas[k] for k in sorted(replicas)]
