@@ -47,6 +47,11 @@ class RawBuilder:
         })
         return base
 
+    def removed(self, topic: str, partition: int, count: int) -> None:
+        """``count`` offsets no batch holds any more (the log cleaner dropped their batches)."""
+        key = (topic, partition)
+        self.next_offset[key] = self.next_offset.get(key, 0) + count
+
     def marker(self, topic: str, partition: int, *, pid: int, epoch: int, kind: str, ts: int,
                coordinator_epoch: int = 0) -> int:
         key = (topic, partition)

@@ -8,7 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from txn_audit.detect.stability_rules import REMOTE_COPIED, remote_coverage, remote_only_findings
+from txn_audit.detect.offset_ranges import uncovered
+from txn_audit.detect.stability_rules import REMOTE_COPIED, remote_only_findings
 from txn_audit.schemas import REMOTE_SEGMENTS
 
 
@@ -20,10 +21,11 @@ from txn_audit.schemas import REMOTE_SEGMENTS
     ([], [(0, 31)]),
     ([(0, 40)], []),  # a segment that reaches past the range
     ([(5, 20), (0, 9)], [(21, 31)]),  # overlapping, in any order
+    ([(40, 50)], [(0, 31)]),  # beyond the range
 ])
 def test_coverage_names_the_offsets_no_segment_holds(segments: list[tuple[int, int]],
                                                      missing: list[tuple[int, int]]) -> None:
-    assert remote_coverage(segments, 0, 31) == missing
+    assert uncovered(segments, 0, 31) == missing
 
 
 def _stability(start: int) -> pa.Table:

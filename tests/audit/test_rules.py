@@ -227,21 +227,26 @@ def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
 
 @pytest.mark.parametrize("as_files", [False, True], ids=["frames", "files"])
 def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_path: Path, as_files: bool) -> None:
-    """On a compacted topic the cleaner drops batches below its checkpoint offset, so the sequences
-    of the batches it keeps jump: no ``sequence_gap`` there; above that offset, on a topic whose
-    policy deletes only, or where the cleaner has not run, a gap is still one."""
+    """On a compacted topic the cleaner drops whole batches, so the sequences of the batches it
+    keeps jump across offsets no batch holds any more: no ``sequence_gap`` there, with or without
+    a cleaner-offset-checkpoint entry (a text dump has none). A gap across offsets other batches
+    hold, or on a topic whose policy deletes only or is not known, is still one."""
     b = RawBuilder()
-    for topic in ("changelog", "deleting", "unknown"):
+    for topic in ("changelog", "unchecked", "deleting", "unknown"):
         b.batch(topic, 0, pid=9, epoch=0, seq=0, count=3, ts=T0)
-        b.batch(topic, 0, pid=9, epoch=0, seq=10, count=3, ts=T0 + 1)  # 3 expected: batches 3..9 removed
+        b.removed(topic, 0, 7)  # the batches of sequences 3..9, dropped
+        b.batch(topic, 0, pid=9, epoch=0, seq=10, count=3, ts=T0 + 1)  # 3 expected: offsets 3..9 held by none
         b.batch(topic, 0, pid=9, epoch=0, seq=13, count=3, ts=T0 + 2)
-        b.batch(topic, 0, pid=9, epoch=0, seq=20, count=3, ts=T0 + 3)  # 16 expected, above the cleaned part
+        b.batch(topic, 0, pid=4, epoch=0, seq=0, count=2, ts=T0 + 3)  # another producer's batch between
+        b.batch(topic, 0, pid=9, epoch=0, seq=20, count=3, ts=T0 + 4)  # 16 expected, every offset held
     b.compacted("changelog", 0, cleaned_to=6)
+    b.compacted("unchecked", 0, cleaned_to=None)  # compacted, no cleaner-offset-checkpoint entry
     b.compacted("deleting", 0, cleaned_to=6, policy="delete")
-    b.compacted("unknown", 0, cleaned_to=None, policy=None)  # no cleaner-offset-checkpoint entry
+    b.compacted("unknown", 0, cleaned_to=None, policy=None)  # neither a policy nor a checkpoint entry
     found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if as_files else None)
     gaps = sorted((f["topic"], f["first_offset"]) for f in found if f["kind"] == "sequence_gap")
-    assert gaps == [("changelog", 9), ("deleting", 3), ("deleting", 9), ("unknown", 3), ("unknown", 9)]
+    assert gaps == [("changelog", 18), ("deleting", 10), ("deleting", 18), ("unchecked", 18), ("unknown", 10),
+                    ("unknown", 18)]
 
 
 def test_late_arrival_absorbed_and_hanging(spark: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -29,8 +29,11 @@ from txn_audit.detect.open_transaction_rules import (
 from txn_audit.detect.producer_rules import (
     BATCH_PLACE,
     SEGMENT_KEY,
+    Between,
     Cleaned,
+    Span,
     gap_places,
+    gap_spans,
     producer_findings,
     sequence_gaps,
 )
@@ -48,7 +51,7 @@ from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
-from txn_audit.reconstruct import FOLLOW_FIELDS, Reconstruction, decisions, read_follows
+from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, decisions, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.severity import SEVERITIES
@@ -217,11 +220,11 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         open_rows = transactions.filter(OPEN)
         offsets = partition_offset_rows(tables, OFFSET_RULE_COLUMNS)  # one row per copy, read once
         compaction = Compaction.of(offsets)
+        events, gap_batches, between = producer_rule_inputs(recon.producer_events, batches, compaction.compacted)
         remote = _remote_segment_rows(tables)
         found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted, offsets,
                                     remote),
-                 producer_findings(*producer_rule_inputs(recon.producer_events, batches), opts.late_tolerance_ms,
-                                   compaction.cleaned),
+                 producer_findings(events, gap_batches, opts.late_tolerance_ms, between),
                  transaction_findings(transactions.filter(JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         previous = ALL_TABLES["partition_transactions"].empty_table()
@@ -298,19 +301,48 @@ def stuck_marker_rows(recon: Reconstruction, unsettled: pa.Table) -> pa.Table:
     return recon.rows("partition_transactions", condition)
 
 
-def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame) -> tuple[pa.Table, pa.Table]:
+def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame,
+                         compacted: Collection[tuple[str, int]] = ()) -> tuple[pa.Table, pa.Table, Between]:
     """The inputs of the rules of a producer's writes (``producer_rules.producer_findings``):
-    ``producer_events``' rows, collected (few: the rows a rule may flag), and the place and file
-    of the batches of ``batches`` (the audited replicas') in the segments of the sequence gaps
-    among them, read through a filter that names the segments (``rules.batches_named``); no
-    batch is read when there is no gap."""
+    ``producer_events``' rows, collected (few: the rows a rule may flag); the place and file of
+    the batches of ``batches`` (the audited replicas') in the segments of the sequence gaps among
+    them, read through a filter that names the segments (``rules.batches_named``); and, for the
+    gaps on ``compacted`` partitions, the offsets of the batches between each gap's two batches
+    (``producer_rules.Between``). No batch is read when there is no gap."""
     events = producer_events.toArrow()
-    places = gap_places(sequence_gaps(events))
+    gaps = sequence_gaps(events)
+    places = gap_places(gaps)
     columns = [*BATCH_PLACE, "file"]
     if not places:
-        return events, ALL_TABLES["batches"].empty_table().select(columns)
+        return events, ALL_TABLES["batches"].empty_table().select(columns), {}
     keys = batches.sparkSession.createDataFrame(places, batches.select(*SEGMENT_KEY).schema)
-    return events, batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
+    named = batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
+    return events, named, _batches_between(batches, gap_spans(gaps, compacted))
+
+
+def _batches_between(batches: DataFrame, spans: list[Span]) -> Between:
+    """The (base, last) offsets of the batches of ``batches`` inside each of ``spans``: up to
+    ``NAMED_MAX`` of them named in a filter Parquet answers from its row groups' statistics,
+    more joined."""
+    if not spans:
+        return {}
+    read = batches.select("topic", "partition", "base_offset", "last_offset")
+    if len(spans) <= NAMED_MAX:
+        condition = F.lit(False)
+        for topic, partition, after, before in spans:
+            condition = condition | ((F.col("topic") == topic) & (F.col("partition") == partition)
+                                     & (F.col("last_offset") > after) & (F.col("base_offset") < before))
+        rows = read.where(condition).toArrow().to_pylist()
+    else:
+        ranges = batches.sparkSession.createDataFrame(spans, "topic string, partition int, after long, before long")
+        joined = read.join(F.broadcast(ranges), ["topic", "partition"])
+        rows = joined.where((F.col("last_offset") > F.col("after")) & (F.col("base_offset") < F.col("before"))) \
+            .select(*read.columns).toArrow().to_pylist()
+    by_partition: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for row in rows:
+        by_partition.setdefault((row["topic"], row["partition"]), []).append((row["base_offset"], row["last_offset"]))
+    return {span: [(base, last) for base, last in by_partition.get(span[:2], []) if last > span[2] and base < span[3]]
+            for span in spans}
 
 
 def partition_offset_rows(tables: RawTables, columns: Sequence[str]) -> pa.Table:

@@ -14,16 +14,19 @@ the file of each gap's batch, found by its segment and position (``SEGMENT_KEY``
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txn_audit.detect.offset_ranges import uncovered
 from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Cleaned", "cleaned_away", "epoch_findings", "gap_places",
+__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Cleaned", "Span", "cleaned_away", "epoch_findings", "gap_places",
+           "gap_spans",
            "late_arrival_findings", "producer_findings", "sequence_findings", "sequence_gaps"]
 
 #: a segment of a partition: what names the batches of a rule's findings in a filter
@@ -98,20 +101,38 @@ def gap_places(gaps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 #: cleaned it (its cleaner-offset-checkpoint entry)
 Cleaned = dict[tuple[str, int, int | None], int]
 
+#: an open range of offsets between a sequence gap's previous batch and its batch: (topic,
+#: partition, the previous batch's last offset, the gap batch's base offset)
+Span = tuple[str, int, int, int]
+#: per ``Span``: the (base, last) offsets of the batches of the audited copy inside it
+Between = dict[Span, list[tuple[int, int]]]
 
-def cleaned_away(row: dict[str, Any], cleaned: Cleaned) -> bool:
-    """Whether the cleaner may have removed the batches between a gap's batch and its producer's
-    previous one: the log cleaner of a compacted topic removes the records a later one with the
-    same key replaces, and aborted transactions' records, below its checkpoint offset; it drops a
-    batch left empty unless it is the producer's last (whose sequence the broker's producer state
-    needs), so the sequences of the batches it keeps jump (``LogCleaner.cleanInto``,
-    ``MemoryRecords.filterTo``). A gap whose previous batch lies below that offset is its work."""
-    below = cleaned.get((row["topic"], row["partition"], row["broker_id"]))
+
+def gap_spans(gaps: list[dict[str, Any]], compacted: Collection[tuple[str, int]]) -> list[Span]:
+    """The ``Span`` of each gap of ``gaps`` on a compacted partition whose batches are not adjacent,
+    each once, in order: where the batches the cleaner dropped would have been."""
+    spans = {(row["topic"], row["partition"], row["prev_seq_last_offset"], row["offset"]) for row in gaps
+             if (row["topic"], row["partition"]) in compacted and row["prev_seq_last_offset"] is not None
+             and row["offset"] - row["prev_seq_last_offset"] > 1}
+    return sorted(spans)
+
+
+def cleaned_away(row: dict[str, Any], between: Between) -> bool:
+    """Whether the log cleaner removed whole batches between a gap's batch and its producer's
+    previous one. The cleaner of a compacted topic removes the records a later one with the same
+    key replaces, and aborted transactions' records; it drops a batch left empty unless it is the
+    producer's last (whose sequence the broker's producer state needs), so the sequences of the
+    batches it keeps jump; a batch it keeps keeps its first and last offset and its sequences
+    (``LogCleaner.cleanInto``, ``MemoryRecords.filterTo``). The offsets of a batch it dropped are
+    then held by no batch, which no other cause leaves on a copy whose batches were read whole:
+    a gap across which an offset is held by no batch is its work. ``between``: the batches in
+    each gap's span (``gap_spans``: only compacted partitions have one)."""
     previous = row["prev_seq_last_offset"]
-    return below is not None and previous is not None and previous < below
+    span = (row["topic"], row["partition"], previous, row["offset"])
+    return span in between and bool(uncovered(between[span], previous + 1, row["offset"] - 1))
 
 
-def sequence_findings(events: pa.Table, batches: pa.Table, cleaned: Cleaned | None = None) -> list[dict[str, Any]]:
+def sequence_findings(events: pa.Table, batches: pa.Table, between: Between | None = None) -> list[dict[str, Any]]:
     """Each batch with a sequence continues its producer's previous one on the partition
     (``producer_events`` carry that previous batch), unless the log cleaner removed what lay
     between (``cleaned_away``). ``batches``: the ``BATCH_PLACE`` and ``file`` of the audited
@@ -122,7 +143,7 @@ def sequence_findings(events: pa.Table, batches: pa.Table, cleaned: Cleaned | No
         files.setdefault(tuple(batch[c] for c in BATCH_PLACE), []).append(batch["file"])
     found = []
     for row in sequence_gaps(events):
-        if cleaned_away(row, cleaned or {}):
+        if cleaned_away(row, between or {}):
             continue
         epoch, previous, base = row["epoch"], row["prev_seq_epoch"], row["base_sequence"]
         name = partition_name(row["topic"], row["partition"])
@@ -179,10 +200,10 @@ def epoch_findings(events: pa.Table) -> list[dict[str, Any]]:
 
 
 def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: int,
-                      cleaned: Cleaned | None = None) -> pa.Table:
+                      between: Between | None = None) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none).
-    ``events``: ``producer_events``' rows; ``batches`` and ``cleaned``: as ``sequence_findings``
+    ``events``: ``producer_events``' rows; ``batches`` and ``between``: as ``sequence_findings``
     reads them."""
-    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches, cleaned),
+    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches, between),
             *epoch_findings(events)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txn_audit.detect.offset_ranges import uncovered
 from txn_audit.detect.words import duration_text, finding_row, offsets_text, partition_name, rows_where, time_text
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
@@ -24,7 +25,7 @@ from txn_audit.schemas import FINDINGS, HW_CAPPED
 from txn_audit.severity import Severity
 
 __all__ = ["DIVERGENCE_SEVERITY", "HW_SOURCE_TEXT", "REMOTE_COPIED", "capped_partitions", "divergent_copies",
-           "held_partitions", "hw_beyond_log_end_findings", "remote_coverage", "remote_only_findings",
+           "held_partitions", "hw_beyond_log_end_findings", "remote_only_findings",
            "replica_divergence_findings", "stability_findings", "stuck_lso_findings"]
 
 #: where the high watermark a stuck LSO is measured against comes from (``hw_source``)
@@ -165,21 +166,6 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
 REMOTE_COPIED = "COPY_SEGMENT_FINISHED"
 
 
-def remote_coverage(segments: list[tuple[int, int]], first: int, last: int) -> list[tuple[int, int]]:
-    """The ranges of offsets from ``first`` to ``last`` that no segment of ``segments`` (start,
-    end offsets, inclusive) holds, in order."""
-    missing, at = [], first
-    for start, end in sorted(segments):
-        if start > at:
-            missing.append((at, min(start - 1, last)))
-        at = max(at, end + 1)
-        if at > last:
-            break
-    if at <= last:
-        missing.append((at, last))
-    return [(a, b) for a, b in missing if a <= b]
-
-
 def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None,
                          remote: pa.Table | None = None) -> list[dict[str, Any]]:
     """Offsets of the audited copy that live only in the tiered storage's remote store (KIP-405):
@@ -223,7 +209,7 @@ def remote_only_findings(stability: pa.Table, local_starts: pa.Table | None,
                                  last_offset=local - 1))
         if not segments:
             continue  # the metadata partition that lists them is not in the dump
-        for first, last in remote_coverage(segments, start, local - 1):
+        for first, last in uncovered(segments, start, local - 1):
             evidence = (f"{offsets_text(first, last)} of {name} are below its first local segment ({local}) and "
                         f"above its log start offset ({start}), but in no segment the remote log metadata lists as "
                         "copied to the remote store: the remote store may have lost them, or the copy of the "
