@@ -31,7 +31,7 @@ LOCAL_MEMORY_MIB = (1024, 16 * 1024)  # at least Spark's default, at most this
 #: iterations. A scan runs a few hundred short Spark queries, each with classes of its own, and on
 #: two cores C2 took about as much CPU compiling them as the tasks took running. At 10 times those
 #: thresholds the loops over every row still get C2 soon, most of the rest stays with the quick
-#: compiler (C1). Paired scans of the benchmark dumps against 30 times (docs/performance.md,
+#: compiler (C1). Paired scans of the benchmark dumps against 30 times (git log -- docs/performance.md,
 #: 2026-11-25): 4 GiB 61-66 s against 67-77 s with less CPU (103-111 s against 109-121 s), 1 GiB
 #: 45-51 s against 47-55 s. At 30 times the thresholds the cost per extra GiB was higher.
 #: The throughput collector (Parallel GC) instead of G1: a scan is a batch job that wants the most
@@ -49,7 +49,7 @@ LOCAL_JVM_OPTIONS = (
 #: ran 25 s on two cores; C1's code is slower in a hot loop but is ready at once, and a scan's
 #: time goes to many short queries more than to any loop. C1 alone gets the tiered compilers'
 #: code cache (240 MB): its own default (48 MB) fills on a GiB, and HotSpot then stops
-#: compiling. Paired scans (docs/performance.md): ``healthy`` about 5 s faster; at 4 GiB, the
+#: compiling. Paired scans (git log -- docs/performance.md): ``healthy`` about 5 s faster; at 4 GiB, the
 #: realistic dump 55.7 s against 65.4 s with the thresholds above, the uniform one 41.8 s
 #: against 45.7 s. Beyond 8 GiB (not measured) the JVM keeps C2, whose code may pay for its
 #: compilation over many GiB.
@@ -70,7 +70,7 @@ def local_jvm_options(input_bytes: int | None) -> str:
 #: (``INTERPRETED_SQL``). A small dump's scan runs about 180 queries over a few thousand rows each;
 #: generating and compiling Java code for every one of them (Janino, then the JIT) costs more than
 #: the rows' evaluation, while over a GiB the generated code pays for itself many times. Paired
-#: scans (docs/performance.md): the 2.2 MB ``healthy`` dump about 3 s faster interpreted, the
+#: scans (git log -- docs/performance.md): the 2.2 MB ``healthy`` dump about 3 s faster interpreted, the
 #: realistic 1 GiB dump 12 s slower.
 INTERPRETED_MAX_BYTES = 64 << 20
 #: the session settings of an interpreted scan (``sized_for``): no whole-stage code generation, and
@@ -307,7 +307,7 @@ def local_heap_options(memory: str) -> str:
 #: ``1 / LOCAL_HEAP_PAGES`` of its heap instead (2 MB for 6 GB), within Spark's 1-64 MB: a task
 #: may hold 8192 pages (Spark's page table), twice the heap, and a record larger than a page gets
 #: a page of its own. Realistic 1 GiB dump, full scans in four rounds taking turns
-#: (docs/performance.md): 23.9-24.3 s against 24.1-25.0 s, the JVM's system CPU (the kernel
+#: (git log -- docs/performance.md): 23.9-24.3 s against 24.1-25.0 s, the JVM's system CPU (the kernel
 #: zeroing fresh heap) 1.6-1.8 s against 2.9-3.2 s; the 2.2 MB ``healthy`` dump unchanged.
 LOCAL_HEAP_PAGES = 4096
 _PAGE_BYTES = (1 << 20, 64 << 20)

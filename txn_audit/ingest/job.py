@@ -60,7 +60,7 @@ class IngestOutput:
 
 #: a dump of at most this many bytes is decoded in one task (a few tenths of a second of a core):
 #: a second task would start a second Python worker, whose imports cost more than a second of a
-#: core (docs/performance.md), and the later stages' tasks reuse the one worker
+#: core (git log -- docs/performance.md), and the later stages' tasks reuse the one worker
 ONE_TASK_BYTES = 64 << 20
 
 

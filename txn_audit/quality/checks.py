@@ -93,7 +93,7 @@ def row_counts(spark: SparkSession, queries: list[str]) -> dict[str, list[Any]]:
     its place (``{"counts": [int | None], "errors": [str | None]}``, in the order given).
 
     Each query of a suite run on its own costs a Spark job, its planning and its result's trip
-    to the driver: on a small dump 0.1-0.5 s each, whatever its rows (docs/performance.md)."""
+    to the driver: on a small dump 0.1-0.5 s each, whatever its rows (git log -- docs/performance.md)."""
     union = " UNION ALL ".join(f"SELECT {index} AS {_QUERY_INDEX} FROM ({query})"
                                for index, query in enumerate(queries))
     try:

@@ -34,7 +34,7 @@ __all__ = ["DRIVER_ROWS", "FILES_ITEM", "fault_schema", "faults_frame", "faults_
 #: most rows of a table whose files the driver tests itself: pyarrow tests the 1.3 M batches of
 #: the realistic 1 GiB dump in 0.23 s on one core, and its 0.53 M coordinator records in 0.22 s;
 #: in paired scans of that dump, tasks added 1.8 s to the Python workers' CPU, the driver 1.5 s to
-#: its own, and either saved the JVM about 3 s (docs/performance.md)
+#: its own, and either saved the JVM about 3 s (git log -- docs/performance.md)
 DRIVER_ROWS = 20_000_000
 
 #: a task's work: files of the table, and how many rows they hold

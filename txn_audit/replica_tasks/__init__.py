@@ -46,7 +46,8 @@ TASKS_PER_CORE = 2
 
 #: items of at most this weight in all (rows, a small dump's) go to one task: a second task would
 #: start a second Python worker, whose imports cost a core more than a second (1.5 s of the
-#: workers' CPU on the 2.2 MB ``healthy`` dump, docs/performance.md) for a fraction of that in work
+#: workers' CPU on the 2.2 MB ``healthy`` dump: git log -- docs/performance.md) for a fraction
+#: of that in work
 ONE_TASK_WEIGHT = 100_000
 
 #: the column of a task's row that holds its items

@@ -72,8 +72,8 @@ REPLICA_FILES_ITEM = pa.schema([
 
 #: fewest rows of a table whose quality checks read it by tasks (``read_by_tasks``): below them
 #: Spark's own grouping or window costs less than the tasks' Python workers (on the 2.2 MB
-#: ``healthy`` dump, the 2-core VM of ``docs/performance.md``: the batches suite 4.7 s with the
-#: epoch check's window against 7.0 s with its tasks; the replica-order checks' first query
+#: ``healthy`` dump, the 2-core VM of docs/performance.md, paired runs in its git log: the
+#: batches suite 4.7 s with the epoch check's window against 7.0 s with its tasks; the replica-order checks' first query
 #: 2.0 s with the window against 4.0 s with tasks)
 TASKS_MIN_ROWS = 100_000
 
