@@ -230,7 +230,8 @@ def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_p
     """On a compacted topic the cleaner drops whole batches, so the sequences of the batches it
     keeps jump across offsets no batch holds any more: no ``sequence_gap`` there, with or without
     a cleaner-offset-checkpoint entry (a text dump has none). A gap across offsets other batches
-    hold, or on a topic whose policy deletes only or is not known, is still one."""
+    hold, or on a topic whose policy deletes only, is still one; on a topic the dump says nothing
+    of, it is an info finding that says the cleaner may have made it."""
     b = RawBuilder()
     for topic in ("changelog", "unchecked", "deleting", "unknown"):
         b.batch(topic, 0, pid=9, epoch=0, seq=0, count=3, ts=T0)
@@ -244,9 +245,12 @@ def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_p
     b.compacted("deleting", 0, cleaned_to=6, policy="delete")
     b.compacted("unknown", 0, cleaned_to=None, policy=None)  # neither a policy nor a checkpoint entry
     found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if as_files else None)
-    gaps = sorted((f["topic"], f["first_offset"]) for f in found if f["kind"] == "sequence_gap")
-    assert gaps == [("changelog", 18), ("deleting", 10), ("deleting", 18), ("unchecked", 18), ("unknown", 10),
-                    ("unknown", 18)]
+    gaps = sorted((f["topic"], f["first_offset"], f["severity"]) for f in found if f["kind"] == "sequence_gap")
+    assert gaps == [("changelog", 18, "warning"), ("deleting", 10, "warning"), ("deleting", 18, "warning"),
+                    ("unchecked", 18, "warning"), ("unknown", 10, "info"), ("unknown", 18, "warning")]
+    # where the dump does not tell whether the topic is compacted, the gap says what it may be
+    (unknown,) = [f for f in found if f["kind"] == "sequence_gap" and f["severity"] == "info"]
+    assert "offsets 3-9 between them are held by no batch: if the topic is compacted" in unknown["evidence"]
 
 
 def test_late_arrival_absorbed_and_hanging(spark: Any) -> None:

@@ -220,11 +220,12 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         open_rows = transactions.filter(OPEN)
         offsets = partition_offset_rows(tables, OFFSET_RULE_COLUMNS)  # one row per copy, read once
         compaction = Compaction.of(offsets)
-        events, gap_batches, between = producer_rule_inputs(recon.producer_events, batches, compaction.compacted)
+        events, gap_batches, between = producer_rule_inputs(recon.producer_events, batches,
+                                                            compaction.compacted | compaction.unknown)
         remote = _remote_segment_rows(tables)
         found = [stability_findings(stability, recon.rows("replica_stability"), compaction.compacted, offsets,
                                     remote),
-                 producer_findings(events, gap_batches, opts.late_tolerance_ms, between),
+                 producer_findings(events, gap_batches, opts.late_tolerance_ms, between, compaction.compacted),
                  transaction_findings(transactions.filter(JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
         previous = ALL_TABLES["partition_transactions"].empty_table()
@@ -302,13 +303,14 @@ def stuck_marker_rows(recon: Reconstruction, unsettled: pa.Table) -> pa.Table:
 
 
 def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame,
-                         compacted: Collection[tuple[str, int]] = ()) -> tuple[pa.Table, pa.Table, Between]:
+                         cleanable: Collection[tuple[str, int]] = ()) -> tuple[pa.Table, pa.Table, Between]:
     """The inputs of the rules of a producer's writes (``producer_rules.producer_findings``):
     ``producer_events``' rows, collected (few: the rows a rule may flag); the place and file of
     the batches of ``batches`` (the audited replicas') in the segments of the sequence gaps among
     them, read through a filter that names the segments (``rules.batches_named``); and, for the
-    gaps on ``compacted`` partitions, the offsets of the batches between each gap's two batches
-    (``producer_rules.Between``). No batch is read when there is no gap."""
+    gaps on ``cleanable`` partitions (``producer_rules.gap_spans``), the offsets of the batches
+    between each gap's two batches (``producer_rules.Between``). No batch is read when there is
+    no gap."""
     events = producer_events.toArrow()
     gaps = sequence_gaps(events)
     places = gap_places(gaps)
@@ -317,7 +319,7 @@ def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame,
         return events, ALL_TABLES["batches"].empty_table().select(columns), {}
     keys = batches.sparkSession.createDataFrame(places, batches.select(*SEGMENT_KEY).schema)
     named = batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
-    return events, named, _batches_between(batches, gap_spans(gaps, compacted))
+    return events, named, _batches_between(batches, gap_spans(gaps, cleanable))
 
 
 def _batches_between(batches: DataFrame, spans: list[Span]) -> Between:
@@ -390,6 +392,8 @@ class Compaction:
     cleaned: Cleaned
     #: the partitions (topic, partition) of compacted topics
     compacted: frozenset[tuple[str, int]]
+    #: the partitions the dump does not tell about: no cleanup.policy, no checkpoint entry
+    unknown: frozenset[tuple[str, int]] = frozenset()
 
     @staticmethod
     def read(tables: RawTables) -> Compaction:
@@ -409,6 +413,8 @@ class Compaction:
             cleaned={(r["topic"], r["partition"], r["broker_id"]): r["cleaner_offset"] for r in rows
                      if r["cleaner_offset"] is not None and compacts(r)},
             compacted=frozenset((r["topic"], r["partition"]) for r in rows if compacts(r)),
+            unknown=frozenset((r["topic"], r["partition"]) for r in rows
+                              if r["cleanup_policy"] is None and r["cleaner_offset"] is None),
         )
 
 

@@ -21,13 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.detect.offset_ranges import uncovered
-from txn_audit.detect.words import duration_text, finding_row, partition_name, rows_where, time_text
+from txn_audit.detect.words import duration_text, finding_row, offsets_text, partition_name, rows_where, time_text
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Cleaned", "Span", "cleaned_away", "epoch_findings", "gap_places",
-           "gap_spans",
-           "late_arrival_findings", "producer_findings", "sequence_findings", "sequence_gaps"]
+__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Cleaned", "Span", "dropped_offsets", "epoch_findings",
+           "gap_places", "gap_spans", "late_arrival_findings", "producer_findings", "sequence_findings",
+           "sequence_gaps"]
 
 #: a segment of a partition: what names the batches of a rule's findings in a filter
 SEGMENT_KEY = ("topic", "partition", "segment_base_offset")
@@ -108,42 +108,47 @@ Span = tuple[str, int, int, int]
 Between = dict[Span, list[tuple[int, int]]]
 
 
-def gap_spans(gaps: list[dict[str, Any]], compacted: Collection[tuple[str, int]]) -> list[Span]:
-    """The ``Span`` of each gap of ``gaps`` on a compacted partition whose batches are not adjacent,
+def gap_spans(gaps: list[dict[str, Any]], cleanable: Collection[tuple[str, int]]) -> list[Span]:
+    """The ``Span`` of each gap of ``gaps`` on a partition the cleaner may compact (``cleanable``:
+    those of compacted topics, and those the dump does not tell) whose batches are not adjacent,
     each once, in order: where the batches the cleaner dropped would have been."""
     spans = {(row["topic"], row["partition"], row["prev_seq_last_offset"], row["offset"]) for row in gaps
-             if (row["topic"], row["partition"]) in compacted and row["prev_seq_last_offset"] is not None
+             if (row["topic"], row["partition"]) in cleanable and row["prev_seq_last_offset"] is not None
              and row["offset"] - row["prev_seq_last_offset"] > 1}
     return sorted(spans)
 
 
-def cleaned_away(row: dict[str, Any], between: Between) -> bool:
-    """Whether the log cleaner removed whole batches between a gap's batch and its producer's
-    previous one. The cleaner of a compacted topic removes the records a later one with the same
-    key replaces, and aborted transactions' records; it drops a batch left empty unless it is the
-    producer's last (whose sequence the broker's producer state needs), so the sequences of the
-    batches it keeps jump; a batch it keeps keeps its first and last offset and its sequences
-    (``LogCleaner.cleanInto``, ``MemoryRecords.filterTo``). The offsets of a batch it dropped are
-    then held by no batch, which no other cause leaves on a copy whose batches were read whole:
-    a gap across which an offset is held by no batch is its work. ``between``: the batches in
-    each gap's span (``gap_spans``: only compacted partitions have one)."""
+def dropped_offsets(row: dict[str, Any], between: Between) -> list[tuple[int, int]]:
+    """The offsets between a gap's batch and its producer's previous one that no batch holds:
+    where the log cleaner dropped whole batches. The cleaner of a compacted topic removes the
+    records a later one with the same key replaces, and aborted transactions' records; it drops a
+    batch left empty unless it is the producer's last (whose sequence the broker's producer state
+    needs), so the sequences of the batches it keeps jump; a batch it keeps keeps its first and
+    last offset and its sequences (``LogCleaner.cleanInto``, ``MemoryRecords.filterTo``). The
+    offsets of a batch it dropped are then held by no batch, which no other cause leaves on a
+    copy whose batches were read whole (a damaged segment is a finding of its own). ``between``:
+    the batches in each gap's span (``gap_spans``); none for a gap without one."""
     previous = row["prev_seq_last_offset"]
     span = (row["topic"], row["partition"], previous, row["offset"])
-    return span in between and bool(uncovered(between[span], previous + 1, row["offset"] - 1))
+    return uncovered(between[span], previous + 1, row["offset"] - 1) if span in between else []
 
 
-def sequence_findings(events: pa.Table, batches: pa.Table, between: Between | None = None) -> list[dict[str, Any]]:
+def sequence_findings(events: pa.Table, batches: pa.Table, between: Between | None = None,
+                      compacted: Collection[tuple[str, int]] = ()) -> list[dict[str, Any]]:
     """Each batch with a sequence continues its producer's previous one on the partition
-    (``producer_events`` carry that previous batch), unless the log cleaner removed what lay
-    between (``cleaned_away``). ``batches``: the ``BATCH_PLACE`` and ``file`` of the audited
-    replicas' batches in the gaps' segments (``gap_places``), which give the file of each batch
-    found; a gap whose batch they lack is not reported."""
+    (``producer_events`` carry that previous batch), unless the log cleaner dropped what lay
+    between (``dropped_offsets``) on a ``compacted`` partition. Where the dump does not tell
+    whether the partition is compacted (``between`` holds its gap's span), such a gap is an info
+    finding that says so. ``batches``: the ``BATCH_PLACE`` and ``file`` of the audited replicas'
+    batches in the gaps' segments (``gap_places``), which give the file of each batch found; a
+    gap whose batch they lack is not reported."""
     files: dict[tuple[Any, ...], list[str]] = {}
     for batch in batches.to_pylist():
         files.setdefault(tuple(batch[c] for c in BATCH_PLACE), []).append(batch["file"])
     found = []
     for row in sequence_gaps(events):
-        if cleaned_away(row, between or {}):
+        dropped = dropped_offsets(row, between or {})
+        if dropped and (row["topic"], row["partition"]) in compacted:
             continue
         epoch, previous, base = row["epoch"], row["prev_seq_epoch"], row["base_sequence"]
         name = partition_name(row["topic"], row["partition"])
@@ -155,8 +160,16 @@ def sequence_findings(events: pa.Table, batches: pa.Table, between: Between | No
         else:
             evidence = (f"producer {row['producer_id']}: first batch of epoch {epoch} at offset {row['offset']} of "
                         f"{name} starts at sequence {base} instead of 0")
+        severity = Severity.WARNING
+        if dropped:
+            held_by_none = ", ".join(offsets_text(first, last) for first, last in dropped)
+            one = len(dropped) == 1 and dropped[0][0] == dropped[0][1]
+            evidence += (f"; {held_by_none} between them {'is' if one else 'are'} held by no batch: "
+                         "if the topic is compacted (the dump shows neither its cleanup.policy nor a "
+                         "cleaner-offset-checkpoint entry), the log cleaner dropped them and the gap is its work")
+            severity = Severity.INFO
         for file in files.get(tuple(row[c] for c in BATCH_PLACE), []):
-            found.append(finding_row(row, "sequence_gap", Severity.WARNING, evidence, producer_epoch=epoch,
+            found.append(finding_row(row, "sequence_gap", severity, evidence, producer_epoch=epoch,
                                      first_offset=row["offset"], last_offset=row["last_offset"],
                                      first_timestamp_ms=row["first_timestamp"],
                                      last_timestamp_ms=row["max_timestamp"], file=file))
@@ -200,10 +213,11 @@ def epoch_findings(events: pa.Table) -> list[dict[str, Any]]:
 
 
 def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: int,
-                      between: Between | None = None) -> pa.Table:
+                      between: Between | None = None, compacted: Collection[tuple[str, int]] = ()) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none).
-    ``events``: ``producer_events``' rows; ``batches`` and ``between``: as ``sequence_findings``
-    reads them."""
-    rows = [*late_arrival_findings(events, late_tolerance_ms), *sequence_findings(events, batches, between),
+    ``events``: ``producer_events``' rows; ``batches``, ``between`` and ``compacted``: as
+    ``sequence_findings`` reads them."""
+    rows = [*late_arrival_findings(events, late_tolerance_ms),
+            *sequence_findings(events, batches, between, compacted),
             *epoch_findings(events)]
     return pa.Table.from_pylist(rows, schema=FINDINGS)
