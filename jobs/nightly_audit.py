@@ -79,11 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
     args = _parser().parse_args(argv)  # exits with 2 on a bad option
     try:
+        options = api.AuditOptions.from_text(args.as_of, args.max_transaction_timeout, args.late_tolerance,
+                                             verbose=args.verbose)
         result = api.run_nightly(
-            args.dump, args.warehouse, parse_date(args.audit_date),
-            **api.audit_times(args.as_of, args.max_transaction_timeout, args.late_tolerance),
+            args.dump, args.warehouse, parse_date(args.audit_date), options=options,
             min_severity=api.Severity.parse(args.min_severity), strict=args.strict, work_dir=args.work_dir,
-            on_stage=lambda stage: log.info("%s", stage), verbose=args.verbose,
+            on_stage=lambda stage: log.info("%s", stage),
         )
     except TxnAuditError as err:
         log.error("error: %s", err)

@@ -74,4 +74,4 @@ def sample_scan(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     dump = tmp_path_factory.mktemp("sample") / "dump"
     manifest = write_sample(dump, seed=7)
     out = tmp_path_factory.mktemp("sample-scan")
-    return SampleScan(dump, manifest, api.scan(dump, out, spark=spark, progress=False), out)
+    return SampleScan(dump, manifest, api.scan(dump, out, spark=spark, options=api.AuditOptions(progress=False)), out)

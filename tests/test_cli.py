@@ -297,7 +297,7 @@ def test_the_api_checks_the_same_before_spark(tmp_path: Path, monkeypatch: pytes
             if command == "ingest":
                 api.ingest(dump, options["--out"])
             elif "--max-transaction-timeout" in options:
-                api.scan(dump, max_transaction_timeout_ms=0)
+                api.scan(dump, options=api.AuditOptions(max_transaction_timeout_ms=0))
             else:
                 api.scan(dump, options.get("--out"))
         assert message in str(caught.value)
@@ -305,7 +305,7 @@ def test_the_api_checks_the_same_before_spark(tmp_path: Path, monkeypatch: pytes
     (tmp_path / "photos").mkdir()
     (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8\xff")
     with pytest.raises(UsageError):
-        api.scan(tmp_path / "photos", input_kind="logdirs")
+        api.scan(tmp_path / "photos", options=api.AuditOptions(input_kind="logdirs"))
 
 
 @pytest.mark.spark  # starts a JVM of its own

@@ -18,7 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session, sized_for
 from txn_audit.timeparse import format_time_ms
-from txn_audit.usage import AuditTimes, ExitCode, InputKind, audit_times, check_durations, check_out
+from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_out
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from txn_audit.detect import DetectOptions
     from txn_audit.detect.incidents import TransactionContext
     from txn_audit.manifest import Manifest
     from txn_audit.quality import SuiteRun
@@ -51,8 +50,8 @@ if TYPE_CHECKING:
     from txn_audit.warehouse import PublishedRun
 
 __all__ = [
-    "AuditTimes", "ExitCode", "Finding", "IngestResult", "InputKind", "NightlyResult", "PartitionStatus",
-    "ReplicaStatus", "ScanResult", "Severity", "audit_times", "ingest", "ingest_exit_code", "run_nightly", "scan",
+    "AuditOptions", "ExitCode", "Finding", "IngestResult", "InputKind", "NightlyResult", "PartitionStatus",
+    "ReplicaStatus", "ScanResult", "Severity", "ingest", "ingest_exit_code", "run_nightly", "scan",
     "scan_exit_code", "verdict",
 ]
 
@@ -248,7 +247,8 @@ class ScanResult:
 
     input: str
     as_of_ms: int
-    options: dict[str, Any]
+    #: the options the scan ran with, at its audit time
+    options: AuditOptions
     #: how ``as_of_ms`` was chosen (``txn_audit.audit_time``)
     audit_time: AuditTime
     #: one per partition, by topic and partition
@@ -302,7 +302,7 @@ class ScanResult:
             "decoded_files": self.ingest.decoded_files,
             "decode_issues": self.ingest.issue_counts,
             "table_rows": self.ingest.row_counts,
-            "options": self.options,
+            "options": self.options.durations(),
             "tables": None if self.out_dir is None else str(self.out_dir / "tables"),
         }
 
@@ -525,36 +525,26 @@ def scan(
     dump: str | Path,
     out: str | Path | None = None,
     *,
+    options: AuditOptions = DEFAULTS,
     spark: SparkSession | None = None,
-    as_of_ms: int | None = None,
-    max_transaction_timeout_ms: int = 15 * 60_000,
-    late_tolerance_ms: int = 1_000,
-    progress: bool = True,
     on_stage: Callable[[str], None] | None = None,
-    quality: bool = True,
-    report: bool = True,
-    input_kind: str = "auto",
-    verbose: bool = False,
 ) -> ScanResult:
     """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
-    HTML report (``out/report.html``). Tables go to ``out/tables/``, the JSON to ``out/summary.json``;
-    without ``out`` everything is computed in a temporary folder that is removed afterwards.
-    ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI.
+    HTML report (``out/report.html``), as ``options`` ask. Tables go to ``out/tables/``, the JSON
+    to ``out/summary.json``; without ``out`` everything is computed in a temporary folder that is
+    removed afterwards. ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI.
 
-    Every argument, and what the dump holds, is checked before Spark starts (``UsageError``);
-    Spark's own log lines stay off the console unless ``verbose``."""
-    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
-    check_dump(dump, input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
+    The dump and ``out`` are checked before Spark starts (``UsageError``), as ``options`` were
+    when built; Spark's own log lines stay off the console unless ``options.verbose``."""
+    check_dump(dump, options.input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
     check_out(out)
-    inventory = discover(dump, input_kind)
+    inventory = discover(dump, options.input_kind)
     if spark is None:  # while the JVM starts
-        _import_early(quality=quality, report=report and out is not None)
-    spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
+        _import_early(quality=options.quality, report=options.report and out is not None)
+    spark = spark or build_session(verbose=options.verbose, input_bytes=inventory.input_bytes)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
-            return _scan(spark, dump, Path(tmp), None, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                         progress, on_stage, quality=quality, report=False, input_kind=input_kind,
-                         inventory=inventory)
+            return _scan(spark, dump, Path(tmp), None, replace(options, report=False), on_stage, inventory)
     target = Path(out)
     with staged_output(target) as stage, sized_for(spark, inventory.input_bytes):
         previous = target / "tables"
@@ -567,9 +557,7 @@ def scan(
                     link_tree(previous / name, stage / "tables" / name)
                 elif (previous / name).is_file():
                     os.link(previous / name, stage / "tables" / name)
-        result = _scan(spark, dump, stage, target, as_of_ms, max_transaction_timeout_ms, late_tolerance_ms,
-                       progress, on_stage, quality=quality, report=report, input_kind=input_kind,
-                       inventory=inventory)
+        result = _scan(spark, dump, stage, target, options, on_stage, inventory)
     result.ingest.tables_dir = target / "tables"
     return result
 
@@ -579,38 +567,27 @@ def _scan(
     dump: str | Path,
     work: Path,
     out_dir: Path | None,
-    as_of_ms: int | None,
-    max_transaction_timeout_ms: int,
-    late_tolerance_ms: int,
-    progress: bool,
+    options: AuditOptions,
     on_stage: Callable[[str], None] | None,
-    *,
-    quality: bool,
-    report: bool,
-    input_kind: str = "auto",
-    inventory: Inventory | None = None,
+    inventory: Inventory,
 ) -> ScanResult:
-    from txn_audit.detect import DetectOptions
     from txn_audit.tables import load_raw_tables
 
-    tables_dir = work / "tables"  # the times were checked by scan, before Spark started
-    ingested = _ingest(dump, tables_dir, spark=spark, progress=progress, reuse=True, on_stage=on_stage,
-                       input_kind=input_kind, inventory=inventory)
+    tables_dir = work / "tables"
+    ingested = _ingest(dump, tables_dir, spark=spark, progress=options.progress, reuse=True, on_stage=on_stage,
+                       input_kind=options.input_kind, inventory=inventory)
     raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
-    audit_time = choose_audit_time(as_of_ms, ingested.copy_evidence, newest_timestamp(raw))
-    as_of_ms = audit_time.ms
+    audit_time = choose_audit_time(options.as_of_ms, ingested.copy_evidence, newest_timestamp(raw))
+    options = options.at(audit_time.ms)
     if on_stage:
         on_stage("rebuilding transactions")
-    opts = DetectOptions(
-        as_of_ms=as_of_ms, max_transaction_timeout_ms=max_transaction_timeout_ms, late_tolerance_ms=late_tolerance_ms
-    )
     # leaving the pool waits for its thread, whatever happened, before the staging folder may go
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-audit-quality") as pool:
         # the raw tables are final: their suites run beside the rebuilding, on the driver's other core
         raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
-            if quality else None
-        return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, opts, progress, on_stage,
-                                   raw_suites, pool, report=report, audit_time=audit_time)
+            if options.quality else None
+        return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, options, on_stage,
+                                   raw_suites, pool, audit_time=audit_time)
 
 
 def _rebuild_and_detect(
@@ -620,25 +597,22 @@ def _rebuild_and_detect(
     work: Path,
     out_dir: Path | None,
     raw: RawTables,
-    opts: DetectOptions,
-    progress: bool,
+    options: AuditOptions,
     on_stage: Callable[[str], None] | None,
     raw_suites: Future[SuiteRun] | None,
     suites_thread: ThreadPoolExecutor,
     *,
-    report: bool,
     audit_time: AuditTime,
 ) -> ScanResult:
-    """``_scan`` from the raw tables on; ``raw_suites``: the raw tables' suites, running on
-    ``suites_thread`` (a pool of one thread, which runs the suites' parts in turn), when the
-    data-quality suites are to run."""
+    """``_scan`` from the raw tables on, with ``options`` at the audit time; ``raw_suites``: the
+    raw tables' suites, running on ``suites_thread`` (a pool of one thread, which runs the
+    suites' parts in turn), when the data-quality suites are to run."""
     from txn_audit.detect import write_detected
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import read_arrow_table
 
-    as_of_ms, late_tolerance_ms = opts.as_of_ms, opts.late_tolerance_ms
-    max_transaction_timeout_ms = opts.max_transaction_timeout_ms
-    with spark_progress(spark, "rebuilding transactions", enabled=progress):
+    as_of_ms, late_tolerance_ms = options.audit_ms, options.late_tolerance_ms
+    with spark_progress(spark, "rebuilding transactions", enabled=options.progress):
         # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
         output = DerivedOutput(str(tables_dir))
         recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, output=output)
@@ -647,7 +621,7 @@ def _rebuild_and_detect(
                                                                       raw_suites)
         if on_stage:
             on_stage("detecting")
-        write_detected(raw, recon, opts, tables_dir / "findings")
+        write_detected(raw, recon, options, tables_dir / "findings")
         output.clear_work()  # the rules have read what the passes handed on
         # one row per partition: read without a Spark job
         partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
@@ -669,7 +643,7 @@ def _rebuild_and_detect(
     result = ScanResult(
         input=ingested.dump,
         as_of_ms=as_of_ms,
-        options={"max_transaction_timeout_ms": max_transaction_timeout_ms, "late_tolerance_ms": late_tolerance_ms},
+        options=options,
         audit_time=audit_time,
         partitions=partitions,
         replicas=replicas,
@@ -679,7 +653,7 @@ def _rebuild_and_detect(
         incidents=incidents,
     )
     write_json_atomic(work / "summary.json", result.to_json())
-    if report:
+    if options.report:
         from txn_audit.report import write_report
 
         if on_stage:
@@ -726,27 +700,25 @@ def run_nightly(
     warehouse: str | Path,
     audit_date: date,
     *,
+    options: AuditOptions = DEFAULTS,
     spark: SparkSession | None = None,
-    as_of_ms: int | None = None,
-    max_transaction_timeout_ms: int = 15 * 60_000,
-    late_tolerance_ms: int = 1_000,
     min_severity: Severity = Severity.WARNING,
     strict: bool = False,
     work_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
-    verbose: bool = False,
 ) -> NightlyResult:
     """The nightly job: ``scan`` the dump (a local path, or a ``file://``, ``s3://`` or ``hdfs://``
     URI) in a temporary folder (under ``work_dir``, which
     executors on other hosts must be able to write to), publish it as ``audit_date`` of the
-    warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. Spark's own log
-    lines stay off the console unless ``verbose``."""
+    warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. ``options``:
+    the scan's (the job shows no progress bar). Spark's own log lines
+    stay off the console unless ``options.verbose``."""
     from txn_audit.ingest.storage import DIR, resolve_dump
     from txn_audit.usage import check_dump as check_dump_argument
     from txn_audit.warehouse import publish_run, resolve
 
     min_severity = Severity.parse(min_severity)
-    check_durations(max_transaction_timeout_ms, late_tolerance_ms)
+    options = replace(options, progress=False)
     # a segment file or an empty folder says what to give instead; a dump that is missing, or a
     # file, is refused below: the job takes a folder of log dirs only
     check_dump_argument(dump, InputKind.LOGDIRS)
@@ -757,14 +729,13 @@ def run_nightly(
     source: str | Path = Path(location.root) if location.is_local else str(dump)
     if spark is None:  # while the JVM starts
         _import_early(quality=True, report=True)
-    spark = spark or build_session("txn-audit-nightly", verbose=verbose)
+    spark = spark or build_session("txn-audit-nightly", verbose=options.verbose)
     scratch = None if work_dir is None else resolve(work_dir)
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="txn-audit-nightly-", dir=scratch) as tmp:
         out = Path(tmp) / "scan"
-        result = scan(source, out, spark=spark, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms,
-                      max_transaction_timeout_ms=max_transaction_timeout_ms, progress=False, on_stage=on_stage)
+        result = scan(source, out, options=options, spark=spark, on_stage=on_stage)
         result.out_dir = None  # the tables now live in the warehouse, one partition per table
         write_json_atomic(out / "summary.json", result.to_json())
         if on_stage:

@@ -26,7 +26,7 @@ from typer.models import OptionInfo
 
 from txn_audit.errors import TxnAuditError
 from txn_audit.severity import Severity
-from txn_audit.usage import ExitCode, InputKind, audit_times, check_dump, check_out
+from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_dump, check_out, default_text
 
 if TYPE_CHECKING:
     # txn_audit.api (and pyspark, pyarrow, numba) is imported once the options are checked
@@ -82,6 +82,10 @@ def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
 
 # -- the audit options, shared by ``scan`` and the nightly job (``argparse_audit_options``) ----
 
+#: the durations' defaults as the command line takes them (``usage.AuditOptions``)
+DEFAULT_MAX_TRANSACTION_TIMEOUT = default_text(DEFAULTS.max_transaction_timeout_ms)
+DEFAULT_LATE_TOLERANCE = default_text(DEFAULTS.late_tolerance_ms)
+
 AsOfOption = Annotated[
     str | None,
     typer.Option("--as-of", help="Audit time: ISO-8601, epoch milliseconds (not seconds) or 'now'; ages are "
@@ -93,7 +97,7 @@ AsOfOption = Annotated[
 MaxTransactionTimeoutOption = Annotated[
     str, typer.Option("--max-transaction-timeout", help="An open transaction whose producer last wrote longer "
                       "ago than this, and that the coordinator does not list, is hanging (find-hanging's rule; "
-                      "Kafka's default transaction.max.timeout.ms is 15m).")
+                      "Kafka's default transaction.max.timeout.ms).")
 ]
 LateToleranceOption = Annotated[
     str, typer.Option("--late-tolerance", help="How much earlier than the previous marker a batch may be "
@@ -157,8 +161,8 @@ def ingest_command(
 ) -> None:
     """Decode a dump of Kafka log dirs into raw Parquet tables and print a row count per table.
 
-    Tables: segments, batches, control_markers, txn_log, producer_snapshots, aborted_txns,
-    partition_offsets, offset_commits, decode_issues. Input files are only read, never changed.
+    The tables are the README's (segments, batches, control_markers, txn_log, ...): one folder
+    each under OUT. Input files are only read, never changed.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
         check_dump(dump, input_kind)
@@ -197,8 +201,8 @@ def scan_command(
                      "when the run is complete; an ingest already in DIR from the same input is reused."),
     ] = None,
     as_of: AsOfOption = None,
-    max_transaction_timeout: MaxTransactionTimeoutOption = "15m",
-    late_tolerance: LateToleranceOption = "1s",
+    max_transaction_timeout: MaxTransactionTimeoutOption = DEFAULT_MAX_TRANSACTION_TIMEOUT,
+    late_tolerance: LateToleranceOption = DEFAULT_LATE_TOLERANCE,
     min_severity: MinSeverityOption = Severity.WARNING,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", help="table: a verdict and tables on the terminal; json: the JSON "
@@ -222,7 +226,9 @@ def scan_command(
     repair command is printed whole on a line of its own, below the incidents.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
-        times = audit_times(as_of, max_transaction_timeout, late_tolerance)
+        options = AuditOptions.from_text(
+            as_of, max_transaction_timeout, late_tolerance, progress=progress and output_format is OutputFormat.TABLE,
+            quality=quality, report=report, input_kind=InputKind(input_kind).value, verbose=verbose)
         check_dump(dump, input_kind)
         check_out(out)
     except TxnAuditError as err:
@@ -230,11 +236,7 @@ def scan_command(
     from txn_audit import api
 
     try:
-        result = api.scan(
-            dump, out, **times,
-            progress=progress and output_format is OutputFormat.TABLE, on_stage=_stage_printer(), quality=quality,
-            report=report, input_kind=input_kind, verbose=verbose,
-        )
+        result = api.scan(dump, out, options=options, on_stage=_stage_printer())
     except TxnAuditError as err:
         raise _fail(str(err)) from None
     if output_format is OutputFormat.JSON:

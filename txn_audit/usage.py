@@ -9,9 +9,10 @@ imports this module, not ``txn_audit.api``, until the options are known to be go
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 from pathlib import Path
-from typing import TypedDict
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from txn_audit.errors import UsageError
@@ -36,31 +37,88 @@ class InputKind(StrEnum):
     TEXT = "text"  # kafka-dump-log.sh / kafka-transactions.sh text output, an offsets file
 
 
-class AuditTimes(TypedDict):
-    """The times a scan is audited with, as ``scan`` and ``run_nightly`` take them."""
+@dataclass(frozen=True)
+class AuditOptions:
+    """Every option of a scan, each default given here once. Each shell (the command line, the
+    nightly job, a notebook) builds one and passes it whole; ``ScanResult.options`` keeps it.
+    Checked when built (``UsageError``): a scan never starts with options it cannot use."""
 
-    as_of_ms: int | None
-    max_transaction_timeout_ms: int
-    late_tolerance_ms: int
+    #: the time ages are measured to; None: chosen from the dump (``txn_audit.audit_time``)
+    as_of_ms: int | None = None
+    #: an open transaction whose producer last wrote longer ago than this, and that the
+    #: coordinator does not list, is hanging (find-hanging's --max-transaction-timeout; Kafka's
+    #: default transaction.max.timeout.ms, the longest a producer may ask for)
+    max_transaction_timeout_ms: int = 15 * 60_000
+    #: how much earlier than the previous marker a batch may be created before it is late
+    #: (clients stamp records at send time: healthy traffic shows about 0.1 s)
+    late_tolerance_ms: int = 1_000
+    #: a coordinator in Prepare* for less than this is writing its markers, not stuck
+    prepare_grace_ms: int = 30_000
+    #: clock skew allowed between the coordinator's and the partition leaders' timestamps
+    clock_skew_ms: int = 1_000
+    #: what the dump holds (``InputKind``)
+    input_kind: str = InputKind.AUTO.value
+    #: run the data-quality suites over every table
+    quality: bool = True
+    #: write report.html beside the tables (with an output folder)
+    report: bool = True
+    #: show a progress bar on a terminal
+    progress: bool = True
+    #: show Spark's own log lines
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_transaction_timeout_ms <= 0 or self.late_tolerance_ms < 0:
+            raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
+        if self.prepare_grace_ms < 0 or self.clock_skew_ms < 0:
+            raise UsageError("the prepare grace and the clock skew must not be negative")
+        if self.input_kind not in {k.value for k in InputKind}:
+            raise UsageError(f"input kind {self.input_kind!r}: one of {', '.join(k.value for k in InputKind)}")
+
+    @staticmethod
+    def from_text(as_of: str | None = None, max_transaction_timeout: str | None = None,
+                  late_tolerance: str | None = None, **rest: Any) -> AuditOptions:
+        """The options with the audit time and durations as typed on a command line (``--as-of``,
+        ``--max-transaction-timeout``, ``--late-tolerance``; None: the default), and ``rest``
+        as they are: ``UsageError`` on a bad one."""
+        from txn_audit.timeparse import parse_duration_ms, parse_time_ms
+
+        times: dict[str, Any] = {}
+        if as_of is not None:
+            times["as_of_ms"] = parse_time_ms(as_of)
+        if max_transaction_timeout is not None:
+            times["max_transaction_timeout_ms"] = parse_duration_ms(max_transaction_timeout)
+        if late_tolerance is not None:
+            times["late_tolerance_ms"] = parse_duration_ms(late_tolerance)
+        return AuditOptions(**times, **rest)
+
+    @property
+    def audit_ms(self) -> int:
+        """The audit time, once chosen (``at``)."""
+        if self.as_of_ms is None:
+            raise ValueError("no audit time yet: AuditOptions.at(the chosen time) gives one")
+        return self.as_of_ms
+
+    def at(self, as_of_ms: int) -> AuditOptions:
+        """These options at the audit time chosen for a dump."""
+        return replace(self, as_of_ms=as_of_ms)
+
+    def durations(self) -> dict[str, int]:
+        """The durations the verdicts depend on, as ``summary.json``'s ``options`` gives them."""
+        return {"max_transaction_timeout_ms": self.max_transaction_timeout_ms,
+                "late_tolerance_ms": self.late_tolerance_ms}
 
 
-def audit_times(as_of: str | None, max_transaction_timeout: str, late_tolerance: str) -> AuditTimes:
-    """The audit time and durations as typed on a command line (``--as-of``, ``--max-transaction-timeout``,
-    ``--late-tolerance``), checked: ``UsageError`` on a bad one."""
-    from txn_audit.timeparse import parse_duration_ms, parse_time_ms
-
-    times = AuditTimes(
-        as_of_ms=None if as_of is None else parse_time_ms(as_of),
-        max_transaction_timeout_ms=parse_duration_ms(max_transaction_timeout),
-        late_tolerance_ms=parse_duration_ms(late_tolerance),
-    )
-    check_durations(times["max_transaction_timeout_ms"], times["late_tolerance_ms"])
-    return times
+def default_text(ms: int) -> str:
+    """A default duration as the command line shows and takes it: ``15m``, ``1s``, ``250ms``."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
-def check_durations(max_transaction_timeout_ms: int, late_tolerance_ms: int) -> None:
-    if max_transaction_timeout_ms <= 0 or late_tolerance_ms < 0:
-        raise UsageError("--max-transaction-timeout must be positive and --late-tolerance not negative")
+#: the defaults, as ``AuditOptions`` gives them
+DEFAULTS = AuditOptions()
 
 
 def local_path(dump: str | os.PathLike[str]) -> Path | None:

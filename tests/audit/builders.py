@@ -168,7 +168,8 @@ def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int
               tolerance_ms: int = 1_000, files: Path | None = None) -> list[dict[str, Any]]:
     """The findings on ``builder``'s tables: as frames made in memory, or (``files``: an empty
     folder) as files written there and read back, each derived table written there as a scan does."""
-    from txn_audit.detect import DetectOptions, detect
+    from txn_audit.detect import detect
+    from txn_audit.usage import AuditOptions
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import RawTables
 
@@ -182,5 +183,5 @@ def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int
         output = DerivedOutput(str(files / "tables"))
     # as in a scan, every intermediate is computed once: detection reads each several times
     recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms, output=output)
-    opts = DetectOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
+    opts = AuditOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
     return [r.asDict() for r in detect(raw, recon, opts).collect()]

@@ -226,7 +226,7 @@ def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, d
     from txn_audit.replica_tasks import replicas_rows
     from txn_audit.tables import load_raw_tables
 
-    api.scan(dump / "logdirs", tmp_path / "scan", spark=spark, progress=False, quality=False, report=False)
+    api.scan(dump / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
     ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
     keys = ranked.keys(1)

@@ -148,7 +148,8 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
     the settled rows are left out. Each producer also leaves a transaction open on some
     partitions, written before its Prepare* records, so that markers can be missing as well as
     stuck or of the other type."""
-    from txn_audit.detect import DetectOptions, match_rows, open_transaction_inputs, stuck_marker_rows
+    from txn_audit.detect import match_rows, open_transaction_inputs, stuck_marker_rows
+    from txn_audit.usage import AuditOptions
     from txn_audit.detect.decision_rules import UNSETTLED, decision_findings
     from txn_audit.detect.open_transaction_rules import OPEN
     from txn_audit.detect.rules import prepare_marker_matches
@@ -162,7 +163,7 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
             b.batch(topic, partition, pid=pid, epoch=rng.randint(0, 2), seq=0, ts=T0 - 5, txn=True)
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
-    opts = DetectOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
+    opts = AuditOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
     found = []
     for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):  # the pass's files, Spark's order
         recon = reconstruct(tables, as_of_ms=opts.as_of_ms, late_tolerance_ms=1_000, output=output)

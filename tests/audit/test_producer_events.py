@@ -59,7 +59,7 @@ def test_the_pass_reads_each_rank_of_a_dump_of_several_brokers_from_its_files(sp
     from txn_audit.replica_tasks import read_as_is, replicas_rows
     from txn_audit.tables import load_raw_tables
 
-    api.scan(REPLICATED / "logdirs", tmp_path / "scan", spark=spark, progress=False, quality=False, report=False)
+    api.scan(REPLICATED / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
     assert raw.manifest is not None
     ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])

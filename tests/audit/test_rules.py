@@ -75,14 +75,14 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
     """``detect.Rule.idle`` is sound: on the sample dump's tables, which hold an anomaly of every
     kind the sample plants, each rule that says it can find nothing gives no row when built
     anyway, and the rules that are not idle give every finding of the scan."""
-    from txn_audit.detect import DetectOptions, detection_rules
+    from txn_audit.detect import detection_rules
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
     assert raw.manifest is not None
-    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    opts = result.options
     recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
                         output=DerivedOutput(None))
     found: dict[str, int] = {}
@@ -117,13 +117,13 @@ def test_no_rule_reads_every_marker(spark: Any, sample_scan: Any, tmp_path: Path
     """The markers are read by reconstruct's pass: the rules read what it derived of them (the
     markers' last coordinator epochs and times, aggregated once for the rules that read them, or
     the transactions' rows). No rule's query reads every marker again."""
-    from txn_audit.detect import DetectOptions, detection_rules
+    from txn_audit.detect import detection_rules
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    opts = result.options
     recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
                         output=DerivedOutput(str(tmp_path)))  # derived tables as a scan writes them
     # the markers table is where the raw tables are: a plan reading it names its folder
@@ -137,14 +137,14 @@ def test_open_transactions_are_judged_from_their_own_rows(spark: Any, sample_sca
     ``partition_transactions``' files (pyarrow, through filters), and the coordinator's rows of
     their producers only: it finds from them what it finds from the frames (every row collected),
     the sample's planted hanging and open transactions among them."""
-    from txn_audit.detect import DetectOptions, open_transaction_inputs
+    from txn_audit.detect import open_transaction_inputs
     from txn_audit.detect.open_transaction_rules import OPEN, open_transaction_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    opts = result.options
     found: list[list[dict[str, Any]]] = []
     for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):
         recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms, output=output)

@@ -46,9 +46,9 @@ def _scan(spark: Any, scenario: CorpusScenario, *, text: bool) -> Any:
     from txn_audit import api
 
     source = scenario.folder / ("tools" if text else "logdirs")
-    return api.scan(source, spark=spark, as_of_ms=scenario.as_of_ms, max_transaction_timeout_ms=ONE_MINUTE,
-                    progress=False, quality=not text and scenario.version == NEWEST, report=False,
-                    **({"input_kind": "text"} if text else {}))
+    return api.scan(source, spark=spark, options=api.AuditOptions(
+        as_of_ms=scenario.as_of_ms, max_transaction_timeout_ms=ONE_MINUTE, progress=False,
+        quality=not text and scenario.version == NEWEST, report=False, input_kind="text" if text else "auto"))
 
 
 BY_ID = {s.id: s for s in SCENARIOS}
@@ -137,7 +137,7 @@ def test_text_dump_gives_the_same_findings_and_lso(
 def _default_scan(spark: Any, scenario: CorpusScenario) -> Any:
     from txn_audit import api
 
-    return api.scan(scenario.folder / "logdirs", spark=spark, progress=False, quality=False, report=False)
+    return api.scan(scenario.folder / "logdirs", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
 
 
 @pytest.fixture(scope="module")
@@ -259,8 +259,7 @@ def test_every_brokers_text_dump_is_its_own_copy(spark: Any, scans: OnDemand[Any
 
     tools = tmp_path / "tools"
     _as_each_broker_printed(scenario.folder / "tools", tools, bare=bare)
-    text = api.scan(tools, spark=spark, as_of_ms=scenario.as_of_ms, max_transaction_timeout_ms=ONE_MINUTE,
-                    progress=False, quality=False, report=False, input_kind="text")
+    text = api.scan(tools, spark=spark, options=api.AuditOptions(as_of_ms=scenario.as_of_ms, max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, report=False, input_kind="text"))
     binary = scans[scenario.id]
     assert _finding_keys(text) == _finding_keys(binary)
     assert {(p.topic, p.partition): p.last_stable_offset for p in text.partitions} == {
@@ -280,7 +279,7 @@ def test_text_whose_partition_cannot_be_told_is_a_finding(spark: Any, tmp_path: 
     tools = tmp_path / "tools"
     _as_each_broker_printed(scenario.folder / "tools", tools, bare=True)
     (tools / "dump-log" / "orders-0.txt").rename(tools / "dump-log" / "notes.txt")
-    result = api.scan(tools, spark=spark, progress=False, quality=False, report=False, input_kind="text")
+    result = api.scan(tools, spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False, input_kind="text"))
     (unplaced,) = [f for f in result.findings if f.file == "dump-log/notes.txt"]
     assert unplaced.severity >= "warning" and "3 lines (3, 303, 312): " in unplaced.evidence
     assert "names a partition" in unplaced.evidence and "'Dumping 00000000000000000000.log'" in unplaced.evidence

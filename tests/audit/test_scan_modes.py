@@ -43,11 +43,10 @@ def test_generated_code_and_interpreted_expressions_give_the_same_tables(
     from txn_audit import spark as spark_module
 
     dump = scenario_dir(scenario) / "logdirs"
-    interpreted = api.scan(dump, tmp_path / "interpreted", spark=spark, progress=False, report=False)
+    interpreted = api.scan(dump, tmp_path / "interpreted", spark=spark, options=api.AuditOptions(progress=False, report=False))
     assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"  # the session is left as it was
     monkeypatch.setattr(spark_module, "INTERPRETED_MAX_BYTES", -1)
-    generated = api.scan(dump, tmp_path / "generated", spark=spark, progress=False, report=False,
-                         as_of_ms=interpreted.as_of_ms)
+    generated = api.scan(dump, tmp_path / "generated", spark=spark, options=api.AuditOptions(progress=False, report=False, as_of_ms=interpreted.as_of_ms))
     assert [f.__dict__ for f in interpreted.findings] == [f.__dict__ for f in generated.findings]
     assert interpreted.findings, "the scenario has findings to compare"
     a, b = tmp_path / "interpreted" / "tables", tmp_path / "generated" / "tables"
@@ -60,14 +59,14 @@ def test_generated_code_and_interpreted_expressions_give_the_same_tables(
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_rules_side_by_side_find_what_one_query_finds(spark: Any, tmp_path: Path, scenario: str) -> None:
     from txn_audit import api
-    from txn_audit.detect import DetectOptions, detect, write_detected
+    from txn_audit.detect import detect, write_detected
+    from txn_audit.usage import AuditOptions
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
-    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path / "scan", spark=spark, progress=False,
-                      quality=False, report=False)
+    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
-    opts = DetectOptions(as_of_ms=result.as_of_ms, max_transaction_timeout_ms=15 * 60_000, late_tolerance_ms=1_000)
+    opts = AuditOptions(as_of_ms=result.as_of_ms)
     recon = reconstruct(raw, as_of_ms=result.as_of_ms, late_tolerance_ms=1_000,
                         output=DerivedOutput(str(tmp_path / "derived")))
     assert raw.holds_no_rows("reported_transactions")  # log dirs: no kafka-transactions.sh output
@@ -143,14 +142,13 @@ def test_partition_status_rows_read_from_the_files_as_from_the_frames(spark: Any
     frames; the rules find the same either way. The transactions the sample plants open hold
     their partitions' LSO at the first offsets the generator wrote (its manifest), named in the
     stuck LSO's evidence with their producers."""
-    from txn_audit.detect import DetectOptions
     from txn_audit.detect.stability_rules import stability_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    opts = DetectOptions(as_of_ms=result.as_of_ms, **result.options)
+    opts = result.options
     names = ("partition_stability", "replica_stability")
     rebuilt = {where: reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
                                   output=DerivedOutput(where))

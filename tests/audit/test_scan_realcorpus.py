@@ -27,10 +27,7 @@ def scans(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> OnDemand[Any]
     from txn_audit import api
 
     def scan(name: str) -> Any:
-        return api.scan(
-            scenario_dir(name) / "logdirs", tmp_path_factory.mktemp(f"scan-{name}"), spark=spark,
-            as_of_ms=_find_hanging_time(name), max_transaction_timeout_ms=ONE_MINUTE, progress=False,
-        )
+        return api.scan(scenario_dir(name) / "logdirs", tmp_path_factory.mktemp(f"scan-{name}"), spark=spark, options=api.AuditOptions(as_of_ms=_find_hanging_time(name), max_transaction_timeout_ms=ONE_MINUTE, progress=False))
 
     return OnDemand(SCENARIOS, scan)
 
@@ -132,7 +129,7 @@ def test_without_an_audit_time_the_copy_dates_the_scan_and_the_coordinators_log_
     from txn_audit import api
 
     scenario = "hanging-unadded-partition"
-    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path, spark=spark, progress=False, quality=False)
+    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path, spark=spark, options=api.AuditOptions(progress=False, quality=False))
     assert result.audit_time.source == "metadata_log"
     assert _find_hanging_time(scenario) <= result.as_of_ms
     assert result.as_of_ms > (result.audit_time.newest_record_ms or 0)
@@ -171,9 +168,7 @@ def text_scans(spark: Any) -> OnDemand[Any]:
     """Each scenario's ``tools/`` folder scanned with the options of ``scans``, on demand."""
     from txn_audit import api
 
-    return OnDemand(SCENARIOS, lambda name: api.scan(
-        scenario_dir(name) / "tools", spark=spark, as_of_ms=_find_hanging_time(name),
-        max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text"))
+    return OnDemand(SCENARIOS, lambda name: api.scan(scenario_dir(name) / "tools", spark=spark, options=api.AuditOptions(as_of_ms=_find_hanging_time(name), max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text")))
 
 
 def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
@@ -252,8 +247,7 @@ def test_a_find_hanging_run_that_disagrees_is_explained(spark: Any, tmp_path: An
     found.write_text("\n".join([*header, "Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\t"
                                 "StartOffset\tLastTimestamp\tDuration(min)",
                                 "crash\t2\t0\t0\t0\t0\t1795377598000\t1"]) + "\n")
-    result = api.scan(tools, spark=spark, as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE,
-                      progress=False, quality=False, input_kind="text")
+    result = api.scan(tools, spark=spark, options=api.AuditOptions(as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, input_kind="text"))
     (disagreement,) = [f for f in result.findings if f.kind == "tool_disagreement"]
     assert (disagreement.topic, disagreement.partition, disagreement.first_offset) == ("crash", 2, 0)
     assert "txn-audit does not call it hanging" in disagreement.evidence
@@ -273,12 +267,12 @@ def test_describe_outputs_stand_in_for_a_missing_transaction_log(
     shutil.copytree(scenario_dir(scenario) / "tools", tools)
     for txn_state in (tools / "dump-log").glob("__transaction_state-*.txt"):
         txn_state.unlink()
-    options = {"spark": spark, "as_of_ms": _find_hanging_time(scenario), "max_transaction_timeout_ms": ONE_MINUTE,
-               "progress": False, "quality": False}
-    with_describe = api.scan(tools, **options)
+    options = api.AuditOptions(as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE,
+                               progress=False, quality=False)
+    with_describe = api.scan(tools, spark=spark, options=options)
     assert _finding_keys(with_describe) == _finding_keys(scans[scenario])
     for describe in tools.glob("kafka-transactions-describe-crash-*.txt"):
         describe.unlink()
-    without = api.scan(tools, **options)
+    without = api.scan(tools, spark=spark, options=options)
     assert {(f.kind, f.partition) for f in without.findings if f.topic == "crash"
             and f.kind.endswith("transaction")} == {("hanging_transaction", 0), ("hanging_transaction", 1)}

@@ -47,7 +47,7 @@ def batches_as_dumped(dump_log: Path) -> dict[int, dict[str, int]]:
 def scan(spark: Any, dump: Path, out: Path) -> tuple[Any, list[dict[str, Any]]]:
     from txn_audit import api
 
-    result = api.scan(dump, out, spark=spark, progress=False, quality=False, report=True)
+    result = api.scan(dump, out, spark=spark, options=api.AuditOptions(progress=False, quality=False, report=True))
     replicas = ds.dataset(str(out / "tables" / "replica_stability")).to_table().to_pylist()
     return result, replicas
 

@@ -112,7 +112,7 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
     pristine = tmp_path / "pristine"
     write_sample(pristine, seed=7)
     assert _digest(sample_scan.dump) == _digest(pristine), "the first scan changed its input"
-    again = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, progress=False)
+    again = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, options=api.AuditOptions(progress=False))
     assert _digest(sample_scan.dump) == _digest(pristine), "the second scan changed its input"
     assert not again.ingest.reused
     for table in ALL_TABLES:
@@ -123,7 +123,7 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
     # a rerun into the same folder keeps the decoded tables (same dump) and replaces the rest
     written = Manifest.load(tmp_path / "again" / "tables")
     assert written is not None and written.table("batches") is not None
-    rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, progress=False)
+    rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, options=api.AuditOptions(progress=False))
     assert rerun.ingest.reused and rerun.findings == again.findings
     kept = Manifest.load(tmp_path / "again" / "tables")  # the tables' manifest comes along with them
     assert kept is not None and kept.to_json() == written.to_json()

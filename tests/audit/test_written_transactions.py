@@ -196,7 +196,7 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
     batches, markers = (on_replicas(raw["batches"], replicas, keys),
                         on_replicas(raw["control_markers"], replicas, keys))
     ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas, keys))
-    passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options["late_tolerance_ms"])
+    passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options.late_tolerance_ms)
     by_spark = partition_transactions(transaction_rows(passed), markers,
                                       on_replicas(raw["producer_snapshots"], replicas, keys), replicas, ids)
     files = [f for f in (tables / "partition_transactions").iterdir() if f.suffix == ".parquet"]

@@ -303,7 +303,7 @@ def test_scan_of_a_hostile_dump(spark: Any, tmp_path: Path) -> None:
     (ld / "orders-0" / "00000000000000000300.log").write_bytes(b"\x00" * 4096)  # preallocated, never written
     shutil.copy(ld / "orders-0" / SEGMENT_NAME, ld / "orders-0" / "00000000000000000400.log")
     os.truncate(ld / "orders-0" / "00000000000000000400.log", 30)  # torn inside its first batch
-    result = api.scan(dump, tmp_path / "out", spark=spark, progress=False, quality=False, report=False)
+    result = api.scan(dump, tmp_path / "out", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     issues = spark.read.parquet(str(result.ingest.tables_dir / "decode_issues")).collect()
     got = {(r["file"], r["kind"]) for r in issues}
     assert {

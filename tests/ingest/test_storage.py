@@ -252,7 +252,7 @@ def test_scan_on_s3_gives_the_local_findings(s3: S3Server, spark: Any, sample_sc
     saved = dict(environment)
     environment.update(FAKE_AWS)
     try:
-        remote = api.scan(_uri(s3, "scanned"), spark=spark, progress=False, quality=False, report=False)
+        remote = api.scan(_uri(s3, "scanned"), spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     finally:
         environment.clear()
         environment.update(saved)

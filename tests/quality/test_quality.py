@@ -52,7 +52,7 @@ def test_a_scan_s_suites_and_docs_never_run_the_modules_left_deferred(tmp_path: 
     script = ("import sys, types\n"
               "from txn_audit import api\n"
               "from txn_audit.quality import DEFERRED_MODULES\n"
-              f"api.scan({str(tmp_path / 'dump')!r}, {str(tmp_path / 'out')!r}, progress=False)\n"
+              f"api.scan({str(tmp_path / 'dump')!r}, {str(tmp_path / 'out')!r}, options=api.AuditOptions(progress=False))\n"
               "print(*[name for name in DEFERRED_MODULES if name not in sys.modules], '|',\n"
               "      *[name for name in DEFERRED_MODULES if type(sys.modules.get(name)) is types.ModuleType])\n")
     words = fresh_python(script)

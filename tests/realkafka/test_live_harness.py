@@ -60,8 +60,7 @@ def test_scan_agrees_with_the_live_broker(spark: Any, live: Path) -> None:
 
     expected = json.loads((live / "expected.json").read_text())
     as_of = expected["find_hanging"]["at_ms"]
-    result = api.scan(live / "logdirs", spark=spark, as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE,
-                      progress=False, quality=False, report=False)
+    result = api.scan(live / "logdirs", spark=spark, options=api.AuditOptions(as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, report=False))
     ours = {f"{p.topic}-{p.partition}": p for p in result.partitions}
     for name, broker in expected["partitions_after_find_hanging_wait"].items():
         got = tuple(getattr(ours[name], k) for k in ("high_watermark", "last_stable_offset", "log_start_offset"))
@@ -74,7 +73,6 @@ def test_scan_agrees_with_the_live_broker(spark: Any, live: Path) -> None:
               if f.kind == "open_transaction"}
     assert opened == {("crash", 0, "crash-txn"), ("crash", 1, "crash-txn")}
 
-    text = api.scan(live / "tools", spark=spark, as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE,
-                    progress=False, quality=False, report=False, input_kind="text")
+    text = api.scan(live / "tools", spark=spark, options=api.AuditOptions(as_of_ms=as_of, max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False, report=False, input_kind="text"))
     assert {(p.topic, p.partition, p.last_stable_offset) for p in text.partitions} == {
         (p.topic, p.partition, p.last_stable_offset) for p in result.partitions}

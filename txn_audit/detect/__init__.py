@@ -39,7 +39,6 @@ from txn_audit.detect.producer_rules import (
 )
 from txn_audit.detect.rules import (
     BARE_MARKERS,
-    DetectOptions,
     batches_named,
     duplicate_marker_findings,
     find_hanging_disagreement_findings,
@@ -57,10 +56,11 @@ from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_sche
 from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
+from txn_audit.usage import AuditOptions
 
 T = TypeVar("T")
 
-__all__ = ["Compaction", "DetectOptions", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect",
+__all__ = ["Compaction", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect",
            "detection_rules", "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs",
            "rule_findings", "stuck_marker_rows", "write_detected", "write_findings"]
 
@@ -93,12 +93,12 @@ FINDING_KINDS = (
 )
 
 
-def detect(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions) -> DataFrame:
+def detect(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: AuditOptions) -> DataFrame:
     """All findings in one partition, in the one order (``finding_order``)."""
     return _ordered(_union(rule_findings(raw, recon, opts)))
 
 
-def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: DetectOptions,
+def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: AuditOptions,
                    path: str | Path) -> None:
     """Write the ``findings`` table of ``detect`` to ``path``. Each rule's findings are built and
     computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
@@ -126,7 +126,7 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
 
 
 def rule_findings(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
-                  opts: DetectOptions) -> list[DataFrame]:
+                  opts: AuditOptions) -> list[DataFrame]:
     """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
     return [no_findings(recon.batches.sparkSession) if rule.idle() else rule.build()
             for rule in detection_rules(raw, recon, opts)]
@@ -170,7 +170,7 @@ class _Once(Generic[T]):
 
 
 def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
-                    opts: DetectOptions) -> list[Rule]:
+                    opts: AuditOptions) -> list[Rule]:
     """Every rule (or group of rules), whose findings are in ``FINDINGS``' columns. What several
     rules read is computed once, here; each rule builds its own frame. ``raw``: the raw tables,
     with the manifest of their files when they read them as they are (it tells a table without
@@ -231,12 +231,12 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
         previous = ALL_TABLES["partition_transactions"].empty_table()
         if open_rows.num_rows:
             coordinator, previous = open_transaction_inputs(recon, open_rows)
-            found.append(open_transaction_findings(open_rows, coordinator, previous, opts.as_of_ms,
+            found.append(open_transaction_findings(open_rows, coordinator, previous, opts.audit_ms,
                                                    opts.max_transaction_timeout_ms))
         unsettled = match_rows(recon, matches, UNSETTLED)
         if unsettled.num_rows:
             found.append(decision_findings(unsettled, open_rows, previous, stuck_marker_rows(recon, unsettled),
-                                           opts.as_of_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
+                                           opts.audit_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))
         return pa.concat_tables(found)

@@ -385,7 +385,7 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
 
 def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionStatus],
                     context: TransactionContext | None = None, *,
-                    late_tolerance_ms: int = 0) -> tuple[list[Incident], list[Finding]]:
+                    late_tolerance_ms: int) -> tuple[list[Incident], list[Finding]]:
     """The incidents of ``findings`` (in the one finding order), most severe first and otherwise in
     the order of their first finding, and the findings with their ``incident_id`` set."""
     context = context or TransactionContext()

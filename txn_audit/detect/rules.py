@@ -21,7 +21,6 @@ verdicts (with the transactions they name); and what Prepare* records were answe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
@@ -31,20 +30,10 @@ from txn_audit.detect.words import DURATION_STEPS, KNOWN_MARKERS
 from txn_audit.reconstruct import NAMED_MAX, prepare_records
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
+from txn_audit.usage import AuditOptions
 
 #: the severities as the ``findings`` table stores them
 INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
-
-
-@dataclass(frozen=True)
-class DetectOptions:
-    as_of_ms: int
-    max_transaction_timeout_ms: int = 15 * 60_000
-    late_tolerance_ms: int = 1_000
-    #: Prepare* younger than this is markers in flight, not a stuck coordinator
-    prepare_grace_ms: int = 30_000
-    #: clock skew allowed between the coordinator's and partition leaders' timestamps
-    clock_skew_ms: int = 1_000
 
 
 # -- formatting helpers -----------------------------------------------------------------
@@ -380,7 +369,7 @@ def find_hanging_outputs(reported: DataFrame) -> DataFrame:
 
 
 def find_hanging_disagreement_findings(
-    reported: DataFrame, hanging: DataFrame, ptx: DataFrame, opts: DetectOptions
+    reported: DataFrame, hanging: DataFrame, ptx: DataFrame, opts: AuditOptions
 ) -> DataFrame:
     """Compare txn-audit's ``hanging_transaction`` findings with every attached find-hanging output.
 
@@ -428,8 +417,8 @@ def find_hanging_disagreement_findings(
         F.col("our_state") == "open",
         F.format_string(
             "txn-audit sees it open but not hanging at the audit time %s (its open_transaction finding says why)%s",
-            ts(F.lit(opts.as_of_ms)),
-            F.when(F.col("run_at_ms").isNotNull() & (F.col("run_at_ms") != F.lit(opts.as_of_ms)), F.format_string(
+            ts(F.lit(opts.audit_ms)),
+            F.when(F.col("run_at_ms").isNotNull() & (F.col("run_at_ms") != F.lit(opts.audit_ms)), F.format_string(
                 "; to judge it as the tool did, scan with --as-of %s --max-transaction-timeout %sm",
                 F.date_format(F.timestamp_millis(F.col("run_at_ms")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
                 F.coalesce(F.col("max_transaction_timeout_min").cast("string"), F.lit("<minutes>")),

@@ -30,6 +30,7 @@ from txn_audit.report.figures import (
 )
 from txn_audit.schemas import ALL_TABLES, HW_CAPPED
 from txn_audit.timeparse import format_time_ms
+from txn_audit.usage import DEFAULTS
 
 __all__ = ["write_report"]
 
@@ -238,7 +239,7 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     summary_doc = json.loads((out_dir / "summary.json").read_text())
     summary = summary_doc.get("summary", {})
     as_of_ms = int(summary_doc.get("as_of_ms") or 0)
-    tolerance_ms = int((summary.get("options") or {}).get("late_tolerance_ms", 1000))
+    tolerance_ms = int((summary.get("options") or {}).get("late_tolerance_ms", DEFAULTS.late_tolerance_ms))
     tables_dir = out_dir / "tables"
     findings = summary_doc.get("findings", [])
     partitions = summary_doc.get("partitions", [])
