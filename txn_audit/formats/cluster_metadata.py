@@ -70,7 +70,6 @@ Kafka sources: ``ConfigRecord.json``, ``ConfigurationControlManager.java``, ``To
 
 from __future__ import annotations
 
-import base64
 import re
 import struct
 from collections.abc import Iterable, Iterator, Mapping
@@ -78,6 +77,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from txn_audit.errors import CorruptInputError
+from txn_audit.formats.api_message import (
+    FRAME_VERSION,
+    UUID_SIZE,
+    expect_end,
+    read_frame,
+    read_uuid,
+    tagged_fields,
+    uuid_string,
+)
 from txn_audit.formats.layout import LogFileName, parse_log_file_name
 from txn_audit.formats.model import BatchHeader, DecodeIssue, IssueKind
 from txn_audit.formats.primitives import Buffer, Reader
@@ -132,8 +140,6 @@ __all__ = [
     "uuid_string",
 ]
 
-FRAME_VERSION: Final = 1
-MAX_FRAME_FIELD: Final = 0x7FFF  # type and version are Java shorts
 
 TOPIC_RECORD: Final = 2
 PARTITION_RECORD: Final = 3
@@ -211,8 +217,6 @@ TAG_CHANGE_LEADER_RECOVERY_STATE: Final = 5
 TAG_CHANGE_ELIGIBLE_LEADER_REPLICAS: Final = 6
 TAG_CHANGE_LAST_KNOWN_ELR: Final = 7
 TAG_CHANGE_DIRECTORIES: Final = 8
-
-UUID_SIZE: Final = 16
 
 _CORRUPT: Final = IssueKind.CORRUPT_RECORD.value
 _UNKNOWN_VERSION: Final = IssueKind.UNKNOWN_VERSION.value
@@ -366,25 +370,6 @@ class ClusterMetadata:
 # -- decoding one record value ---------------------------------------------------------
 
 
-def uuid_string(raw: bytes) -> str:
-    """A 16-byte UUID as Kafka prints it: URL-safe base64 without padding (``partition.metadata``)."""
-    if len(raw) != UUID_SIZE:
-        raise ValueError(f"a UUID has 16 bytes, not {len(raw)}")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _frame_field(r: Reader, what: str) -> int:
-    start = r.pos
-    value = r.uvarint()
-    if value > MAX_FRAME_FIELD:
-        raise CorruptInputError(_CORRUPT, start, f"{what} {value} does not fit a Java short")
-    return value
-
-
-def _uuid(r: Reader) -> str:
-    return uuid_string(r.raw(UUID_SIZE, "uuid"))
-
-
 def _count(r: Reader, what: str, element_size: int, *, nullable: bool) -> int | None:
     """A compact array's element count; ``None`` for a null array (only where allowed)."""
     start = r.pos
@@ -415,36 +400,21 @@ def _uuid_array(r: Reader, what: str, *, nullable: bool) -> tuple[str, ...] | No
     n = _count(r, what, UUID_SIZE, nullable=nullable)
     if n is None:
         return None
-    return tuple(_uuid(r) for _ in range(n))
-
-
-def _tagged_fields(r: Reader, what: str) -> Iterator[tuple[int, Reader]]:
-    """Each tagged field as (tag, a reader over exactly its payload)."""
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        size = r.uvarint()
-        start = r.pos
-        payload = r.raw(size, f"{what} tagged field {tag}")
-        yield tag, Reader(payload, base=r.base + start, kind=r.kind)
-
-
-def _expect_end(r: Reader, what: str) -> None:
-    if r.remaining:
-        raise CorruptInputError(_CORRUPT, r.base + r.pos, f"{r.remaining} bytes left after {what}")
+    return tuple(read_uuid(r) for _ in range(n))
 
 
 def _topic_record(r: Reader, version: int) -> TopicRecord:
     name = r.compact_string()
     assert name is not None  # non-nullable read raises instead
-    topic_id = _uuid(r)
-    for _tag, _payload in _tagged_fields(r, "TopicRecord"):
+    topic_id = read_uuid(r)
+    for _tag, _payload in tagged_fields(r, "TopicRecord"):
         pass  # none defined
     return TopicRecord(version, name, topic_id)
 
 
 def _partition_record(r: Reader, version: int) -> PartitionRecord:
     partition_id = r.int32()
-    topic_id = _uuid(r)
+    topic_id = read_uuid(r)
     replicas = _int32_array(r, "replicas")
     isr = _int32_array(r, "isr")
     removing = _int32_array(r, "removingReplicas")
@@ -460,7 +430,7 @@ def _partition_record(r: Reader, version: int) -> PartitionRecord:
     recovery = 0
     elr: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
-    for tag, t in _tagged_fields(r, "PartitionRecord"):
+    for tag, t in tagged_fields(r, "PartitionRecord"):
         if tag == TAG_LEADER_RECOVERY_STATE:
             recovery = t.int8()
         elif tag == TAG_ELIGIBLE_LEADER_REPLICAS and version >= 2:
@@ -469,7 +439,7 @@ def _partition_record(r: Reader, version: int) -> PartitionRecord:
             last_known_elr = _nullable_int32_array(t, "lastKnownElr")
         else:
             continue  # a tag this version does not define
-        _expect_end(t, f"PartitionRecord tagged field {tag}")
+        expect_end(t, f"PartitionRecord tagged field {tag}")
     return PartitionRecord(
         version, partition_id, topic_id, replicas, isr, removing, adding, leader, recovery, leader_epoch,
         partition_epoch, directories, elr, last_known_elr,
@@ -489,12 +459,12 @@ _CHANGE_ARRAYS: Final[dict[int, tuple[str, int]]] = {
 
 def _partition_change_record(r: Reader, version: int) -> PartitionChangeRecord:
     partition_id = r.int32()
-    topic_id = _uuid(r)
+    topic_id = read_uuid(r)
     arrays: dict[int, tuple[int, ...] | None] = {}
     leader = NO_LEADER_CHANGE
     recovery = -1
     directories: tuple[str, ...] | None = None
-    for tag, t in _tagged_fields(r, "PartitionChangeRecord"):
+    for tag, t in tagged_fields(r, "PartitionChangeRecord"):
         array = _CHANGE_ARRAYS.get(tag)
         if array is not None and version >= array[1]:
             arrays[tag] = _nullable_int32_array(t, array[0])
@@ -506,7 +476,7 @@ def _partition_change_record(r: Reader, version: int) -> PartitionChangeRecord:
             directories = _uuid_array(t, "directories", nullable=True)
         else:
             continue  # a tag this version does not define
-        _expect_end(t, f"PartitionChangeRecord tagged field {tag}")
+        expect_end(t, f"PartitionChangeRecord tagged field {tag}")
     return PartitionChangeRecord(
         version,
         partition_id,
@@ -529,14 +499,14 @@ def _config_record(r: Reader, version: int) -> ConfigRecord:
     name = r.compact_string()
     value = r.compact_string(nullable=True)
     assert resource_name is not None and name is not None  # non-nullable reads raise instead
-    for _tag, _payload in _tagged_fields(r, "ConfigRecord"):
+    for _tag, _payload in tagged_fields(r, "ConfigRecord"):
         pass  # none defined
     return ConfigRecord(version, resource_type, resource_name, name, value)
 
 
 def _remove_topic_record(r: Reader, version: int) -> RemoveTopicRecord:
-    topic_id = _uuid(r)
-    for _tag, _payload in _tagged_fields(r, "RemoveTopicRecord"):
+    topic_id = read_uuid(r)
+    for _tag, _payload in tagged_fields(r, "RemoveTopicRecord"):
         pass  # none defined
     return RemoveTopicRecord(version, topic_id)
 
@@ -545,7 +515,7 @@ def _feature_level_record(r: Reader, version: int) -> FeatureLevelRecord:
     name = r.compact_string()
     level = r.int16()
     assert name is not None  # non-nullable reads raise instead
-    for _tag, _payload in _tagged_fields(r, "FeatureLevelRecord"):
+    for _tag, _payload in tagged_fields(r, "FeatureLevelRecord"):
         pass  # none defined
     return FeatureLevelRecord(version, name, level)
 
@@ -588,11 +558,7 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
     if value is None:
         raise CorruptInputError(_CORRUPT, 0, "null value: metadata records always have one")
     r = Reader(value, kind=_CORRUPT)
-    frame = _frame_field(r, "frame version")
-    if frame != FRAME_VERSION:
-        raise CorruptInputError(_UNKNOWN_VERSION, 0, f"frame version {frame}, only {FRAME_VERSION} is known")
-    record_type = _frame_field(r, "record type")
-    version = _frame_field(r, "record version")
+    record_type, version = read_frame(r)
     highest = HIGHEST_VERSIONS.get(record_type)
     if highest is None:
         return OtherMetadataRecord(record_type, version)
@@ -612,7 +578,7 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
         record = _feature_level_record(r, version)
     else:
         record = _remove_topic_record(r, version)
-    _expect_end(r, name)
+    expect_end(r, name)
     return record
 
 

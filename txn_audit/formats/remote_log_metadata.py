@@ -102,7 +102,7 @@ from dataclasses import dataclass, replace
 from typing import Final, NamedTuple
 
 from txn_audit.errors import CorruptInputError
-from txn_audit.formats.cluster_metadata import uuid_string
+from txn_audit.formats.api_message import FRAME_VERSION, expect_end, read_frame, read_uuid, skip_tags, tagged_fields
 from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
 from txn_audit.formats.model import DecodeIssue, IssueKind
 from txn_audit.formats.primitives import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, Buffer, Reader
@@ -150,8 +150,6 @@ __all__ = [
     "remote_segments",
 ]
 
-FRAME_VERSION: Final = 1
-MAX_FRAME_FIELD: Final = 0x7FFF  # apiKey and version are Java shorts
 
 REMOTE_LOG_SEGMENT_METADATA_RECORD: Final = 0
 REMOTE_LOG_SEGMENT_METADATA_UPDATE_RECORD: Final = 1
@@ -211,7 +209,6 @@ TAG_DELETE_END_OFFSET: Final = 1
 UPDATE_NO_BROKER_LEADER_EPOCH: Final = -1
 UPDATE_NO_END_OFFSET: Final = -1
 
-UUID_SIZE: Final = 16
 #: the fewest bytes a SegmentLeaderEpochEntry takes: int32, int64, an empty tagged-field section
 _MIN_EPOCH_ENTRY: Final = 4 + 8 + 1
 
@@ -351,39 +348,6 @@ class RemoteLogEntry(NamedTuple):
 # -- decoding one record value ---------------------------------------------------------
 
 
-def _frame_field(r: Reader, what: str) -> int:
-    start = r.pos
-    value = r.uvarint()
-    if value > MAX_FRAME_FIELD:
-        raise CorruptInputError(_CORRUPT, start, f"{what} {value} does not fit a Java short")
-    return value
-
-
-def _uuid(r: Reader) -> str:
-    return uuid_string(r.raw(UUID_SIZE, "uuid"))
-
-
-def _tagged_fields(r: Reader, what: str) -> Iterator[tuple[int, Reader]]:
-    """Each tagged field as (tag, a reader over exactly its payload)."""
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        size = r.uvarint()
-        start = r.pos
-        payload = r.raw(size, f"{what} tagged field {tag}")
-        yield tag, Reader(payload, base=r.base + start, kind=r.kind)
-
-
-def _skip_tags(r: Reader, what: str) -> None:
-    """A tagged-field section where no tag is defined: every field skipped."""
-    for _tag, _payload in _tagged_fields(r, what):
-        pass
-
-
-def _expect_end(r: Reader, what: str) -> None:
-    if r.remaining:
-        raise CorruptInputError(_CORRUPT, r.base + r.pos, f"{r.remaining} bytes left after {what}")
-
-
 def _nullable_bytes(r: Reader, what: str) -> bytes | None:
     """Compact nullable bytes: uvarint(length + 1), 0 = null."""
     n = r.uvarint() - 1
@@ -405,17 +369,17 @@ def _topic_id_partition(r: Reader) -> tuple[str, str, int]:
     """TopicIdPartitionEntry: (topic id, topic name, partition)."""
     name = r.compact_string()
     assert name is not None  # a non-nullable read raises instead
-    topic_id = _uuid(r)
+    topic_id = read_uuid(r)
     partition = r.int32()
-    _skip_tags(r, "TopicIdPartitionEntry")
+    skip_tags(r, "TopicIdPartitionEntry")
     return topic_id, name, partition
 
 
 def _segment_id(r: Reader) -> tuple[str, str, int, str]:
     """RemoteLogSegmentIdEntry: (topic id, topic name, partition, segment id)."""
     topic_id, name, partition = _topic_id_partition(r)
-    segment_id = _uuid(r)
-    _skip_tags(r, "RemoteLogSegmentIdEntry")
+    segment_id = read_uuid(r)
+    skip_tags(r, "RemoteLogSegmentIdEntry")
     return topic_id, name, partition, segment_id
 
 
@@ -434,7 +398,7 @@ def _leader_epochs(r: Reader) -> tuple[tuple[int, int], ...]:
     for _ in range(n):
         epoch = r.int32()
         offset = r.int64()
-        _skip_tags(r, "SegmentLeaderEpochEntry")
+        skip_tags(r, "SegmentLeaderEpochEntry")
         epochs.append((epoch, offset))
     return tuple(epochs)
 
@@ -453,14 +417,14 @@ def _segment_record(r: Reader, version: int) -> RemoteSegmentRecord:
     state = _state(r, REMOTE_LOG_SEGMENT_STATES, "RemoteLogSegmentState")
     txn_index_empty = False
     broker_leader_epoch = 0 if version >= 1 else None
-    for tag, t in _tagged_fields(r, "RemoteLogSegmentMetadataRecord"):
+    for tag, t in tagged_fields(r, "RemoteLogSegmentMetadataRecord"):
         if tag == TAG_TXN_INDEX_EMPTY:
             txn_index_empty = t.int8() != 0
         elif tag == TAG_SEGMENT_BROKER_LEADER_EPOCH and version >= 1:
             broker_leader_epoch = t.int32()
         else:
             continue  # a tag this version does not define
-        _expect_end(t, f"RemoteLogSegmentMetadataRecord tagged field {tag}")
+        expect_end(t, f"RemoteLogSegmentMetadataRecord tagged field {tag}")
     if start_offset < 0 or end_offset < start_offset:
         raise CorruptInputError(
             _CORRUPT,
@@ -498,14 +462,14 @@ def _segment_update(r: Reader, version: int) -> RemoteSegmentUpdate:
     end_offset: int | None = None
     if version >= 1:
         broker_leader_epoch, end_offset = UPDATE_NO_BROKER_LEADER_EPOCH, UPDATE_NO_END_OFFSET
-    for tag, t in _tagged_fields(r, "RemoteLogSegmentMetadataUpdateRecord"):
+    for tag, t in tagged_fields(r, "RemoteLogSegmentMetadataUpdateRecord"):
         if tag == TAG_UPDATE_BROKER_LEADER_EPOCH and version >= 1:
             broker_leader_epoch = t.int32()
         elif tag == TAG_UPDATE_END_OFFSET and version >= 1:
             end_offset = t.int64()
         else:
             continue  # a tag this version does not define
-        _expect_end(t, f"RemoteLogSegmentMetadataUpdateRecord tagged field {tag}")
+        expect_end(t, f"RemoteLogSegmentMetadataUpdateRecord tagged field {tag}")
     return RemoteSegmentUpdate(
         topic_id=topic_id,
         topic=topic,
@@ -529,14 +493,14 @@ def _partition_delete(r: Reader, version: int) -> RemotePartitionDelete:
     state = _state(r, REMOTE_PARTITION_DELETE_STATES, "RemotePartitionDeleteState")
     broker_leader_epoch = 0 if version >= 1 else None
     end_offset = 0 if version >= 1 else None
-    for tag, t in _tagged_fields(r, "RemotePartitionDeleteMetadataRecord"):
+    for tag, t in tagged_fields(r, "RemotePartitionDeleteMetadataRecord"):
         if tag == TAG_DELETE_BROKER_LEADER_EPOCH and version >= 1:
             broker_leader_epoch = t.int32()
         elif tag == TAG_DELETE_END_OFFSET and version >= 1:
             end_offset = t.int64()
         else:
             continue  # a tag this version does not define
-        _expect_end(t, f"RemotePartitionDeleteMetadataRecord tagged field {tag}")
+        expect_end(t, f"RemotePartitionDeleteMetadataRecord tagged field {tag}")
     return RemotePartitionDelete(
         topic_id=topic_id,
         topic=topic,
@@ -561,11 +525,7 @@ def decode_remote_log_record(value: Buffer | None) -> RemoteLogRecord:
     if value is None:
         raise CorruptInputError(_CORRUPT, 0, "null value: remote log metadata records always have one")
     r = Reader(value, kind=_CORRUPT)
-    frame = _frame_field(r, "frame version")
-    if frame != FRAME_VERSION:
-        raise CorruptInputError(_UNKNOWN_VERSION, 0, f"frame version {frame}, only {FRAME_VERSION} is known")
-    api_key = _frame_field(r, "apiKey")
-    version = _frame_field(r, "version")
+    api_key, version = read_frame(r)
     highest = HIGHEST_VERSIONS.get(api_key)
     if highest is None:
         return OtherRemoteLogRecord(api_key, version)
@@ -579,7 +539,7 @@ def decode_remote_log_record(value: Buffer | None) -> RemoteLogRecord:
         record = _segment_update(r, version)
     else:
         record = _partition_delete(r, version)
-    _expect_end(r, name)
+    expect_end(r, name)
     return record
 
 
