@@ -40,7 +40,7 @@ class InputKind(StrEnum):
 @dataclass(frozen=True)
 class AuditOptions:
     """Every option of a scan, each default given here once. Each shell (the command line, the
-    nightly job, a notebook) builds one and passes it whole; ``ScanResult.options`` keeps it.
+    nightly job, a notebook that scans) builds one and passes it whole; ``ScanResult.options`` keeps it.
     Checked when built (``UsageError``): a scan never starts with options it cannot use."""
 
     #: the time ages are measured to; None: chosen from the dump (``txn_audit.audit_time``)
