@@ -128,6 +128,7 @@ __all__ = [
     "decode_metadata_record",
     "iter_metadata_records",
     "leadership_history",
+    "live_segments",
     "merge_partition_change",
     "newest_snapshot",
     "newest_timestamp",
@@ -761,7 +762,7 @@ def newest_snapshot(names: Iterable[str]) -> LogFileName | None:
     return max(snapshots, key=lambda s: (s.base_offset, s.epoch or 0), default=None)
 
 
-def _segments(names: Iterable[str]) -> list[LogFileName]:
+def live_segments(names: Iterable[str]) -> list[LogFileName]:
     """The live ``.log`` segments among file names, in base-offset order."""
     segments = [
         parsed for name in names
@@ -805,7 +806,7 @@ def read_cluster_metadata(
     if snapshot is not None:
         records += [(last_offset, e.record) for e in iter_metadata_records(files[snapshot.name],
                                                                            allow_truncated_tail=False)]
-    for segment in _segments(files):
+    for segment in live_segments(files):
         segment_records, segment_last = _log_records(files[segment.name], start, until_timestamp_ms)
         records += segment_records
         last_offset = max(last_offset, segment_last)
@@ -852,7 +853,7 @@ def topic_configs(files: Mapping[str, SegmentBuffer]) -> TopicConfigs:
     if snapshot is not None:
         stamped += [(-1, start - 1, e.record)
                     for e in iter_metadata_records(files[snapshot.name], allow_truncated_tail=False)]
-    for segment in _segments(files):
+    for segment in live_segments(files):
         walked = _walk(files[segment.name], allow_truncated_tail=True)
         stamped += [(e.timestamp, e.offset, e.record) for _, e in walked if e is not None and e.offset >= start]
     return replay_configs(stamped)
@@ -893,7 +894,7 @@ def newest_timestamp(files: Mapping[str, SegmentBuffer]) -> int | None:
     (500 ms by default, a NoOpRecord when nothing else changes), so this dates when the copy
     stopped growing: its broker's shutdown, or the copy of a running one."""
     newest: int | None = None
-    for segment in _segments(files):
+    for segment in live_segments(files):
         for header, _ in _data_batches(files[segment.name], allow_truncated_tail=True):
             newest = header.max_timestamp if newest is None else max(newest, header.max_timestamp)
     return newest
@@ -912,7 +913,7 @@ def leadership_history(files: Mapping[str, SegmentBuffer]) -> tuple[list[Leaders
     if snapshot is not None:
         stamped += [(-1, last_offset, e.record)
                     for e in iter_metadata_records(files[snapshot.name], allow_truncated_tail=False)]
-    for segment in _segments(files):
+    for segment in live_segments(files):
         for header, entry in _walk(files[segment.name], allow_truncated_tail=True):
             if entry is None:
                 if header.last_offset >= start:

@@ -48,8 +48,8 @@ from txn_audit.formats.dumplog_text import (
     remote_log_entry,
     section_of,
 )
-from txn_audit.formats.cluster_metadata import MetadataRecord, newest_snapshot, replay_configs
-from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC, parse_log_file_name
+from txn_audit.formats.cluster_metadata import MetadataRecord, live_segments, newest_snapshot, replay_configs
+from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC
 from txn_audit.formats.model import IssueKind, Severity
 from txn_audit.formats.remote_log_metadata import RemoteLogRecord
 from txn_audit.formats.offsets_text import parse_get_offsets, parse_offsets_json
@@ -220,9 +220,7 @@ def _read_metadata_text(inv: Inventory, files: dict[str, list[tuple[int, int, Me
     snapshot = newest_snapshot(files)
     start = 0 if snapshot is None else snapshot.base_offset
     stamped = [] if snapshot is None else [(-1, start - 1, record) for _, _, record in files[snapshot.name]]
-    logs = sorted((parsed.base_offset, name) for name in files
-                  if (parsed := parse_log_file_name(name)) is not None and parsed.kind == "log")
-    log_entries = [entry for _, name in logs for entry in files[name] if entry[1] >= start]
+    log_entries = [entry for segment in live_segments(files) for entry in files[segment.name] if entry[1] >= start]
     stamped += log_entries
     if not stamped:
         return
