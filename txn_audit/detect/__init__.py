@@ -30,7 +30,6 @@ from txn_audit.detect.producer_rules import (
     BATCH_PLACE,
     SEGMENT_KEY,
     Between,
-    Cleaned,
     Span,
     gap_places,
     gap_spans,
@@ -381,6 +380,11 @@ CLEANER_COLUMNS = ("topic", "partition", "broker_id", "cleaner_offset", "cleanup
 OFFSET_RULE_COLUMNS = (*LOCAL_START_COLUMNS, "cleaner_offset", "cleanup_policy")
 
 
+#: per copy of a compacted partition (topic, partition, broker id): how far the log cleaner has
+#: cleaned it (its cleaner-offset-checkpoint entry)
+Cleaned = dict[tuple[str, int, int | None], int]
+
+
 @dataclass(frozen=True)
 class Compaction:
     """What the dump shows of the log cleaner (``partition_offsets``: the cleaner-offset-checkpoint
@@ -388,7 +392,7 @@ class Compaction:
     compacted (the cleaner tracks compacted logs alone) unless the metadata log says its topic is
     deleted only; so is a partition whose topic's policy compacts."""
 
-    #: the copies the cleaner compacted, with how far (``producer_rules.Cleaned``)
+    #: the copies the cleaner compacted, with how far (``Cleaned``)
     cleaned: Cleaned
     #: the partitions (topic, partition) of compacted topics
     compacted: frozenset[tuple[str, int]]

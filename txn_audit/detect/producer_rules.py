@@ -25,7 +25,7 @@ from txn_audit.detect.words import duration_text, finding_row, offsets_text, par
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
-__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Cleaned", "Span", "dropped_offsets", "epoch_findings",
+__all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Span", "dropped_offsets", "epoch_findings",
            "gap_places", "gap_spans", "late_arrival_findings", "producer_findings", "sequence_findings",
            "sequence_gaps"]
 
@@ -96,10 +96,6 @@ def gap_places(gaps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The segments (``SEGMENT_KEY``) of the batches of ``gaps``, each once, in order."""
     return sorted({tuple(row[c] for c in SEGMENT_KEY) for row in gaps}, key=repr)
 
-
-#: per copy of a compacted partition (topic, partition, broker id): how far the log cleaner has
-#: cleaned it (its cleaner-offset-checkpoint entry)
-Cleaned = dict[tuple[str, int, int | None], int]
 
 #: an open range of offsets between a sequence gap's previous batch and its batch: (topic,
 #: partition, the previous batch's last offset, the gap batch's base offset)
