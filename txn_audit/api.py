@@ -8,7 +8,6 @@ returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import hashlib
 import json
@@ -355,24 +354,24 @@ def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) 
     return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
 
 
-def newest_timestamp(raw: RawTables | Mapping[str, DataFrame]) -> int | None:
+def newest_timestamp(raw: RawTables) -> int | None:
     """The newest timestamp anywhere in the dump (the default audit time): the highest value of
-    each table's ``manifest.TIME_COLUMNS`` column. Read from the files' statistics when the
-    manifest gives every row group's (``TableManifest.newest_times``), else in one Spark job."""
-    from pyspark.sql import functions as F
+    each table's ``manifest.TIME_COLUMNS`` column, from the files' statistics where the manifest
+    gives every row group's (``TableManifest.newest_times``), else from the column, read with
+    pyarrow (a row group whose values are all null)."""
+    import pyarrow.compute as pc
 
-    from txn_audit.tables import RawTables
+    from txn_audit.replica_tasks.reading import manifest_dataset
 
-    tables = RawTables.of(raw)
-    listed = [tables.files(name) for name in TIME_COLUMNS]
-    known = [None if files is None else files.newest_times() for files in listed]
-    if all(times is not None for times in known):
-        times = [time for table in known for time in table or ()]
-        return max(times) if times else None
-    newest = [tables[name].select(F.col(column).alias("ts")) for name, column in TIME_COLUMNS.items()]
-    row = functools.reduce(lambda a, b: a.unionByName(b), newest).agg(F.max("ts")).first()  # one job
-    found = None if row is None else row[0]  # an aggregation gives one row
-    return None if found is None else int(found)
+    found: list[int] = []
+    for name, column in TIME_COLUMNS.items():
+        files = raw.files(name)
+        times = files.newest_times()
+        if times is None and (dataset := manifest_dataset(files)) is not None:
+            newest = pc.max(dataset.to_table(columns=[column]).column(column)).as_py()
+            times = [] if newest is None else [int(newest)]
+        found.extend(times or ())
+    return max(found) if found else None
 
 
 def transaction_context(txn_log: DataFrame, findings: list[Finding],

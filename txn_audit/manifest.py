@@ -100,8 +100,8 @@ class TableManifest:
 
     @property
     def per_replica(self) -> bool:
-        """Whether every row group names its one replica (what ingest writes)."""
-        return all(group.replica is not None for f in self.files for group in f.row_groups)
+        """Whether every row group that holds rows names its one replica (what ingest writes)."""
+        return all(group.replica is not None for f in self.files for group in f.row_groups if group.rows)
 
     def replicas(self) -> frozenset[Replica] | None:
         """The replicas of the table's rows; None when a file's are not known."""
@@ -164,7 +164,7 @@ class TableManifest:
         extents: dict[Replica, tuple[int | None, int | None]] = {}
         for f in self.files:
             for group in f.row_groups:
-                if group.replica is None or (wanted is not None and group.replica not in wanted):
+                if not group.rows or group.replica is None or (wanted is not None and group.replica not in wanted):
                     continue
                 if group.extent is None:
                     return None

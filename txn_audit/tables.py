@@ -18,31 +18,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RawTables:
-    """The raw tables as reconstruct takes them: a frame per table and, when the frames read the
-    files ingest wrote as they are, the manifest of those files (``txn_audit.manifest``). With a
-    manifest the passes read the files themselves, one replica per task; a caller that hands in
-    frames it built or filtered itself gives no manifest, and Spark shuffles the rows instead."""
+    """The raw tables as reconstruct takes them: a frame per table over the files ingest wrote,
+    and the manifest of those files (``txn_audit.manifest``), from which the passes read each
+    replica's rows in their own tasks and the rules read small tables on the driver."""
 
     frames: dict[str, DataFrame]
-    manifest: Manifest | None = None
+    manifest: Manifest
 
     def __getitem__(self, name: str) -> DataFrame:
         return self.frames[name]
 
-    def files(self, name: str) -> TableManifest | None:
-        """The manifest of table ``name``'s files; None without a manifest."""
-        return None if self.manifest is None else self.manifest.table(name)
+    def files(self, name: str) -> TableManifest:
+        """The manifest of table ``name``'s files."""
+        table = self.manifest.table(name)
+        if table is None:
+            raise KeyError(f"the manifest lists no table {name!r}")
+        return table
 
     def holds_no_rows(self, name: str) -> bool:
-        """Whether the manifest shows table ``name`` without a row (False when it is not known):
-        then nothing need be asked of its frame."""
-        files = self.files(name)
-        return files is not None and files.rows == 0
-
-    @staticmethod
-    def of(raw: RawTables | Mapping[str, DataFrame]) -> RawTables:
-        """``raw`` as it is, or frames without a manifest."""
-        return raw if isinstance(raw, RawTables) else RawTables(dict(raw), None)
+        """Whether the manifest shows table ``name`` without a row: then nothing need be asked
+        of its frame."""
+        return self.files(name).rows == 0
 
 
 def load_table(spark: SparkSession, tables_dir: str | Path, name: str) -> DataFrame:
@@ -55,9 +51,12 @@ def load_tables(spark: SparkSession, tables_dir: str | Path, names: Iterable[str
 
 
 def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
-    """Every raw table under ``tables_dir``, with the manifest ingest saved beside them (None
-    when there is none: then the Spark paths run)."""
-    return RawTables(load_tables(spark, tables_dir, RAW_TABLES), Manifest.load(tables_dir))
+    """Every raw table under ``tables_dir``, with the manifest ingest saved beside them
+    (``FileNotFoundError`` without one: tables ingest did not write)."""
+    manifest = Manifest.load(tables_dir)
+    if manifest is None:
+        raise FileNotFoundError(f"no manifest of the raw tables in {tables_dir}: ingest the dump again")
+    return RawTables(load_tables(spark, tables_dir, RAW_TABLES), manifest)
 
 
 def rows_on_partitions(values: Mapping[tuple[str, int], Iterable[int]], column: str) -> pc.Expression | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,31 +159,47 @@ class RawBuilder:
     def write(self, folder: Path) -> None:
         """The tables as ingest writes them: a Parquet file each, whose footer lists its rows'
         replicas, and their manifest beside them."""
+        from txn_audit.ingest.worker import replica_runs
+        from txn_audit.schemas import REPLICA_COLUMNS
+
         for name, table in self.arrow_tables().items():
             (folder / name).mkdir(parents=True)
-            listed = table.replace_schema_metadata(replicas_metadata(row_replicas(table)))
-            pq.write_table(listed, folder / name / "part-00000.parquet")
+            if not set(REPLICA_COLUMNS) <= set(table.column_names):  # a table of no replica
+                pq.write_table(table, folder / name / "part-00000.parquet")
+                continue
+            listed = table.schema.with_metadata(replicas_metadata(row_replicas(table)))
+            with pq.ParquetWriter(folder / name / "part-00000.parquet", listed) as writer:
+                for _replica, rows in replica_runs(table):  # a row group per replica's run, as ingest writes
+                    writer.write_table(rows.cast(listed))
         describe_tables(folder, RAW_TABLES).save(folder)
 
 
 def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int = 60_000,
               tolerance_ms: int = 1_000, files: Path | None = None) -> list[dict[str, Any]]:
-    """The findings on ``builder``'s tables: as frames made in memory, or (``files``: an empty
-    folder) as files written there and read back, each derived table written there as a scan does."""
-    from txn_audit.detect import detect
-    from txn_audit.usage import AuditOptions
+    """The findings on ``builder``'s tables, written as ingest writes them into ``files`` (an
+    empty folder; None: a temporary one) and read back as a scan reads them, each derived table
+    written there as a scan does."""
+    from txn_audit.detect import write_detected
     from txn_audit.reconstruct import DerivedOutput, reconstruct
-    from txn_audit.tables import RawTables
+    from txn_audit.tables import read_arrow_table
+    from txn_audit.usage import AuditOptions
 
-    if files is None:
-        raw = RawTables(builder.tables(spark))  # no manifest: the Spark paths
-        output = DerivedOutput(None)
-    else:
-        builder.write(files / "tables")
-        raw = load_raw_tables(spark, files / "tables")  # with the manifest: the tasks read the files
-        assert raw.manifest is not None
-        output = DerivedOutput(str(files / "tables"))
-    # as in a scan, every intermediate is computed once: detection reads each several times
-    recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms, output=output)
-    opts = AuditOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
-    return [r.asDict() for r in detect(raw, recon, opts).collect()]
+    with tempfile.TemporaryDirectory(prefix="rules-") as scratch:
+        folder = Path(scratch) if files is None else files
+        builder.write(folder / "tables")
+        raw = load_raw_tables(spark, folder / "tables")
+        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=tolerance_ms,
+                            output=DerivedOutput(str(folder / "tables")))
+        opts = AuditOptions(as_of_ms=as_of_ms, max_transaction_timeout_ms=timeout_ms, late_tolerance_ms=tolerance_ms)
+        write_detected(raw, recon, opts, folder / "tables" / "findings")
+        found: list[dict[str, Any]] = read_arrow_table(folder / "tables", "findings").to_pylist()
+        return found
+
+
+def rank(raw: Any, as_of_ms: int | None = None) -> Any:
+    """``reconstruct.ranked_replicas`` of raw tables (``tables.RawTables``), as reconstruct ranks them."""
+    from txn_audit.reconstruct import ranked_replicas
+
+    return ranked_replicas(raw["partition_offsets"], offsets_files=raw.files("partition_offsets"),
+                           metadata_files=raw.files("metadata_partitions"), batch_files=raw.files("batches"),
+                           as_of_ms=as_of_ms)

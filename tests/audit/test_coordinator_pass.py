@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.audit.builders import RawBuilder
+from tests.audit.builders import RawBuilder, rank
 from tests.kafkacorpus import CORPUS
 from tests.realcorpus import REALCORPUS, needs_corpus
 
@@ -201,12 +201,6 @@ def test_a_partition_of_tombstones_alone_gives_no_epoch_or_producer_row(spark: A
     assert log.epoch_candidates().where(f"partition = {log_partition}").isEmpty()
 
 
-def test_frames_without_their_files_take_the_windows(spark: Any) -> None:
-    from txn_audit.reconstruct.transactions import CoordinatorLog
-
-    assert CoordinatorLog.of(_random_log(1).tables(spark)["txn_log"], None).passed is None
-
-
 @pytest.mark.parametrize("dump", [
     pytest.param(REALCORPUS / "healthy", marks=needs_corpus),
     pytest.param(REALCORPUS / "timeout-abort", marks=needs_corpus),
@@ -221,14 +215,14 @@ def test_on_real_brokers_logs_the_pass_gives_what_the_windows_give(spark: Any, d
     """The coordinator logs real brokers wrote, as a scan ingests them; on a dump of several
     brokers, the chosen copy of each partition, read through the manifest of their rows."""
     from txn_audit import api
-    from txn_audit.reconstruct import on_replicas, ranked_replicas
+    from txn_audit.reconstruct import on_replicas
     from txn_audit.reconstruct.transactions import log_partitions
     from txn_audit.replica_tasks import replicas_rows
     from txn_audit.tables import load_raw_tables
 
     api.scan(dump / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    ranked = rank(raw)
     keys = ranked.keys(1)
     records = on_replicas(raw["txn_log"], ranked.of_rank(1), keys, raw.files("txn_log"))
     found = _spied_groupings(monkeypatch)  # after the scan: only this log's groupings

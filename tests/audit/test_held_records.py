@@ -85,28 +85,3 @@ def test_held_records_are_summed_over_the_held_range(spark: Any, seed: int, name
            for r in recon.partition_stability.collect() if r["lso_below_hw"]}
     assert got == expected
     assert ranges == ([len(expected)] if named and expected else [])
-
-
-def test_the_named_ranges_reach_the_parquet_scan(spark: Any, tmp_path: Any) -> None:
-    """The filter is pushed into the batches' Parquet scan, so row groups outside the held
-    ranges are skipped by their statistics."""
-    from pyspark.sql import Row
-
-    from txn_audit.reconstruct.stability import held_ranges
-    from txn_audit.schemas import PARTITION_COLUMNS
-    from txn_audit.tables import load_raw_tables
-
-    b, _ = _random_dump(0)
-    b.write(tmp_path / "tables")
-    batches = load_raw_tables(spark, tmp_path / "tables").frames["batches"]
-    held = [Row(topic="a", partition=1, last_stable_offset=7, hw=20),
-            Row(topic="b", partition=0, last_stable_offset=3, hw=11)]
-    spark.conf.set("spark.sql.maxMetadataStringLength", "100000")  # the plan's text, not cut short
-    try:
-        plan = batches.where(held_ranges(held, PARTITION_COLUMNS))._jdf.queryExecution().executedPlan().toString()
-    finally:
-        spark.conf.unset("spark.sql.maxMetadataStringLength")
-    pushed = plan[plan.index("PushedFilters: ["):].split("\n", 1)[0]
-    for bound in ("GreaterThanOrEqual(last_offset,7)", "LessThan(base_offset,20)",
-                  "GreaterThanOrEqual(last_offset,3)", "LessThan(base_offset,11)"):
-        assert bound in pushed, pushed

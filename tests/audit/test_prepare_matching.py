@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.audit.builders import RawBuilder
+from tests.audit.spark_matching import prepare_marker_matches
 
 pytestmark = pytest.mark.spark
 
@@ -68,27 +69,21 @@ def _expected(b: RawBuilder) -> dict[tuple[Any, ...], tuple[bool, str | None, in
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("reading", ["frames", "files"])
+@pytest.mark.parametrize("reading", ["windows", "pass"])
 def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, reading: str, tmp_path: Any) -> None:
-    """Spark ordering the markers (frames made in memory), and the producer pass's tasks
-    following them (the tables' files, as a scan reads them)."""
-    from txn_audit.detect.rules import prepare_marker_matches
+    """Spark windows ordering the markers (the reference, ``spark_matching``), and the producer
+    pass's tasks following them (the tables' files, as a scan reads them)."""
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
     b = _random_log(seed)
-    follows = None
-    if reading == "files":
-        b.write(tmp_path / "tables")
-        tables = load_raw_tables(spark, tmp_path / "tables")
-        recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000,
-                            output=DerivedOutput(str(tmp_path)))
-        follows = recon.prepare_follows
-        assert follows is not None
-        raw = tables.frames
+    b.write(tmp_path / "tables")
+    tables = load_raw_tables(spark, tmp_path / "tables")
+    if reading == "pass":
+        matches = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000,
+                              output=DerivedOutput(str(tmp_path))).prepare_follows
     else:
-        raw = b.tables(spark)
-    matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], follows)
+        matches = prepare_marker_matches(tables["txn_log"], tables["control_markers"])
     got = {
         (r["transactional_id"], r["txn_log_offset"], r["topic"], r["partition"]):
             (r["has_marker"], r["next_marker_type"], r["next_marker_offset"])
@@ -101,11 +96,10 @@ def test_each_prepare_is_matched_with_the_event_after_it(spark: Any, seed: int, 
 @pytest.mark.parametrize("split", [False, True])
 def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, seed: int, split: bool,
                                                                     tmp_path: Any, monkeypatch: Any) -> None:
-    """The rows the rules read, from the pass's tasks (the tables' files) and from Spark ordering
-    the markers with ``prepare_records`` (frames made in memory): equal in every column, the
+    """The rows the rules read, from the pass's tasks (the tables' files) and from Spark windows
+    ordering the markers with ``prepare_records`` (the reference): equal in every column, the
     Prepare* records on partitions absent from the dump included. ``split``: each partition is
     read in shares of its producers, by many tasks, each given only its share's records."""
-    from txn_audit.detect.rules import prepare_marker_matches
     from txn_audit.reconstruct import FOLLOW_FIELDS, DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -125,14 +119,13 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
     b.write(tmp_path / "tables")
     tables = load_raw_tables(spark, tmp_path / "tables")
     recon = reconstruct(tables, as_of_ms=T0 + 60_000, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
-    assert recon.prepare_follows is not None
 
-    def rows(raw: Any, follows: Any) -> list[dict[str, Any]]:
-        matches = prepare_marker_matches(raw["txn_log"], raw["control_markers"], follows)
+    def rows(matches: Any) -> list[dict[str, Any]]:
         return sorted((r.asDict() for r in matches.select(*FOLLOW_FIELDS.names).collect()),
                       key=lambda r: repr(sorted(r.items())))
 
-    from_files, in_spark = rows(tables.frames, recon.prepare_follows), rows(b.tables(spark), None)
+    from_files = rows(recon.prepare_follows)
+    in_spark = rows(prepare_marker_matches(tables["txn_log"], tables["control_markers"]))
     assert from_files == in_spark
     listed = sum(len(r["topic_partitions"] or []) for r in b.rows["txn_log"] if r["state"].startswith("Prepare"))
     assert len(from_files) == listed
@@ -144,15 +137,13 @@ def test_the_pass_gives_each_prepare_with_its_record_as_spark_would(spark: Any, 
 def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int, tmp_path: Any) -> None:
     """The rules of the coordinator's decisions (``decision_rules``) over the unsettled rows
     (``decision_rules.UNSETTLED``, read on the driver by ``detect.match_rows``) find what they
-    find over every row, from the pass's files and from Spark ordering the markers (frames), and
-    the settled rows are left out. Each producer also leaves a transaction open on some
+    find over every row, and the settled rows are left out. Each producer also leaves a transaction open on some
     partitions, written before its Prepare* records, so that markers can be missing as well as
     stuck or of the other type."""
     from txn_audit.detect import match_rows, open_transaction_inputs, stuck_marker_rows
     from txn_audit.usage import AuditOptions
     from txn_audit.detect.decision_rules import UNSETTLED, decision_findings
     from txn_audit.detect.open_transaction_rules import OPEN
-    from txn_audit.detect.rules import prepare_marker_matches
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
 
@@ -165,21 +156,18 @@ def test_the_unsettled_rows_give_every_coordinator_finding(spark: Any, seed: int
     tables = load_raw_tables(spark, tmp_path / "tables")
     opts = AuditOptions(as_of_ms=T0 + 60_000, max_transaction_timeout_ms=60_000, late_tolerance_ms=1_000)
     found = []
-    for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):  # the pass's files, Spark's order
-        recon = reconstruct(tables, as_of_ms=opts.as_of_ms, late_tolerance_ms=1_000, output=output)
-        assert (recon.prepare_follows is None) == (output.tables_dir is None)
-        matches = prepare_marker_matches(recon.coordinator_log.records, recon.markers, recon.prepare_follows)
-        open_rows = recon.rows("partition_transactions", OPEN)
-        _coordinator, previous = open_transaction_inputs(recon, open_rows)
-        every, kept = match_rows(recon, matches, None), match_rows(recon, matches, UNSETTLED)
-        for rows in (every, kept):
-            found.append(sorted(decision_findings(
-                rows, open_rows, previous, stuck_marker_rows(recon, rows), opts.as_of_ms, opts.prepare_grace_ms,
-                opts.clock_skew_ms).to_pylist(), key=repr))
-        settled = [r for r in every.to_pylist() if r["has_marker"] and r["next_state"] is not None
-                   and r["next_marker_type"] == r["decision"]]
-        assert kept.num_rows == every.num_rows - len(settled)
-    assert found[0] == found[1] == found[2] == found[3]
+    recon = reconstruct(tables, as_of_ms=opts.as_of_ms, late_tolerance_ms=1_000, output=DerivedOutput(str(tmp_path)))
+    open_rows = recon.rows("partition_transactions", OPEN)
+    _coordinator, previous = open_transaction_inputs(recon, open_rows)
+    every, kept = match_rows(recon, None), match_rows(recon, UNSETTLED)
+    for rows in (every, kept):
+        found.append(sorted(decision_findings(
+            rows, open_rows, previous, stuck_marker_rows(recon, rows), opts.as_of_ms, opts.prepare_grace_ms,
+            opts.clock_skew_ms).to_pylist(), key=repr))
+    settled = [r for r in every.to_pylist() if r["has_marker"] and r["next_state"] is not None
+               and r["next_marker_type"] == r["decision"]]
+    assert kept.num_rows == every.num_rows - len(settled)
+    assert found[0] == found[1]
 
 
 def _prepares(b: RawBuilder, topic: str, partition: int, *, untimed: int = -1) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.audit.builders import rank
 from tests.audit.producer_walk import KEY_FIELDS, TOLERANCE_MS, flagged, transactions, walk
 from tests.conftest import SampleScan
 from tests.kafkacorpus import CORPUS
@@ -17,31 +18,19 @@ pytestmark = pytest.mark.spark
 REPLICATED = CORPUS / "kafka-4.4.0" / "follower-killed"
 
 
-@pytest.mark.parametrize("reading", ["files", "shuffle"])
-def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleScan, reading: str) -> None:
-    """Both ways to the pass: each task reading one replica's files (the tables as written),
-    and Spark shuffling and sorting the rows (any other frame, here a filtered one)."""
-    import sys
-
-    from pyspark.sql import functions as F
-
-    from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
+def test_ordered_pass_equals_a_row_by_row_walk(spark: Any, sample_scan: SampleScan) -> None:
+    """Each task of the pass reads one replica's rows from the tables' files, as written."""
+    from txn_audit.reconstruct import chosen_replicas, on_replicas
     from txn_audit.replica_tasks import read_as_is
     from txn_audit.tables import load_raw_tables
 
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    assert raw.manifest is not None
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    ranked = rank(raw)
     replicas, keys = chosen_replicas(ranked), ranked.keys(1)
-    batch_files, marker_files = raw.manifest.table("batches"), raw.manifest.table("control_markers")
+    batch_files, marker_files = raw.files("batches"), raw.files("control_markers")
     batches = on_replicas(raw["batches"], replicas, keys, batch_files)
     markers = on_replicas(raw["control_markers"], replicas, keys, marker_files)
     batch_files, marker_files = read_as_is(batch_files, keys), read_as_is(marker_files, keys)
-    if reading == "shuffle":  # frames filtered by the caller come without a manifest
-        batches, markers = batches.where(F.lit(True)), markers.where(F.lit(True))
-        batch_files = marker_files = None
-    items = sys.modules["txn_audit.reconstruct.transactions"]._pass_items(batches, batch_files, marker_files)
-    assert (items is not None) == (reading == "files")
     expected_events, expected_txns = _pass_equals_walk(batches, markers, batch_files, marker_files)
     # and the sample has what the rules look for: several transactions, late rows, sequence gaps
     assert max(t["txn_seq"] for t in expected_txns) > 1 and any(t["marker_type"] is None for t in expected_txns)
@@ -55,24 +44,22 @@ def test_the_pass_reads_each_rank_of_a_dump_of_several_brokers_from_its_files(sp
     manifests of each rank's rows (``replicas_rows``) still let each task read its replica from
     the files, and the pass equals the walk over that rank's rows."""
     from txn_audit import api
-    from txn_audit.reconstruct import on_replicas, ranked_replicas
+    from txn_audit.reconstruct import on_replicas
     from txn_audit.replica_tasks import read_as_is, replicas_rows
     from txn_audit.tables import load_raw_tables
 
     api.scan(REPLICATED / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
     raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
-    assert raw.manifest is not None
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    ranked = rank(raw)
     assert ranked.ranks >= 2
-    for rank in range(1, ranked.ranks + 1):
-        keys = ranked.keys(rank)
-        tables = {name: raw.manifest.table(name) for name in ("batches", "control_markers")}
+    for each in range(1, ranked.ranks + 1):
+        keys = ranked.keys(each)
+        tables = {name: raw.files(name) for name in ("batches", "control_markers")}
         assert all(read_as_is(table, keys) is None for table in tables.values())
         batch_files, marker_files = (replicas_rows(table, keys) for table in tables.values())
-        assert batch_files is not None and marker_files is not None
         assert batch_files.replicas() <= keys and marker_files.replicas() <= keys  # type: ignore[operator]
-        batches = on_replicas(raw["batches"], ranked.of_rank(rank), keys, tables["batches"])
-        markers = on_replicas(raw["control_markers"], ranked.of_rank(rank), keys, tables["control_markers"])
+        batches = on_replicas(raw["batches"], ranked.of_rank(each), keys, tables["batches"])
+        markers = on_replicas(raw["control_markers"], ranked.of_rank(each), keys, tables["control_markers"])
         _, expected_txns = _pass_equals_walk(batches, markers, batch_files, marker_files)
         assert expected_txns  # each rank's copies hold transactions
 

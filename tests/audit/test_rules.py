@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.audit.builders import RawBuilder, run_rules
+from tests.audit.builders import RawBuilder, rank, run_rules
 
 pytestmark = pytest.mark.spark
 
@@ -71,7 +71,7 @@ def test_rules_with_nothing_to_judge_are_not_run(spark: Any, monkeypatch: pytest
         run_rules(spark, b, as_of_ms=T0 + 60 * MIN, files=tmp_path / "open")
 
 
-def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_scan: Any) -> None:
+def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
     """``detect.Rule.idle`` is sound: on the sample dump's tables, which hold an anomaly of every
     kind the sample plants, each rule that says it can find nothing gives no row when built
     anyway, and the rules that are not idle give every finding of the scan."""
@@ -81,10 +81,9 @@ def test_a_rule_that_says_it_can_find_nothing_finds_nothing(spark: Any, sample_s
 
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    assert raw.manifest is not None
     opts = result.options
     recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
-                        output=DerivedOutput(None))
+                        output=DerivedOutput(str(tmp_path)))
     found: dict[str, int] = {}
     idle = 0
     every = detection_rules(raw, recon, opts)
@@ -135,8 +134,8 @@ def test_no_rule_reads_every_marker(spark: Any, sample_scan: Any, tmp_path: Path
 def test_open_transactions_are_judged_from_their_own_rows(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
     """The open-transaction rule reads the open transactions and the markers before them from
     ``partition_transactions``' files (pyarrow, through filters), and the coordinator's rows of
-    their producers only: it finds from them what it finds from the frames (every row collected),
-    the sample's planted hanging and open transactions among them."""
+    their producers only: it finds from them what the scan found, the sample's planted hanging
+    and open transactions among them."""
     from txn_audit.detect import open_transaction_inputs
     from txn_audit.detect.open_transaction_rules import OPEN, open_transaction_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
@@ -145,22 +144,20 @@ def test_open_transactions_are_judged_from_their_own_rows(spark: Any, sample_sca
     result = sample_scan.result
     raw = load_raw_tables(spark, sample_scan.out / "tables")
     opts = result.options
-    found: list[list[dict[str, Any]]] = []
-    for output in (DerivedOutput(str(tmp_path)), DerivedOutput(None)):
-        recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms, output=output)
-        open_rows = recon.rows("partition_transactions", OPEN)
-        coordinator, previous = open_transaction_inputs(recon, open_rows)
-        every = recon.partition_transactions
-        assert open_rows.num_rows == every.where("state = 'open'").count() > 0
-        assert set(coordinator.column("producer_id").to_pylist()) <= set(open_rows.column("producer_id").to_pylist())
-        before = {(r["topic"], r["partition"], r["prev_marker_offset"]) for r in open_rows.to_pylist()
-                  if r["prev_marker_offset"] is not None}
-        assert {(r["topic"], r["partition"], r["marker_offset"]) for r in previous.to_pylist()} == before
-        found.append(sorted(open_transaction_findings(
-            open_rows, coordinator, previous, opts.as_of_ms, opts.max_transaction_timeout_ms).to_pylist(), key=repr))
-    assert found[0] == found[1]
+    recon = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
+                        output=DerivedOutput(str(tmp_path)))
+    open_rows = recon.rows("partition_transactions", OPEN)
+    coordinator, previous = open_transaction_inputs(recon, open_rows)
+    every = recon.partition_transactions
+    assert open_rows.num_rows == every.where("state = 'open'").count() > 0
+    assert set(coordinator.column("producer_id").to_pylist()) <= set(open_rows.column("producer_id").to_pylist())
+    before = {(r["topic"], r["partition"], r["prev_marker_offset"]) for r in open_rows.to_pylist()
+              if r["prev_marker_offset"] is not None}
+    assert {(r["topic"], r["partition"], r["marker_offset"]) for r in previous.to_pylist()} == before
+    found = open_transaction_findings(open_rows, coordinator, previous, opts.as_of_ms,
+                                      opts.max_transaction_timeout_ms).to_pylist()
     scanned = Counter(f.kind for f in result.findings if "open_transaction" in f.kind or f.kind.startswith("hanging"))
-    assert Counter(row["kind"] for row in found[0]) == scanned
+    assert Counter(row["kind"] for row in found) == scanned
     assert {"hanging_transaction", "open_transaction"} <= set(scanned)  # the sample plants both
 
 
@@ -225,8 +222,7 @@ def test_hanging_open_and_epoch_mismatch(spark: Any) -> None:
                                                               timeout_ms=15 * MIN))
 
 
-@pytest.mark.parametrize("as_files", [False, True], ids=["frames", "files"])
-def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_path: Path, as_files: bool) -> None:
+def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any) -> None:
     """On a compacted topic the cleaner drops whole batches, so the sequences of the batches it
     keeps jump across offsets no batch holds any more: no ``sequence_gap`` there, with or without
     a cleaner-offset-checkpoint entry (a text dump has none). A gap across offsets other batches
@@ -244,7 +240,7 @@ def test_the_cleaners_gaps_on_a_compacted_topic_are_no_finding(spark: Any, tmp_p
     b.compacted("unchecked", 0, cleaned_to=None)  # compacted, no cleaner-offset-checkpoint entry
     b.compacted("deleting", 0, cleaned_to=6, policy="delete")
     b.compacted("unknown", 0, cleaned_to=None, policy=None)  # neither a policy nor a checkpoint entry
-    found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if as_files else None)
+    found = run_rules(spark, b, as_of_ms=T0 + MIN)
     gaps = sorted((f["topic"], f["first_offset"], f["severity"]) for f in found if f["kind"] == "sequence_gap")
     assert gaps == [("changelog", 18, "warning"), ("deleting", 10, "warning"), ("deleting", 18, "warning"),
                     ("unchecked", 18, "warning"), ("unknown", 10, "info"), ("unknown", 18, "warning")]
@@ -391,11 +387,9 @@ def test_stuck_lso_without_a_known_high_watermark_says_so(spark: Any) -> None:
     assert stuck["severity"] == "warning" and "replication-offset-checkpoint" in stuck["evidence"]
 
 
-@pytest.mark.parametrize("reading", ["frames", "files"])
-def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any, reading: str,
-                                                                      tmp_path: Path) -> None:
-    """Also through files, where the pass's tasks write partition_transactions and the rows only
-    a snapshot shows are added to their files."""
+def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any, tmp_path: Path) -> None:
+    """The pass's tasks write partition_transactions and the rows only a snapshot shows are
+    added to their files."""
     b = RawBuilder()
     # t-0: the snapshot at the log start (offset 10) holds pid 4's transaction open from offset 3,
     # whose batches retention deleted; nothing of pid 4 follows, so it is still open
@@ -415,11 +409,10 @@ def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any
         b.log_start[("t", partition)] = 10
         b.next_offset[("t", partition)] = 10
         b.batch("t", partition, count=2, ts=T0 + 10)
-    found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path if reading == "files" else None)
-    if reading == "files":
-        written = pq.read_table(tmp_path / "tables" / "partition_transactions").to_pylist()
-        # pid 4's ABORT on t-1 is a transaction of the log (a marker without data), written by a pass task
-        assert sorted((r["partition"], r["source"]) for r in written) == [(0, "snapshot"), (1, "log")]
+    found = run_rules(spark, b, as_of_ms=T0 + MIN, files=tmp_path)
+    written = pq.read_table(tmp_path / "tables" / "partition_transactions").to_pylist()
+    # pid 4's ABORT on t-1 is a transaction of the log (a marker without data), written by a pass task
+    assert sorted((r["partition"], r["source"]) for r in written) == [(0, "snapshot"), (1, "log")]
     lost = [f for f in found if f["kind"] == "retention_lost_open_txn"]
     assert [(f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in lost] == [("t", 0, 4, 3)]
     assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")
@@ -435,7 +428,7 @@ def test_snapshots_read_on_the_driver_tell_when_the_query_would_find_none(
         spark: Any, tmp_path: Path, snapshot_at: int, open_from: int, shown: bool) -> None:
     """The snapshots' files, read on the driver, answer as the query over them does whether a
     snapshot shows a transaction open below the log start or beyond the log end."""
-    from txn_audit.reconstruct import chosen_replicas, on_replicas, ranked_replicas
+    from txn_audit.reconstruct import chosen_replicas, on_replicas
     from txn_audit.reconstruct.transactions import _open_before_log_start, _snapshots_may_show_open
     from txn_audit.replica_tasks import replicas_rows
     from txn_audit.schemas import PARTITION_COLUMNS
@@ -448,11 +441,9 @@ def test_snapshots_read_on_the_driver_tell_when_the_query_would_find_none(
     b.batch("t", 0, count=2, ts=T0 + 10)
     b.write(tmp_path / "tables")
     raw = load_raw_tables(spark, tmp_path / "tables")
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"],
-                             batch_files=raw.files("batches"))
+    ranked = rank(raw)
     offsets, keys = chosen_replicas(ranked), ranked.keys(1)
     files = replicas_rows(raw.files("producer_snapshots"), keys)
-    assert files is not None
     snapshots = on_replicas(raw["producer_snapshots"], offsets, keys, raw.files("producer_snapshots"))
     found = _open_before_log_start(raw["control_markers"], snapshots, offsets, PARTITION_COLUMNS)
     assert (found is not None) == shown

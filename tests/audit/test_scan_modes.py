@@ -1,7 +1,7 @@
 """The ways a scan may compute the same tables give the same tables: Spark SQL's generated code
-and its interpreted expressions (``spark.sized_for``), the rules' findings computed side by side
-and as one query (``detect.write_detected``, ``detect.detect``), and the data-quality suites run
-in two parts (raw tables while the derived ones are built) and in one (``quality.SuiteRun``)."""
+and its interpreted expressions (``spark.sized_for``), and the data-quality suites run in two
+parts (raw tables while the derived ones are built) and in one (``quality.SuiteRun``); what the
+driver reads with pyarrow from the files equals what Spark computes over every row."""
 
 from __future__ import annotations
 
@@ -56,27 +56,6 @@ def test_generated_code_and_interpreted_expressions_give_the_same_tables(
         assert _rows(a, name) == _rows(b, name), name
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_rules_side_by_side_find_what_one_query_finds(spark: Any, tmp_path: Path, scenario: str) -> None:
-    from txn_audit import api
-    from txn_audit.detect import detect, write_detected
-    from txn_audit.usage import AuditOptions
-    from txn_audit.reconstruct import DerivedOutput, reconstruct
-    from txn_audit.tables import load_raw_tables
-
-    result = api.scan(scenario_dir(scenario) / "logdirs", tmp_path / "scan", spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
-    raw = load_raw_tables(spark, tmp_path / "scan" / "tables")
-    opts = AuditOptions(as_of_ms=result.as_of_ms)
-    recon = reconstruct(raw, as_of_ms=result.as_of_ms, late_tolerance_ms=1_000,
-                        output=DerivedOutput(str(tmp_path / "derived")))
-    assert raw.holds_no_rows("reported_transactions")  # log dirs: no kafka-transactions.sh output
-    write_detected(raw, recon, opts, tmp_path / "findings")  # the manifest tells what is empty
-    written = ds.dataset(str(tmp_path / "findings"), format="parquet").to_table().to_pylist()
-    one_query = [row.asDict(recursive=True) for row in detect(raw.frames, recon, opts).collect()]  # asks Spark
-    assert written == one_query  # the same rows in the same order
-    assert len(written) == len(result.findings) > 0
-
-
 def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
     from txn_audit.manifest import Manifest
     from txn_audit.quality import SuiteRun, validate_tables
@@ -95,17 +74,15 @@ def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan
     assert (tmp_path / "two" / "results.json").read_text() == (tmp_path / "one" / "results.json").read_text()
 
 
-def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample_scan: Any) -> None:
-    """The decode-issue rule's inputs read with pyarrow from a scan's files (the raw tables'
-    manifest known) run no Spark job, read the damaged files' batches alone, and give the same
-    findings as the same tables' frames collected without a manifest. The sample's planted damage
-    is found where the generator says, with the offsets it wrote."""
+def test_decode_issues_are_read_from_the_files_without_a_job(spark: Any, sample_scan: Any) -> None:
+    """The decode-issue rule's inputs read with pyarrow from a scan's files run no Spark job and
+    read the damaged files' batches alone. The sample's planted damage is found where the
+    generator says, with the offsets it wrote."""
     from txn_audit.detect import decode_issue_inputs
     from txn_audit.detect.decode_issues import decode_issue_findings
-    from txn_audit.tables import RawTables, load_raw_tables
+    from txn_audit.tables import load_raw_tables
 
     raw = load_raw_tables(spark, sample_scan.out / "tables")
-    assert raw.manifest is not None
     context = spark.sparkContext
     context.setJobGroup("decode-issue-inputs", "the decode-issue rule's inputs")
     try:
@@ -119,8 +96,6 @@ def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample
     assert batches.num_rows == sum(1 for f in every.column("file").to_pylist() if f in damaged)
 
     read = decode_issue_findings(issues, batches, texts)
-    collected = decode_issue_findings(*decode_issue_inputs(RawTables(raw.frames)))
-    assert _table_rows(read) == _table_rows(collected)
     found = {f["kind"]: f for f in read.to_pylist()}
     planted = {a["kind"]: a for a in sample_scan.manifest["anomalies"]}
     for kind in ("corrupt_batch", "truncated_segment"):
@@ -135,13 +110,12 @@ def test_decode_issues_read_from_the_files_as_from_the_frames(spark: Any, sample
     assert torn["first_offset"] == planted["truncated_segment"]["first_offset"]
 
 
-def test_partition_status_rows_read_from_the_files_as_from_the_frames(spark: Any, sample_scan: Any,
-                                                                      tmp_path: Path) -> None:
+def test_partition_status_rows_are_read_from_the_files_without_a_job(spark: Any, sample_scan: Any,
+                                                                     tmp_path: Path) -> None:
     """The rows the rules of a partition's status judge (``Reconstruction.rows``), read with
-    pyarrow from the files reconstruct wrote, run no Spark job and are those of its checkpointed
-    frames; the rules find the same either way. The transactions the sample plants open hold
-    their partitions' LSO at the first offsets the generator wrote (its manifest), named in the
-    stuck LSO's evidence with their producers."""
+    pyarrow from the files reconstruct wrote, run no Spark job and are those of its frames. The
+    transactions the sample plants open hold their partitions' LSO at the first offsets the
+    generator wrote (its manifest), named in the stuck LSO's evidence with their producers."""
     from txn_audit.detect.stability_rules import stability_findings
     from txn_audit.reconstruct import DerivedOutput, reconstruct
     from txn_audit.tables import load_raw_tables
@@ -150,21 +124,20 @@ def test_partition_status_rows_read_from_the_files_as_from_the_frames(spark: Any
     raw = load_raw_tables(spark, sample_scan.out / "tables")
     opts = result.options
     names = ("partition_stability", "replica_stability")
-    rebuilt = {where: reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
-                                  output=DerivedOutput(where))
-               for where in (str(tmp_path / "tables"), None)}
+    rebuilt = reconstruct(raw, as_of_ms=opts.as_of_ms, late_tolerance_ms=opts.late_tolerance_ms,
+                          output=DerivedOutput(str(tmp_path / "tables")))
     context = spark.sparkContext
     context.setJobGroup("partition-status-rows", "the rows of a partition's status")
     try:
-        read = {name: rebuilt[str(tmp_path / "tables")].rows(name) for name in names}
+        read = {name: rebuilt.rows(name) for name in names}
     finally:
         context.setJobGroup("", "")
     assert list(context.statusTracker().getJobIdsForGroup("partition-status-rows")) == []
-    kept = {name: rebuilt[None].rows(name) for name in names}
+    frames = {"partition_stability": rebuilt.partition_stability, "replica_stability": rebuilt.replica_stability}
     for name in names:
-        assert read[name].num_rows > 0 and _table_rows(read[name]) == _table_rows(kept[name])
+        collected = frames[name].toArrow()
+        assert read[name].num_rows > 0 and _table_rows(read[name]) == _table_rows(collected)
     found = stability_findings(*(read[name] for name in names))
-    assert _table_rows(found) == _table_rows(stability_findings(*(kept[name] for name in names)))
     stuck = {(f["topic"], f["partition"]): f for f in found.to_pylist() if f["kind"] == "stuck_lso"}
     for planted in sample_scan.manifest["anomalies"]:
         if planted["kind"] not in ("hanging_transaction", "open_transaction"):
@@ -189,8 +162,9 @@ def test_sequence_gaps_find_their_batches_by_name_and_by_join_alike(
 
     raw = load_raw_tables(spark, sample_scan.out / "tables")  # one broker: every replica is audited
     batches = raw["batches"]
-    events = producer_events(producer_pass(batches, raw["control_markers"],
-                                           late_tolerance_ms=1_000)).localCheckpoint()
+    events = producer_events(producer_pass(batches, raw["control_markers"], late_tolerance_ms=1_000,
+                                           batch_files=raw.files("batches"),
+                                           marker_files=raw.files("control_markers"))).localCheckpoint()
     key = list(SEGMENT_KEY)
     real = batches.select(*key).distinct().orderBy(*key).collect()
     assert len(real) >= 4
@@ -242,12 +216,14 @@ def test_the_newest_timestamp_from_the_files_statistics_is_sparks(
     folder = scenario_dir(dump.split("/", 1)[1]) if dump.startswith("realcorpus/") else CORPUS / dump
     api.ingest(folder, tmp_path / "tables", spark=spark, progress=False, input_kind=kind)
     raw = load_raw_tables(spark, tmp_path / "tables")
-    assert raw.manifest is not None
     for name in TIME_COLUMNS:
         files = raw.files(name)
         assert files is not None and files.newest_times() is not None, name  # the statistics tell
+    from pyspark.sql import functions as F
+
     from_statistics = api.newest_timestamp(raw)
-    assert from_statistics is not None and from_statistics == api.newest_timestamp(raw.frames)
+    newest = max(raw[name].agg(F.max(column)).first()[0] or 0 for name, column in TIME_COLUMNS.items())
+    assert from_statistics is not None and from_statistics == newest
     for name in RAW_TABLES:
         files = raw.files(name)
         assert files is not None and files.rows == raw[name].count(), name

@@ -245,8 +245,8 @@ def test_the_other_copies_audited_at_once_as_one_rank_at_a_time(
     _, together, _, _ = damaged_cluster
     grouped: list[list[tuple[int, ...]]] = []
 
-    def per_rank(raw: Any, ranked: Any) -> list[tuple[int, ...]]:
-        grouped.append(real(raw, ranked))
+    def per_rank(ranked: Any) -> list[tuple[int, ...]]:
+        grouped.append(real(ranked))
         return [(rank,) for rank in range(2, ranked.ranks + 1)]
 
     real = transactions.copy_groups
@@ -259,24 +259,6 @@ def test_the_other_copies_audited_at_once_as_one_rank_at_a_time(
 
     assert len(together) == 15 and ordered(together) == ordered(apart)
     assert {r["divergence"] for r in together} == {None, "conflict", "behind"}
-
-
-def test_replicas_ranked_from_the_files_as_from_the_frames(
-        spark: Any, damaged_dump: tuple[Path, int, int], damaged_cluster: tuple[Any, Any, int, int]) -> None:
-    """The inventory's tables read on the driver from their files (the manifest) rank the copies
-    as the same tables collected through Spark do."""
-    from txn_audit.reconstruct import ranked_replicas
-    from txn_audit.tables import load_raw_tables
-
-    dump, _, _ = damaged_dump
-    raw = load_raw_tables(spark, dump.parent / "out" / "tables")
-    frames = (raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
-    from_files = ranked_replicas(*frames, offsets_files=raw.files("partition_offsets"),
-                                 metadata_files=raw.files("metadata_partitions"), as_of_ms=damaged_cluster[0].as_of_ms)
-    collected = ranked_replicas(*frames, as_of_ms=damaged_cluster[0].as_of_ms)
-    assert from_files.ranks == 3 and not raw.holds_no_rows("metadata_partitions")
-    assert any(r["metadata_leader"] is not None for r in from_files.rows)
-    assert from_files.rows == collected.rows and from_files.schema == collected.schema
 
 
 # -- several log dirs per broker (JBOD), a partition being moved between them -------------------

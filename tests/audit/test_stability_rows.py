@@ -10,10 +10,14 @@ brokers' LSOs go through it in every scan test (``test_scan_kafka_corpus.py``)."
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+
+from txn_audit.manifest import describe_tables
 
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS, partition_stability
 from txn_audit.schemas import (
@@ -143,7 +147,8 @@ def _expected(replicas: list[dict[str, Any]], transactions: list[dict[str, Any]]
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_stability_rows_follow_the_leaders_rule_from_batches_and_from_a_frame(spark: Any, seed: int) -> None:
+def test_stability_rows_follow_the_leaders_rule_from_batches_and_from_a_frame(spark: Any, seed: int,
+                                                                               tmp_path: Path) -> None:
     rng = random.Random(seed)
     copies = seed % 3 == 2
     keys = COPY_COLUMNS if copies else PARTITION_COLUMNS
@@ -153,11 +158,13 @@ def test_stability_rows_follow_the_leaders_rule_from_batches_and_from_a_frame(sp
     ptx_schema = pa.schema([PARTITION_TRANSACTIONS.field(n).with_nullable(True)
                             for n in (*COPY_COLUMNS, "txn_seq", *TRANSACTION_COLUMNS)])
     ptx = pa.Table.from_pylist(transactions, schema=ptx_schema)
-    batch_frame = arrow_frame(spark, pa.Table.from_pylist(batches, schema=BATCHES))
+    (tmp_path / "batches").mkdir()
+    pq.write_table(pa.Table.from_pylist(batches, schema=BATCHES), tmp_path / "batches" / "part-00000.parquet")
+    batch_files = describe_tables(tmp_path, ["batches"]).table("batches")
     # the record batches a few rows at a time, as the driver reads a table's files
-    from_batches = partition_stability(batch_frame, ptx.to_batches(max_chunksize=5), replicas, as_of_ms=AS_OF,
+    from_batches = partition_stability(batch_files, ptx.to_batches(max_chunksize=5), replicas, as_of_ms=AS_OF,
                                        keys=keys)
-    from_frame = partition_stability(batch_frame, arrow_frame(spark, ptx), replicas, as_of_ms=AS_OF, keys=keys)
+    from_frame = partition_stability(batch_files, arrow_frame(spark, ptx), replicas, as_of_ms=AS_OF, keys=keys)
     assert from_batches.schema == STABILITY_ROWS
     assert from_batches.equals(from_frame)
     expected = _expected(replicas, transactions, batches, keys)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.audit.builders import rank
 from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
 from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
 from tests.conftest import SampleScan
@@ -182,23 +183,26 @@ def test_a_scan_writes_the_rows_spark_would(spark: Any, sample_scan: SampleScan)
         partition_transactions,
         producer_pass,
         producer_transactional_ids,
-        ranked_replicas,
         transaction_rows,
     )
-    from txn_audit.schemas import RAW_TABLES
-    from txn_audit.tables import load_table, load_tables
+    from txn_audit.replica_tasks import replicas_rows
+    from txn_audit.tables import load_raw_tables, load_table
 
     tables = sample_scan.out / "tables"
-    # frames without a manifest: the replica join, and Spark shuffling and sorting the pass's rows
-    raw = load_tables(spark, tables, RAW_TABLES)
-    ranked = ranked_replicas(raw["partition_offsets"], raw["metadata_partitions"], raw["batches"])
+    # the pass's tasks handing their transactions to Spark, which adds the snapshots' in a query
+    raw = load_raw_tables(spark, tables)
+    ranked = rank(raw)
     replicas, keys = chosen_replicas(ranked), ranked.keys(1)
-    batches, markers = (on_replicas(raw["batches"], replicas, keys),
-                        on_replicas(raw["control_markers"], replicas, keys))
-    ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas, keys))
-    passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options.late_tolerance_ms)
+    batches, markers = (on_replicas(raw["batches"], replicas, keys, raw.files("batches")),
+                        on_replicas(raw["control_markers"], replicas, keys, raw.files("control_markers")))
+    ids = producer_transactional_ids(on_replicas(raw["txn_log"], replicas, keys, raw.files("txn_log")))
+    passed = producer_pass(batches, markers, late_tolerance_ms=sample_scan.result.options.late_tolerance_ms,
+                           batch_files=replicas_rows(raw.files("batches"), keys),
+                           marker_files=replicas_rows(raw.files("control_markers"), keys))
     by_spark = partition_transactions(transaction_rows(passed), markers,
-                                      on_replicas(raw["producer_snapshots"], replicas, keys), replicas, ids)
+                                      on_replicas(raw["producer_snapshots"], replicas, keys,
+                                                  raw.files("producer_snapshots")), replicas, ids,
+                                      replicas_rows(raw.files("producer_snapshots"), keys))
     files = [f for f in (tables / "partition_transactions").iterdir() if f.suffix == ".parquet"]
     assert files and all(pq.read_metadata(f).created_by.startswith("parquet-cpp-arrow") for f in files)
     written = load_table(spark, tables, "partition_transactions")

@@ -111,7 +111,7 @@ def rows_of(out: TableRows) -> dict[str, list[dict[str, Any]]]:
 
 
 def run_task(kind: str, topic: str, data: bytes, *, name: str = "00000000000000000000.log") -> dict[str, list[dict[str, Any]]]:
-    """``decode_task`` on ``data`` written to a scratch file; drained as ``decode_partition`` does."""
+    """``decode_task`` on ``data`` written to a scratch file; drained as a worker drains it."""
     path = _scratch() / name
     path.write_bytes(data)
     task = FileTask(str(path), f"{topic}-0/{name}", kind, 1, "ld", topic, 0, 0, len(data))

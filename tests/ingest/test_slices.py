@@ -1,6 +1,6 @@
 """A large segment decoded in slices gives exactly the tables of its whole-file decode.
 
-The slices are decoded as Spark workers would (``decode_partition``), joined by the driver's
+The slices are decoded as Spark workers would (``worker.decode_task``), joined by the driver's
 ``plan_stitch``, and compared row for row with the unsliced decode: for clean segments,
 boundaries that are not batch starts, an offset going backwards across a boundary, and a
 batch whose length runs over a boundary. One Spark ingest checks the same through the job.
@@ -24,7 +24,8 @@ from txn_audit.ingest import job
 from txn_audit.ingest.discover import discover
 from txn_audit.ingest.slices import SliceSummary, plan_stitch, split_large_logs
 from txn_audit.ingest.tasks import FileTask
-from txn_audit.ingest.worker import decode_partition, task_rows
+from txn_audit.ingest.tasks import TableRows
+from txn_audit.ingest.worker import decode_task, task_rows
 from txn_audit.sample.large import write_large_dump
 from txn_audit.schemas import DECODED_TABLES
 
@@ -80,8 +81,20 @@ def _length_over_boundary(log: Path, boundary: int) -> None:
 
 
 def _decode(tasks: list[FileTask]) -> pa.Table:
-    batch = pa.RecordBatch.from_pylist(task_rows(tasks))
-    return pa.Table.from_batches(list(decode_partition(iter([batch]), flush_rows=5000)))
+    """Every task decoded in turn (``worker.decode_task``) into the combined schema's rows, drained
+    every 5,000 rows and whenever the task changes."""
+    out = TableRows()
+    drained: list[pa.RecordBatch] = []
+    for row in task_rows(tasks):
+        task = FileTask(**row)
+        if task.task != out.task:
+            drained.extend(out.drain())
+            out.task = task.task
+        for _ in decode_task(task, out):
+            if len(out) >= 5000:
+                drained.extend(out.drain())
+    drained.extend(out.drain())
+    return pa.Table.from_batches(drained)
 
 
 def _rows(table: pa.Table, name: str) -> list[dict[str, Any]]:

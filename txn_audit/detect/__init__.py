@@ -43,13 +43,12 @@ from txn_audit.detect.rules import (
     find_hanging_disagreement_findings,
     find_hanging_outputs,
     pending_offset_commit_findings,
-    prepare_marker_matches,
 )
 from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
-from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, decisions, read_follows
+from txn_audit.reconstruct import NAMED_MAX, Reconstruction, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.severity import SEVERITIES
@@ -92,14 +91,8 @@ FINDING_KINDS = (
 )
 
 
-def detect(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: AuditOptions) -> DataFrame:
-    """All findings in one partition, in the one order (``finding_order``)."""
-    return _ordered(_union(rule_findings(raw, recon, opts)))
-
-
-def write_detected(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction, opts: AuditOptions,
-                   path: str | Path) -> None:
-    """Write the ``findings`` table of ``detect`` to ``path``. Each rule's findings are built and
+def write_detected(raw: RawTables, recon: Reconstruction, opts: AuditOptions, path: str | Path) -> None:
+    """Write the ``findings`` table of every rule (``detection_rules``) to ``path``. Each rule's findings are built and
     computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
     union of what they computed is ordered and written as one file. Findings are few rows."""
     spark = recon.batches.sparkSession
@@ -122,13 +115,6 @@ def _union(frames: Sequence[DataFrame]) -> DataFrame:
     for frame in frames[1:]:
         union = union.unionByName(frame)
     return union
-
-
-def rule_findings(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
-                  opts: AuditOptions) -> list[DataFrame]:
-    """The findings of every rule, in ``FINDINGS``' columns: one frame per rule or group of rules."""
-    return [no_findings(recon.batches.sparkSession) if rule.idle() else rule.build()
-            for rule in detection_rules(raw, recon, opts)]
 
 
 def _never() -> bool:
@@ -168,17 +154,13 @@ class _Once(Generic[T]):
             return self._value[0]
 
 
-def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruction,
-                    opts: AuditOptions) -> list[Rule]:
+def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions) -> list[Rule]:
     """Every rule (or group of rules), whose findings are in ``FINDINGS``' columns. What several
-    rules read is computed once, here; each rule builds its own frame. ``raw``: the raw tables,
-    with the manifest of their files when they read them as they are (it tells a table without
-    rows, whose rules need not run)."""
-    tables = RawTables.of(raw)
-    batches, markers, commits = recon.batches, recon.markers, recon.offset_commits
+    rules read is computed once, here; each rule builds its own frame. ``tables``: the raw
+    tables, whose manifest tells a table without rows, whose rules need not run."""
+    batches, commits = recon.batches, recon.offset_commits
     spark = batches.sparkSession
-    txn_log = recon.coordinator_log.records
-    matches = prepare_marker_matches(txn_log, markers, recon.prepare_follows)
+    matches = recon.prepare_follows
     ptx = recon.partition_transactions
     # the few transactions the rules judge, read in one pass: those judged alone, the open ones
     # and the markers without data
@@ -232,7 +214,7 @@ def detection_rules(raw: RawTables | Mapping[str, DataFrame], recon: Reconstruct
             coordinator, previous = open_transaction_inputs(recon, open_rows)
             found.append(open_transaction_findings(open_rows, coordinator, previous, opts.audit_ms,
                                                    opts.max_transaction_timeout_ms))
-        unsettled = match_rows(recon, matches, UNSETTLED)
+        unsettled = match_rows(recon, UNSETTLED)
         if unsettled.num_rows:
             found.append(decision_findings(unsettled, open_rows, previous, stuck_marker_rows(recon, unsettled),
                                            opts.audit_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
@@ -270,19 +252,14 @@ def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple
     return coordinator, previous
 
 
-def match_rows(recon: Reconstruction, matches: DataFrame, where: pc.Expression | None) -> pa.Table:
-    """The rows of what followed each Prepare* record (``rules.prepare_marker_matches``: the
-    ``matches`` of ``recon``) that meet ``where`` (None: every row; ``decision_rules.UNSETTLED``:
-    the few the rules of the coordinator's decisions read), with the record's ``decision`` and
-    whether its partition is in the dump (``decision_rules.in_dump``), read on the driver: with
-    pyarrow from the files the producer pass wrote when it did (no Spark job), else collected from
-    ``matches`` (every row). The partitions' extent is collected only for rows that meet ``where``."""
-    follows_dir = None if recon.prepare_follows is None else recon.output.work_dir("prepare_follows")
-    if follows_dir is not None:
-        rows = read_follows(follows_dir)
-    else:
-        every = matches.select(*FOLLOW_FIELDS.names).toArrow().cast(FOLLOW_FIELDS)
-        rows = every.append_column("decision", decisions(every.column("state")))
+def match_rows(recon: Reconstruction, where: pc.Expression | None) -> pa.Table:
+    """The rows of what followed each Prepare* record (``Reconstruction.prepare_follows``) that
+    meet ``where`` (None: every row; ``decision_rules.UNSETTLED``: the few the rules of the
+    coordinator's decisions read), with the record's ``decision`` and whether its partition is in
+    the dump (``decision_rules.in_dump``), read on the driver with pyarrow from the files the
+    producer pass wrote (no Spark job). The partitions' extent is collected only for rows that
+    meet ``where``."""
+    rows = read_follows(recon.output.work_dir("prepare_follows"))
     if where is not None:
         rows = rows.filter(where)
     extent = (PARTITION_EXTENT.empty_table() if not rows.num_rows
@@ -347,27 +324,15 @@ def _batches_between(batches: DataFrame, spans: list[Span]) -> Between:
 
 
 def partition_offset_rows(tables: RawTables, columns: Sequence[str]) -> pa.Table:
-    """``columns`` of ``partition_offsets`` (one row per copy of a partition): read from its files,
-    or collected from its frame."""
-    return _read_small(tables, "partition_offsets", columns)
+    """``columns`` of ``partition_offsets`` (one row per copy of a partition), read from its files."""
+    return _read(tables.files("partition_offsets"), columns)
 
 
 def _remote_segment_rows(tables: RawTables) -> pa.Table | None:
     """The ``remote_segments`` rows (a few per tiered partition), None when the dump has none."""
-    if tables.holds_no_rows("remote_segments") or (tables.files("remote_segments") is None
-                                                   and "remote_segments" not in tables.frames):
+    if tables.holds_no_rows("remote_segments"):
         return None
-    return _read_small(tables, "remote_segments")
-
-
-def _read_small(tables: RawTables, name: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """``columns`` (None: all) of a raw table written on the driver, a few rows per partition:
-    read from its files, or collected from its frame."""
-    files = tables.files(name)
-    if files is None:
-        frame = tables[name]
-        return (frame.select(*columns) if columns else frame).toArrow()
-    return _read(files, columns)
+    return _read(tables.files("remote_segments"))
 
 
 #: the columns of ``partition_offsets`` that say where each copy's local log starts
@@ -424,15 +389,10 @@ class Compaction:
 
 def decode_issue_inputs(tables: RawTables) -> tuple[pa.Table, pa.Table, set[str]]:
     """The decode-issue rule's inputs (``decode_issues.decode_issue_findings``): the issues, the
-    ``BATCH_COLUMNS`` of their files' batches, and the text files of the inventory. With the
-    manifests of the three raw tables (a scan's) they are read from the files with pyarrow, the
-    batches through a filter on their files that Parquet answers from its row groups' statistics,
-    so no Spark job runs; without, the frames' rows are collected."""
+    ``BATCH_COLUMNS`` of their files' batches, and the text files of the inventory, read from the
+    files with pyarrow, the batches through a filter on their files that Parquet answers from its
+    row groups' statistics, so no Spark job runs."""
     issue_files, segment_files, batch_files = (tables.files(name) for name in ("decode_issues", "segments", "batches"))
-    if issue_files is None or segment_files is None or batch_files is None:
-        issues = tables["decode_issues"].toArrow()
-        batches = tables["batches"].where(F.col("file").isin(_damaged(issues))).select(*BATCH_COLUMNS).toArrow()
-        return issues, batches, text_files(tables["segments"].select(*SEGMENT_COLUMNS).toArrow())
     issues = _read(issue_files)
     batches = _read(batch_files, BATCH_COLUMNS, ds.field("file").isin(_damaged(issues)))
     return issues, batches, text_files(_read(segment_files, SEGMENT_COLUMNS))

@@ -15,19 +15,18 @@ hanging, open, epoch mismatch) and of the coordinator's decisions against the ma
 (``detect.decision_rules``: missing marker, outcome mismatch, coordinator stuck). Here remain
 the rules that join their few rows with many: duplicate markers (with the markers before
 them), offsets committed in open transactions (with the offset commits) and ``find-hanging``'s
-verdicts (with the transactions they name); and what Prepare* records were answered by
-(``prepare_marker_matches``), which the driver's rules read.
+verdicts (with the transactions they name).
 """
 
 from __future__ import annotations
 
 
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.detect.words import DURATION_STEPS, KNOWN_MARKERS
-from txn_audit.reconstruct import NAMED_MAX, prepare_records
+from txn_audit.reconstruct import NAMED_MAX
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
 from txn_audit.usage import AuditOptions
@@ -73,61 +72,6 @@ def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence:
 
 
 # -- coordinator against partitions ----------------------------------------------------------
-
-
-def prepare_marker_matches(txn_log: DataFrame, markers: DataFrame, follows: DataFrame | None = None) -> DataFrame:
-    """Every Prepare* record, exploded per listed partition, with what followed it
-    (``reconstruct.FOLLOW_FIELDS``' columns).
-
-    ``next_state`` is the id's next coordinator record (a Prepare* is always followed by its
-    Complete*, null when the Prepare* is the latest record); ``has_marker`` says whether the
-    producer's next event on that partition, by time, is a marker of the prepared epoch.
-    ``follows`` (``Reconstruction.prepare_follows``), when the producer pass gave it, holds these
-    rows already, one per Prepare* record and partition listed (a partition the pass did not read
-    holds no marker), read again by whichever rule needs them; otherwise Spark orders the markers
-    with the records (``_matched_in_spark``), once (a local checkpoint). The rules of the
-    coordinator's decisions read the few that are not settled (``detect.match_rows``), the
-    duplicate-marker rule every one, in a join with few rows.
-    """
-    if follows is not None:
-        return follows
-    return _matched_in_spark(prepare_records(txn_log), markers).localCheckpoint()
-
-
-def _matched_in_spark(prep: DataFrame, markers: DataFrame) -> DataFrame:
-    """``prep`` with ``has_marker``, ``next_marker_type`` and ``next_marker_offset``, from every
-    marker ordered with the Prepare* records."""
-    prep = prep.withColumn("is_prepare", F.lit(True))
-    # a marker can only follow a Prepare* of its producer on that partition written no later than
-    # itself: the others are left out before the ordering (a decided transaction's Prepare* is
-    # usually compacted away, so most markers are)
-    since = F.broadcast(prep.groupBy("topic", "partition", "producer_id").agg(F.min("ts").alias("_since")))
-    mk = (
-        markers.join(since, ["topic", "partition", "producer_id"])
-        .where(F.col("timestamp") >= F.col("_since"))
-        .select(
-            "topic", "partition", "producer_id", F.col("producer_epoch").alias("epoch"),
-            F.col("timestamp").alias("ts"), F.col("offset").alias("marker_offset"), "marker_type",
-            F.lit(False).alias("is_prepare"),
-        )
-    )
-    # a marker is written after its Prepare* was appended, so on one clock it never precedes it;
-    # Prepare* records of one time in log order, markers of one time in offset order
-    order = Window.partitionBy("topic", "partition", "producer_id").orderBy(
-        "ts", F.col("is_prepare").desc(), "txn_log_partition", "txn_log_offset", "marker_offset")
-    u = prep.unionByName(mk, allowMissingColumns=True)
-    nxt = (
-        u.withColumn("next_is_marker", F.lead(~F.col("is_prepare")).over(order))
-        .withColumn("next_epoch", F.lead("epoch").over(order))
-        .withColumn("next_marker_type", F.lead("marker_type").over(order))
-        .withColumn("next_marker_offset", F.lead("marker_offset").over(order))
-    )
-    matched = F.coalesce("next_is_marker", F.lit(False)) & (F.col("next_epoch") == F.col("epoch"))
-    return (
-        nxt.where(F.col("is_prepare"))
-        .withColumn("has_marker", matched)
-        .drop("is_prepare", "next_is_marker", "next_epoch", "marker_offset", "marker_type")
-    )
 
 
 #: the partition transactions that are a marker without data following another marker of their

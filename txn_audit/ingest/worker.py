@@ -1,10 +1,9 @@
 """Per-file decoding that runs inside Spark's Python workers.
 
 A ``FileTask`` names one file, or a slice of a large segment; ``decode_task`` decodes it with
-the pure ``formats`` layer and fills ``TableRows`` buffers. ``write_partition`` (what the
-ingest job runs) writes them as Parquet files per table; ``decode_partition`` returns them as
-Arrow record batches of the combined decode schema instead
-(``txn_audit.schemas.combined_decode_schema``). Nothing here raises for bad input: every
+the pure ``formats`` layer and fills ``TableRows`` buffers (rows of the combined decode schema,
+``txn_audit.schemas.combined_decode_schema``); ``write_partition`` (what the ingest job runs)
+writes them as Parquet files per table. Nothing here raises for bad input: every
 problem becomes a ``decode_issues`` row, and an unexpected failure of the decoder itself
 becomes a ``decoder_error`` row naming the file, so one bad file never stops an audit.
 
@@ -580,24 +579,6 @@ def _decode_txnindex(task: FileTask, data: bytes, out: TableRows) -> None:
     if not n:
         return
     out.add_struct("aborted_txns", _struct_of("aborted_txns", _task_columns(task, n), columns))
-
-
-def decode_partition(batches: Iterator[pa.RecordBatch], flush_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: task rows in, combined-schema rows out, flushed every ``flush_rows``
-    and whenever the ``task`` tag changes."""
-    out = TableRows()
-    for batch in batches:
-        for row in batch.to_pylist():
-            task = FileTask(**row)
-            if task.task != out.task:
-                yield from out.drain()
-                out.task = task.task
-            for _ in decode_task(task, out):
-                if len(out) >= flush_rows:
-                    yield from out.drain()
-            if len(out) >= flush_rows:
-                yield from out.drain()
-    yield from out.drain()
 
 
 def replica_runs(table: pa.Table) -> Iterator[tuple[Replica, pa.Table]]:

@@ -6,17 +6,17 @@ id, ``transactions.CoordinatorLog``), the ``transactions`` table (a row per prod
 batch at a time, and each replica's stability (``stability``), from the same rows' few open or
 unreplicated transactions.
 
-The raw tables come as ``tables.RawTables``: a frame per table and, when the frames read the
-files ingest wrote, their manifest (``txn_audit.manifest``). With it the producer pass reads
-the files with pyarrow, one replica per task (``pass_files``, run by ``replica_tasks``); in a
-scan its tasks also write ``partition_transactions`` themselves (``transaction_files``) and say
-what follows each Prepare* record on their partition (``prepare_follows``), and each
-partition's extent is read from the manifest. The coordinator log is read the same way, a
-partition per task (``coordinator_pass``, ``transactions.CoordinatorLog``): its Prepare* records,
-each id's newest record and each producer id's transactional id in one pass. Where the derived
-tables go is ``DerivedOutput``'s to say; in a scan, the Prepare* records go from the coordinator
-pass's tasks to the producer pass's, and what follows them from there to the rules, as files in
-its work folder (``DerivedOutput.work_dir``), never through Spark.
+The raw tables come as ``tables.RawTables``: a frame per table and the manifest of the files
+ingest wrote (``txn_audit.manifest``). The producer pass reads the files with pyarrow, one
+replica per task (``pass_files``, run by ``replica_tasks``); its tasks also write
+``partition_transactions`` themselves (``transaction_files``) and say what follows each
+Prepare* record on their partition (``prepare_follows``), and each partition's extent is read
+from the manifest. The coordinator log is read the same way, a partition per task
+(``coordinator_pass``, ``transactions.CoordinatorLog``): its Prepare* records, each id's newest
+record and each producer id's transactional id in one pass. Where the derived tables go is
+``DerivedOutput``'s to say; the Prepare* records go from the coordinator pass's tasks to the
+producer pass's, and what follows them from there to the rules, as files in its work folder
+(``DerivedOutput.work_dir``), never through Spark.
 
 When a partition has several copies (a dump of several brokers), one speaks for it
 (``replica_choice``: the KRaft metadata log's leader, else the highest leader epoch, then the

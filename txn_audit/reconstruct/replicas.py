@@ -63,21 +63,19 @@ class RankedReplicas:
         return all(broker is not None for broker, _topic, _partition in copies) and len(set(copies)) == len(copies)
 
 
-def ranked_replicas(partition_offsets: DataFrame, metadata_partitions: DataFrame, batches: DataFrame, *,
-                    as_of_ms: int | None = None, batch_files: TableManifest | None = None,
-                    offsets_files: TableManifest | None = None,
-                    metadata_files: TableManifest | None = None) -> RankedReplicas:
-    """Every live replica (``partition_offsets`` rows) with its rank among its partition's copies
-    and the reason for the choice (``replica_choice.rank_replicas``), plus ``RANK_COLUMNS``; the
-    KRaft metadata log's leadership is taken as of ``as_of_ms`` (the audit time; None: its last).
-    A dump holds a few rows per partition here: they are ranked on the driver, read from
-    ``offsets_files`` and ``metadata_files``, the manifests of the files the two frames read as
-    they are, when given (``small_table_rows``). Each replica's log end comes from
-    ``batch_files``, the manifest of the files ``batches`` reads, when given."""
-    offsets = sorted((r for r in small_table_rows(partition_offsets, offsets_files) if r["replica_status"] == "live"),
+def ranked_replicas(partition_offsets: DataFrame, *, offsets_files: TableManifest, metadata_files: TableManifest,
+                    batch_files: TableManifest, as_of_ms: int | None = None) -> RankedReplicas:
+    """Every live replica (``partition_offsets`` rows, the frame over ``offsets_files``) with its
+    rank among its partition's copies and the reason for the choice
+    (``replica_choice.rank_replicas``), plus ``RANK_COLUMNS``; the KRaft metadata log's
+    leadership (``metadata_files``: ``metadata_partitions``' files) is taken as of ``as_of_ms``
+    (the audit time; None: its last). A dump holds a few rows per partition here: they are read
+    on the driver (``small_table_rows``) and ranked there. Each replica's log end comes from
+    ``batch_files``, the manifest of the batches' files (``_log_ends``)."""
+    offsets = sorted((r for r in small_table_rows(offsets_files) if r["replica_status"] == "live"),
                      key=_replica_order)
-    ends = _log_ends(batches, batch_files)
-    leaders = _leaders(small_table_rows(metadata_partitions, metadata_files), offsets, as_of_ms)
+    ends = _log_ends(batch_files)
+    leaders = _leaders(small_table_rows(metadata_files), offsets, as_of_ms)
     copies: dict[Replica, CopyFacts] = {}
     for row in offsets:
         replica: Replica = _replica_of(row)
@@ -117,26 +115,22 @@ def chosen_replicas(ranked: RankedReplicas) -> DataFrame:
     return ranked.of_rank(1)
 
 
-def _log_ends(batches: DataFrame, files: TableManifest | None = None) -> dict[Replica, int]:
-    """Per replica, one past its last batch: from ``files``, the manifest of the files ``batches``
-    reads as they are, when it gives it, else one aggregation."""
-    extents = None if files is None else files.extents()
-    if extents is not None:
-        return {replica: highest + 1 for replica, (highest, _lowest) in extents.items() if highest is not None}
-    return {_replica_of(row.asDict()): row["_last"] + 1
-            for row in batches.groupBy(*REPLICA_KEYS).agg(F.max("last_offset").alias("_last")).collect()}
+def _log_ends(files: TableManifest) -> dict[Replica, int]:
+    """Per replica, one past its last batch, from ``files``, the manifest of the batches' files
+    (each row group's extent: what ingest writes)."""
+    extents = files.extents()
+    if extents is None:
+        raise ValueError("the batches' files do not give each row group's extent")
+    return {replica: highest + 1 for replica, (highest, _lowest) in extents.items() if highest is not None}
 
 
 def _replica_of(row: Mapping[str, Any]) -> Replica:
     return (row["broker_id"], row["log_dir"], row["topic"], row["partition"])
 
 
-def small_table_rows(frame: DataFrame, files: TableManifest | None) -> list[dict[str, Any]]:
-    """Every row of ``frame``, a table of a few rows per partition, as dicts: read on the driver
-    with pyarrow from ``files``, the manifest of the files ``frame`` reads as they are, when given
-    (no Spark job); else collected."""
-    if files is None:
-        return [row.asDict() for row in frame.collect()]
+def small_table_rows(files: TableManifest) -> list[dict[str, Any]]:
+    """Every row of a table of a few rows per partition, as dicts, read on the driver with
+    pyarrow from ``files`` (no Spark job)."""
     dataset = manifest_dataset(files)
     rows: list[dict[str, Any]] = [] if dataset is None else dataset.to_table().to_pylist()
     return rows
@@ -174,11 +168,10 @@ def _leaders(rows: list[dict[str, Any]], offsets: list[dict[str, Any]],
             for key, r in states.items()}
 
 
-def on_replicas(df: DataFrame, replicas: DataFrame, keys: frozenset[Replica],
-                files: TableManifest | None = None) -> DataFrame:
+def on_replicas(df: DataFrame, replicas: DataFrame, keys: frozenset[Replica], files: TableManifest) -> DataFrame:
     """Rows of ``df`` that belong to one of ``replicas`` (null-safe on the broker id); ``keys``
     are the same replicas (``RankedReplicas.keys``), ``files`` the manifest of the files ``df``
-    reads as they are (None: ``df`` is any other frame).
+    reads as they are.
 
     When the manifest shows that every row of those files belongs to one of ``keys`` (the usual
     dump: one replica per partition), that is ``df`` itself, and no row is joined: the join

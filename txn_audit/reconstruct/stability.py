@@ -16,14 +16,14 @@ other copy (every other copy at once, told apart by its broker, or one rank at a
 
 Computed on the driver (``partition_stability``, rows of ``schemas.STABILITY_ROWS``): the
 replicas are a few rows the driver ranked, and of their transactions only the unstable ones
-and the open ones count, few in any dump. They are read with pyarrow from
-``partition_transactions``' files when the producer pass wrote them, a batch at a time, else
-collected from the frame through the same filter in Spark (``CANDIDATE_FILTER``); the rule
-that decides is ``_unstable``, on the driver, for both. Only the records held back from
-``read_committed`` consumers need the batches, and only when a partition holds records: the
-batches of the held ranges, read with pyarrow from the raw tables' files through a filter their
-row groups' statistics answer (``held_expression``), or narrowed in Spark from a frame without
-files (``held_ranges``) and collected, are counted on the driver (``held_sums``).
+and the open ones count, few in any dump. For the chosen copies they are read with pyarrow from
+``partition_transactions``' files, a batch at a time; for the other copies, whose transactions
+no table keeps, collected from their frame through the same filter in Spark
+(``CANDIDATE_FILTER``); the rule that decides is ``_unstable``, on the driver, for both. Only
+the records held back from ``read_committed`` consumers need the batches, and only when a
+partition holds records: the batches of the held ranges, read with pyarrow from the raw
+tables' files through a filter their row groups' statistics answer (``held_expression``), are
+counted on the driver (``held_sums``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from txn_audit.formats.cluster_metadata import METADATA_VERSION_4_0
@@ -47,25 +47,19 @@ from txn_audit.schemas import (
 from txn_audit.tables import arrow_frame
 
 #: the most keys a filter of the batches names, so that Parquet answers it from its row groups'
-#: statistics: the replicas whose records are held (``held_ranges``), the files and segments a
+#: statistics: the replicas whose records are held (``held_expression``), the files and segments a
 #: rule reads (``detect.rules.batches_named``); with more, every batch is read
 NAMED_MAX = 1024
 
 
-def partition_extent(batches: DataFrame) -> DataFrame:
-    """Per (topic, partition) of ``batches``: ``covers_from``, the oldest ``first_timestamp``: from
-    when on the dump holds its data (``PARTITION_EXTENT``), by one aggregation over every batch.
-    ``manifest_extent`` gives the same without reading a row when the manifest knows it."""
-    return batches.groupBy("topic", "partition").agg(F.min("first_timestamp").alias("covers_from"))
-
-
-def manifest_extent(files: TableManifest | None) -> pa.Table | None:
-    """``partition_extent`` on the driver, no row read, from ``files``, the manifest of the
-    batches' rows in the raw tables' files (``replica_tasks.replicas_rows``), when it gives every
-    row group's extent (what ingest writes, ``TableManifest.extents``); else None."""
-    extents = None if files is None else files.extents()
+def manifest_extent(files: TableManifest) -> pa.Table:
+    """Per (topic, partition): ``covers_from``, the oldest ``first_timestamp``: from when on the
+    dump holds its data (``PARTITION_EXTENT``), on the driver, no row read, from ``files``, the
+    manifest of the batches' rows in the raw tables' files (``replica_tasks.replicas_rows``),
+    whose row groups each give their extent (what ingest writes, ``TableManifest.extents``)."""
+    extents = files.extents()
     if extents is None:
-        return None
+        raise ValueError("the batches' files do not give each row group's extent")
     per_partition: dict[tuple[str | None, int | None], tuple[int | None, int | None]] = {}
     topic, partition = REPLICA_COLUMNS.index("topic"), REPLICA_COLUMNS.index("partition")
     for replica, (_highest, lowest) in extents.items():
@@ -168,14 +162,14 @@ def first_unstable_offset(first_offset: int, log_start: int | None, batch_start:
 
 
 def partition_stability(
-    batches: DataFrame, transactions: DataFrame | Iterable[pa.RecordBatch], replicas: Sequence[Mapping[str, Any]], *,
-    as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS, batch_files: TableManifest | None = None,
+    batch_files: TableManifest, transactions: DataFrame | Iterable[pa.RecordBatch],
+    replicas: Sequence[Mapping[str, Any]], *, as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS,
 ) -> pa.Table:
     """One row per replica of ``replicas`` (``replicas.RankedReplicas.rows``), ``STABILITY_ROWS``,
     from its transactions (``transaction_candidates``: a ``partition_transactions`` frame, or its
     record batches read on the driver); the batches are read again only for replicas whose
     records are held (``_held_counts``: with pyarrow from ``batch_files``, the manifest of the
-    files ``batches`` reads, when given). ``keys`` tell the replicas' rows apart in every frame: a partition's
+    replicas' batches in the raw tables' files). ``keys`` tell the replicas' rows apart in every frame: a partition's
     (``PARTITION_COLUMNS``) when ``replicas`` hold at most one copy per partition (the chosen
     ones, or those of one rank), a copy's (``COPY_COLUMNS``) for several ranks at once.
 
@@ -193,7 +187,7 @@ def partition_stability(
         if _unstable(row) and (key not in first or (row["first_offset"], row["producer_id"] or 0)
                                < (first[key]["first_offset"], first[key]["producer_id"] or 0)):
             first[key] = row
-    starts = _batch_starts(batches, batch_files, [
+    starts = _batch_starts(batch_files, [
         replica for replica in bounds if (culprit := first.get(tuple(replica[k] for k in keys))) is not None
         and _reports_batch_start(replica, culprit["first_offset"])])
     rows = []
@@ -213,7 +207,7 @@ def partition_stability(
             "culprit_first_offset": None if culprit is None else culprit["first_offset"],  # before the clamp
             **{f"culprit_{name}": None if culprit is None else culprit[column] for name, column in _CULPRIT.items()},
         })
-    return _with_held(rows, _held_counts(batches, batch_files, rows, keys), as_of_ms, keys)
+    return _with_held(rows, _held_counts(batch_files, rows, keys), as_of_ms, keys)
 
 
 #: the culprit's columns (``culprit_<name>``) and the transaction's column each is taken from
@@ -232,31 +226,20 @@ def _reports_batch_start(replica: Mapping[str, Any], first_offset: int) -> bool:
 _AT_READ = ("log_dir", "topic", "partition", "base_offset", "last_offset")
 
 
-def _batch_starts(batches: DataFrame, batch_files: TableManifest | None,
-                  replicas: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], int]:
+def _batch_starts(batch_files: TableManifest, replicas: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], int]:
     """Per replica of ``replicas`` (by log dir, topic and partition), the base offset of its batch
     (data or control) that holds its log start offset; none where no batch holds it (a log start
-    between batches). Read with pyarrow from ``batch_files`` when given, else from the frame."""
-    if not replicas:
+    between batches). Read with pyarrow from ``batch_files``."""
+    dataset = manifest_dataset(batch_files)
+    if not replicas or dataset is None:
         return {}
-    terms = [((row["log_dir"], row["topic"], row["partition"]), row["log_start_offset"]) for row in replicas]
-    if batch_files is not None:
-        dataset = manifest_dataset(batch_files)
-        if dataset is None:
-            return {}
-        condition = ds.scalar(False)
-        for (log_dir, topic, partition), start in terms:
-            condition = condition | ((ds.field("base_offset") <= start) & (ds.field("last_offset") >= start)
-                                     & (ds.field("topic") == topic) & (ds.field("partition") == partition)
-                                     & (ds.field("log_dir") == log_dir))
-        found = dataset.to_table(columns=list(_AT_READ), filter=condition).to_pylist()
-    else:
-        where = F.lit(False)
-        for (log_dir, topic, partition), start in terms:
-            where = where | ((F.col("base_offset") <= start) & (F.col("last_offset") >= start)
-                             & (F.col("topic") == topic) & (F.col("partition") == partition)
-                             & (F.col("log_dir") == log_dir))
-        found = batches.where(where).select(*_AT_READ).toArrow().to_pylist()
+    condition = ds.scalar(False)
+    for row in replicas:
+        start = row["log_start_offset"]
+        condition = condition | ((ds.field("base_offset") <= start) & (ds.field("last_offset") >= start)
+                                 & (ds.field("topic") == row["topic"]) & (ds.field("partition") == row["partition"])
+                                 & (ds.field("log_dir") == row["log_dir"]))
+    found = dataset.to_table(columns=list(_AT_READ), filter=condition).to_pylist()
     return {(row["log_dir"], row["topic"], row["partition"]): row["base_offset"] for row in found}
 
 
@@ -271,13 +254,12 @@ HELD_READ = ("log_dir", "topic", "partition", "base_offset", "last_offset", "siz
 _REPLICA_OF_ROW = ("log_dir", "topic", "partition")
 
 
-def _held_counts(batches: DataFrame, batch_files: TableManifest | None, rows: Sequence[Mapping[str, Any]],
+def _held_counts(batch_files: TableManifest, rows: Sequence[Mapping[str, Any]],
                  keys: tuple[str, ...]) -> dict[tuple[Any, ...], tuple[int, int]]:
     """Per replica of ``rows`` (``keys``) whose records are held, the records and bytes of its
     data batches from its LSO to its HW (``held_sums``); nothing read when none is held (the
     usual case). The batches are read with pyarrow from ``batch_files``, the manifest of the
-    files ``batches`` reads, when given, a record batch at a time; else from the frame, narrowed
-    in Spark to the held ranges and collected."""
+    replicas' batches in the raw tables' files, a record batch at a time."""
     held = [row for row in rows if _is_held(row)]
     if not held:
         return {}
@@ -286,22 +268,11 @@ def _held_counts(batches: DataFrame, batch_files: TableManifest | None, rows: Se
                                                         "hw": row["hw"]} for row in held],
         schema=pa.schema([STABILITY_ROWS.field(name) for name in _REPLICA_OF_ROW]
                          + [pa.field("last_stable_offset", pa.int64()), pa.field("hw", pa.int64())]))
-    dataset = None if batch_files is None else manifest_dataset(batch_files)
-    if batch_files is not None and dataset is None:  # no batch at all
-        found: Iterable[pa.RecordBatch] = []
-    elif dataset is not None:
-        condition = ~ds.field("is_control")
-        if len(held) <= NAMED_MAX:
-            condition = condition & held_expression(held)
-        found = dataset.to_batches(columns=list(HELD_READ), filter=condition)
-    else:
-        read = batches.where(~F.col("is_control"))
-        if len(held) <= NAMED_MAX:
-            read = read.where(held_ranges([Row(**row) for row in held], keys))
-        in_range = (F.col("last_offset") >= F.col("last_stable_offset")) & (F.col("base_offset") < F.col("hw"))
-        bounds = F.broadcast(arrow_frame(batches.sparkSession, ranges))
-        narrowed = read.join(bounds, list(_REPLICA_OF_ROW)).where(in_range)
-        found = narrowed.select(*HELD_READ).toArrow().to_batches()
+    condition = ~ds.field("is_control")
+    if len(held) <= NAMED_MAX:
+        condition = condition & held_expression(held)
+    dataset = manifest_dataset(batch_files)
+    found = [] if dataset is None else dataset.to_batches(columns=list(HELD_READ), filter=condition)
     sums = held_sums(found, ranges)
     return {tuple(row[key] for key in keys): sums.get(tuple(row[name] for name in _REPLICA_OF_ROW), (0, 0))
             for row in held}
@@ -335,33 +306,16 @@ def held_sums(batches: Iterable[pa.RecordBatch], ranges: pa.Table) -> dict[tuple
 
 
 def held_expression(held: Sequence[Mapping[str, Any]]) -> ds.Expression:
-    """``held_ranges`` for pyarrow: the batches of the ``held`` replicas (rows naming the replica,
-    ``last_stable_offset`` and ``hw``) that end at or after the LSO and start below the HW, a
-    filter pyarrow answers from the row groups' statistics first."""
+    """A filter of the batches that may hold records of the ``held`` replicas (rows naming the
+    replica, ``last_stable_offset`` and ``hw``): those that end at or after the LSO and start
+    below the HW, which Parquet answers from its row groups' statistics first (a row group holds
+    a part of one segment's batches, in offset order), so the batches of other partitions and
+    the older segments are not read."""
     condition = ds.scalar(False)
     for row in held:
         term = ((ds.field("last_offset") >= row["last_stable_offset"]) & (ds.field("base_offset") < row["hw"])
                 & (ds.field("topic") == row["topic"]) & (ds.field("partition") == row["partition"])
                 & (ds.field("log_dir") == row["log_dir"]))
-        condition = condition | term
-    return condition
-
-
-def held_ranges(held: list[Row], keys: tuple[str, ...]) -> Column:
-    """A filter of the batches that may hold records of the ``held`` replicas (rows of ``keys``,
-    ``last_stable_offset`` and ``hw``, both set where records are held): on one of them, ending
-    at or after its LSO and starting below its HW. Parquet answers it from its row groups'
-    statistics (a row group holds a part of one segment's batches, in offset order), so the
-    batches of other partitions and the older segments are not read. A key with a null matches
-    nothing, as in the join."""
-    condition = F.lit(False)
-    for row in held:
-        values = [row[key] for key in keys]
-        if None in values:
-            continue
-        term = (F.col("last_offset") >= row["last_stable_offset"]) & (F.col("base_offset") < row["hw"])
-        for key, value in zip(keys, values, strict=True):
-            term = (F.col(key) == value) & term
         condition = condition | term
     return condition
 

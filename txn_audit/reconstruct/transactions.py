@@ -10,9 +10,8 @@ An empty control batch (compaction leftover) is no marker, as for the broker.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import cast
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +33,6 @@ from txn_audit.reconstruct.ordered_pass import (
     PASS_INPUT,
     SEQUENCE_FIELDS,
     Const,
-    transaction_pass,
     txn_fields,
 )
 from txn_audit.reconstruct.pass_files import PASS_ITEM, item_weight, pass_items, pass_over_files
@@ -54,6 +52,8 @@ from txn_audit.reconstruct.prepare_follows import (
     COMMIT_STATE,
     FOLLOW_FIELDS,
     PREPARE_FIELDS,
+    read_prepares,
+    unfollowed,
 )
 from txn_audit.reconstruct.divergence import compare_replicas
 from txn_audit.manifest import TableManifest
@@ -74,7 +74,7 @@ from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_
 from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS as STABILITY_READ
-from txn_audit.reconstruct.stability import manifest_extent, partition_extent, partition_stability
+from txn_audit.reconstruct.stability import manifest_extent, partition_stability
 from txn_audit.schemas import (
     COORDINATOR_CURRENT,
     COPY_COLUMNS,
@@ -104,13 +104,12 @@ def _partition_name(topic: Column, partition: Column) -> Column:
 
 
 def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: int,
-                  batch_files: TableManifest | None = None, marker_files: TableManifest | None = None) -> DataFrame:
+                  batch_files: TableManifest, marker_files: TableManifest) -> DataFrame:
     """One ordered pass over every data batch written with a producer id (transactional or
     idempotent) and every COMMIT/ABORT marker, per (topic, partition, producer id) in offset
-    order. When ``batch_files`` and ``marker_files`` are the manifests of the frames' rows in the
-    raw tables' files (``replica_tasks.replicas_rows``), each task reads one replica's rows from
-    them in log order (``pass_files``); otherwise Spark shuffles
-    and sorts the rows. Its rows have two struct columns, one of them null
+    order: each task reads one replica's rows of ``batch_files`` and ``marker_files`` (the
+    manifests of the frames' rows, ``replica_tasks.replicas_rows``) in log order
+    (``pass_files``). Its rows have two struct columns, one of them null
     (``ordered_pass.transaction_pass``):
 
     * ``event``: the rows a rule may flag, with what the rows before them say: ``txn_seq``
@@ -126,47 +125,38 @@ def producer_pass(batches: DataFrame, markers: DataFrame, *, late_tolerance_ms: 
     Use ``producer_events`` and ``transaction_rows`` to read them.
     """
     items = _pass_items(batches, batch_files, marker_files)
-    output = _pass_output(batches, markers)
-    if items is not None:
-        # each task reads its replicas' rows from the files itself
-        body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms,
-                                 unsequenced_topics=COMPACTED_TOPICS)
-        return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, weight=item_weight)
-
-    def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return transaction_pass(batches, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
-
-    # each producer's rows on a partition end up together in one task, in offset order
-    ordered = _pass_rows(batches, markers).repartition(*KEY).sortWithinPartitions(*KEY, "offset")
-    return ordered.mapInArrow(walk, output)  # type: ignore[arg-type]  # pyspark's stub types mapInArrow's function too narrowly
+    body = functools.partial(pass_over_files, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=COMPACTED_TOPICS)
+    return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, _pass_output(batches, markers),
+                            weight=item_weight)
 
 
 def producer_pass_writing(batches: DataFrame, markers: DataFrame, producer_ids: pa.Table,
                           coordinator_log: CoordinatorLog, directory: str, follows_dir: str, *,
-                          late_tolerance_ms: int, batch_files: TableManifest | None,
-                          marker_files: TableManifest | None) -> DataFrame | None:
+                          late_tolerance_ms: int, batch_files: TableManifest, marker_files: TableManifest) -> DataFrame:
     """``producer_pass`` whose tasks write the transactions themselves, as the files of
     ``partition_transactions`` in ``directory`` (``transaction_files``), rather than return them:
     its ``txn`` column is always null. They also write what follows each of the coordinator
     log's Prepare* records (``CoordinatorLog.prepare_files``), once per record and partition
     listed, whether a task reads that partition or not, as files of
-    ``prepare_follows.FOLLOW_FIELDS`` in ``follows_dir``. None unless ``batch_files`` and
-    ``marker_files`` are the manifests of both frames' rows (as for ``producer_pass``) and name
-    some replica. ``producer_ids``: each producer id's transactional id (``PRODUCER_IDS``, built
-    on the driver), handed to every task with its function. The files are written when the frame
-    is computed: compute it once, then call ``written_partition_transactions`` and
-    ``written_prepare_follows``. The tables are committed as ``replica_tasks`` says."""
+    ``prepare_follows.FOLLOW_FIELDS`` in ``follows_dir`` (the driver writes them when no task
+    runs: a dump without a producer's write). ``producer_ids``: each producer id's transactional
+    id (``PRODUCER_IDS``, built on the driver), handed to every task with its function. The files
+    are written when the frame is computed: compute it once, then call
+    ``written_partition_transactions`` and ``written_prepare_follows``. The tables are committed
+    as ``replica_tasks`` says."""
     items = _pass_items(batches, batch_files, marker_files)
-    if not items:
-        return None
+    prepares = coordinator_log.prepare_files()
     start_table(directory)
     start_table(follows_dir)
+    if not items:
+        with TableFile(follows_dir, file_name(0, new_job()), FOLLOW_FIELDS) as written:
+            written.add(unfollowed(read_prepares(prepares, [], elsewhere=True)))
     output = _pass_output(batches, markers)
     # the records on partitions no item reads go to the task of the last (lightest) item
     read = sorted({(str(item["topic"]), item_int(item, "partition")) for item in items})
     body = functools.partial(pass_writing_transactions, late_tolerance_ms=late_tolerance_ms,
                              unsequenced_topics=COMPACTED_TOPICS, directory=directory, job=new_job(),
-                             output=to_arrow_schema(output), prepares_dir=coordinator_log.prepare_files(),
+                             output=to_arrow_schema(output), prepares_dir=prepares,
                              follows_dir=follows_dir, strays_task=len(items) - 1, read_partitions=read,
                              producer_ids=producer_ids.select(["producer_id", "transactional_id"]))
     return tasks_over_items(batches.sparkSession, items, PASS_ITEM, body, output, weight=item_weight)
@@ -216,14 +206,9 @@ def _pass_rows(batches: DataFrame, markers: DataFrame) -> DataFrame:
     return side(data, DATA).unionByName(side(markers, MARKER))
 
 
-def _pass_items(batches: DataFrame, batch_files: TableManifest | None,
-                marker_files: TableManifest | None) -> list[dict[str, object]] | None:
-    """``pass_files.PASS_ITEM`` rows when the manifests of both tables' files are given; None
-    otherwise (then the pass shuffles and sorts the rows in Spark)."""
-    if batch_files is None or marker_files is None:
-        return None
-    parallelism = batches.sparkSession.sparkContext.defaultParallelism
-    return pass_items(batch_files, marker_files, parallelism)
+def _pass_items(batches: DataFrame, batch_files: TableManifest, marker_files: TableManifest) -> list[dict[str, object]]:
+    """``pass_files.PASS_ITEM`` rows for the replicas of both tables' files."""
+    return pass_items(batch_files, marker_files, batches.sparkSession.sparkContext.defaultParallelism)
 
 
 def producer_events(passed: DataFrame) -> DataFrame:
@@ -340,11 +325,11 @@ class CoordinatorLog:
     """What reconstruct reads of the coordinator log (``records``: the chosen replicas' records):
     its Prepare* records (``prepare_records``), each transactional id's newest record
     (``coordinator_current``) and each producer id's transactional id
-    (``producer_transactional_ids``), both as rows on the driver, and the records the epoch rule may flag
-    (``epoch_candidates``). From one pass over the log's files (``coordinator_pass``,
-    computed once: ``passed``) when their manifest is given, and no transactional id has records
-    in two of the log's partitions (the pass orders each partition alone); otherwise from
-    windows over every record. ``prepares_dir``: a folder for the Prepare* records' files
+    (``producer_transactional_ids``), both as rows on the driver, and the records the epoch rule
+    may flag (``epoch_candidates``). From one pass over the log's files (``coordinator_pass``,
+    computed once: ``passed``), which orders each of the log's partitions alone: when a
+    transactional id has records in two of them (the log's partition count changed), from
+    windows over every record instead. ``prepares_dir``: a folder for the Prepare* records' files
     (``prepare_files``), which the pass's tasks write when it runs; None: they stay in ``passed``."""
 
     records: DataFrame
@@ -352,16 +337,16 @@ class CoordinatorLog:
     prepares_dir: str | None = None
 
     @classmethod
-    def of(cls, records: DataFrame, files: TableManifest | None, prepares_dir: str | None = None,
+    def of(cls, records: DataFrame, files: TableManifest, prepares_dir: str | None = None,
            partitions: int | None = None) -> CoordinatorLog:
-        """``records``' log, passed over through ``files`` (the manifest of their rows) when
-        given; its Prepare* records written into ``prepares_dir`` when given. ``partitions``:
+        """``records``' log, passed over through ``files`` (the manifest of their rows); its
+        Prepare* records written into ``prepares_dir`` when given. ``partitions``:
         the log's partition count as far as the dump shows it (``log_partitions``; None: as far
         as ``files`` show it), which tells the pass where each transactional id belongs."""
-        items = [] if files is None else replica_file_items(files)
+        items = replica_file_items(files)
         if not items:
             return cls(records, prepares_dir=prepares_dir)
-        if partitions is None and files is not None:
+        if partitions is None:
             partitions = log_partitions(files.replicas() or ())
         body = functools.partial(coordinator_over_files, partitions=partitions)
         if prepares_dir is not None:
@@ -513,8 +498,8 @@ def prepare_records(txn_log: DataFrame) -> DataFrame:
 
 
 def partition_transactions(
-    txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame, *,
-    keys: tuple[str, ...] = PARTITION_COLUMNS, snapshot_files: TableManifest | None = None,
+    txns: DataFrame, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame, producer_ids: DataFrame,
+    snapshot_files: TableManifest, *, keys: tuple[str, ...] = PARTITION_COLUMNS,
 ) -> DataFrame:
     """One row per transaction per partition (``PARTITION_TRANSACTIONS``) from the pass's
     ``transaction_rows``; ``keys`` tell the replicas' rows apart (``partition_stability``'s).
@@ -522,7 +507,8 @@ def partition_transactions(
     Transactions a producer-state snapshot shows open from before the log's first retained
     batch (their data deleted by retention) are added with ``source = 'snapshot'`` when no
     later marker of that producer (``markers``) closed them. ``snapshot_files``: the manifest of
-    the rows ``snapshots`` reads (``replicas_rows``), when known (``_open_before_log_start``).
+    the rows ``snapshots`` reads (``replicas_rows``), from which the driver sees whether any can
+    show one (``_snapshots_may_show_open``).
     """
     state = F.when(F.col("marker_type").isNull(), OPEN)
     for marker_type, name in MARKER_STATES.items():
@@ -536,16 +522,16 @@ def partition_transactions(
         .withColumn("source", F.lit(FROM_LOG))
     )
     logged = _with_transactional_ids(from_log, producer_ids)
-    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, keys, snapshot_files)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, snapshot_files, keys)
     return logged if from_snapshots is None else logged.unionByName(from_snapshots)
 
 
 def written_partition_transactions(directory: str, markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
-                                   producer_ids: DataFrame, snapshot_files: TableManifest | None = None) -> DataFrame:
+                                   producer_ids: DataFrame, snapshot_files: TableManifest) -> DataFrame:
     """``partition_transactions`` from the files ``producer_pass_writing``'s tasks wrote into
     ``directory``, once that pass has been computed: the transactions only a producer snapshot
     shows (see ``partition_transactions``) are added to them, then the table is read."""
-    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, snapshot_files=snapshot_files)
+    from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, snapshot_files)
     if from_snapshots is not None:
         from_snapshots.write.mode("append").parquet(directory)
     finish_table(directory, PARTITION_TRANSACTIONS)
@@ -565,11 +551,11 @@ def _with_transactional_ids(frame: DataFrame, producer_ids: DataFrame, *, partia
 
 
 def _snapshot_transactions(markers: DataFrame, snapshots: DataFrame, offsets: DataFrame,
-                           producer_ids: DataFrame, keys: tuple[str, ...] = PARTITION_COLUMNS,
-                           snapshot_files: TableManifest | None = None) -> DataFrame | None:
+                           producer_ids: DataFrame, snapshot_files: TableManifest,
+                           keys: tuple[str, ...] = PARTITION_COLUMNS) -> DataFrame | None:
     """``partition_transactions`` rows of the transactions only a snapshot shows open; None when
     there is none (the usual case)."""
-    if snapshot_files is not None and not _snapshots_may_show_open(snapshot_files, offsets):
+    if not _snapshots_may_show_open(snapshot_files, offsets):
         return None
     found = _open_before_log_start(markers, snapshots, offsets, keys)
     return None if found is None else _with_transactional_ids(found, producer_ids, partial=True)
@@ -690,26 +676,19 @@ class Reconstruction:
     #: the chosen replicas' coordinator records, and what reconstruct and the rules read of them
     coordinator_log: CoordinatorLog
     offset_commits: DataFrame
-    #: what follows each Prepare* record on the partitions the pass read (``producer_pass_writing``:
-    #: files of ``DerivedOutput.work_dir``); None when the pass did not read the raw tables' files
-    prepare_follows: DataFrame | None = None
-    #: where the derived tables were written (``DerivedOutput.table_dir``), if they were
-    output: DerivedOutput = field(default_factory=lambda: DerivedOutput())
+    #: what follows each Prepare* record, once per partition it lists (``producer_pass_writing``:
+    #: files of ``DerivedOutput.work_dir``)
+    prepare_follows: DataFrame
+    #: where the derived tables were written (``DerivedOutput.table_dir``)
+    output: DerivedOutput
 
     def rows(self, name: str, where: pc.Expression | None = None) -> pa.Table:
-        """The rows of derived table ``name`` that meet ``where`` (None: all), read on the driver:
+        """The rows of derived table ``name`` that meet ``where`` (None: all), read on the driver
         with pyarrow from the files reconstruct wrote (no Spark job; Parquet answers ``where``
-        from its row groups' statistics first), else collected from its frame (built in memory:
-        tests, a notebook's own frames) and filtered. For few rows: ``partition_stability`` or
+        from its row groups' statistics first). For few rows: ``partition_stability`` or
         ``replica_stability`` (a row per partition or per copy), or ``partition_transactions``
         through a filter that leaves few."""
-        frame = {"partition_stability": self.partition_stability, "replica_stability": self.replica_stability,
-                 "partition_transactions": self.partition_transactions}[name]
-        if self.output.tables_dir is not None:
-            return read_arrow_table(self.output.tables_dir, name, where)
-        schema = DERIVED_TABLES[name]
-        collected = frame.toArrow().select(schema.names).cast(schema)
-        return collected if where is None else collected.filter(where)
+        return read_arrow_table(self.output.tables_dir, name, where)
 
 
 #: the folder under the tables of a ``DerivedOutput`` that holds intermediates
@@ -718,43 +697,36 @@ WORK_DIR = "_work"
 
 @dataclass(frozen=True)
 class DerivedOutput:
-    """Where reconstruct puts what it derives. Each derived table (``schemas.DERIVED_TABLES``) is
-    written once to ``tables_dir/<table>`` and read back from there (the pass's tasks write
-    ``partition_transactions`` themselves when they read the raw tables' files, the driver
-    ``transactions``, ``partition_stability`` and, for a dump of one copy per partition,
-    ``replica_stability``: ``keep_rows``); every other intermediate, and every table when
-    ``tables_dir`` is None (tests, notebooks), is kept in a local checkpoint, or, built on the
-    driver, is a frame of its rows. Detection reads each of them several times: without this
-    Spark would re-plan and re-run the whole lineage each time."""
+    """Where reconstruct puts what it derives: each derived table (``schemas.DERIVED_TABLES``)
+    is written once to ``tables_dir/<table>`` and read back from there (the pass's tasks write
+    ``partition_transactions`` themselves, the driver ``transactions``, ``partition_stability``
+    and, for a dump of one copy per partition, ``replica_stability``: ``keep_rows``); what the
+    tasks of one pass hand to those of another, or to the rules, goes to ``work_dir``. Detection
+    reads each of them several times: without this Spark would re-plan and re-run the whole
+    lineage each time."""
 
-    tables_dir: str | None = None
+    tables_dir: str
 
-    def table_dir(self, name: str) -> str | None:
-        """Where table ``name`` is written (a path or URI, absent until then), or None."""
-        if self.tables_dir is None or name not in DERIVED_TABLES:
-            return None
+    def table_dir(self, name: str) -> str:
+        """Where derived table ``name`` is written (a path or URI, absent until then)."""
+        if name not in DERIVED_TABLES:
+            raise KeyError(f"{name!r} is no derived table")
         return f"{self.tables_dir.rstrip('/')}/{name}"
 
-    def work_dir(self, name: str) -> str | None:
+    def work_dir(self, name: str) -> str:
         """Where the tasks of a pass write intermediate ``name`` for the tasks of another, or
         the rules, to read (``WORK_DIR`` under ``tables_dir``: readers of the tables skip a
-        hidden folder); None without ``tables_dir``. The frames of a ``Reconstruction`` may
-        read them until ``clear_work``."""
-        if self.tables_dir is None:
-            return None
+        hidden folder). The frames of a ``Reconstruction`` may read them until ``clear_work``."""
         return f"{self.tables_dir.rstrip('/')}/{WORK_DIR}/{name}"
 
     def clear_work(self) -> None:
         """Delete the intermediates (``work_dir``), once nothing reads them."""
-        if self.tables_dir is not None:
-            drop_table(f"{self.tables_dir.rstrip('/')}/{WORK_DIR}")
+        drop_table(f"{self.tables_dir.rstrip('/')}/{WORK_DIR}")
 
     def keep_rows(self, spark: SparkSession, name: str, rows: pa.Table) -> DataFrame:
         """Table ``name``'s ``rows``, built on the driver: written with pyarrow as one file and
-        read back (committed as ``replica_tasks`` commits the tasks' files), or a frame of them."""
+        read back (committed as ``replica_tasks`` commits the tasks' files)."""
         directory = self.table_dir(name)
-        if directory is None:
-            return arrow_frame(spark, rows)
         schema = DERIVED_TABLES[name]
         start_table(directory)
         with TableFile(directory, file_name(0, new_job()), schema) as written:
@@ -763,153 +735,129 @@ class DerivedOutput:
         return spark.read.schema(spark_schema(schema)).parquet(directory)
 
     def keep(self, name: str, frame: DataFrame) -> DataFrame:
-        """``frame`` computed once: written as table ``name`` and read back, or checkpointed."""
+        """``frame`` computed once: written as table ``name`` and read back."""
         directory = self.table_dir(name)
-        if directory is None:
-            return frame.localCheckpoint(eager=True)
         frame.write.parquet(directory)
-        return frame.sparkSession.read.parquet(directory)
+        return frame.sparkSession.read.schema(spark_schema(DERIVED_TABLES[name])).parquet(directory)
+
+    def batches(self, name: str, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        """``columns`` of derived table ``name``'s rows, a record batch at a time, on the driver."""
+        import pyarrow.dataset as ds
+
+        dataset = ds.dataset(self.table_dir(name), format="parquet", schema=DERIVED_TABLES[name])
+        yield from dataset.to_batches(columns=list(columns))
 
 
-def reconstruct(
-    raw: RawTables | Mapping[str, DataFrame], *, as_of_ms: int, late_tolerance_ms: int,
-    output: DerivedOutput | None = None,
-) -> Reconstruction:
-    """Derive the transaction tables from the raw ones (see the module docstring).
+@dataclass(frozen=True)
+class Chosen:
+    """The replicas that speak for their partitions (``replicas.ranked_replicas`` rank 1) and their
+    rows of the raw tables, with the manifests of those rows in the files
+    (``replica_tasks.replicas_rows``), from which the passes' tasks read each replica."""
 
-    ``raw``: the raw tables with the manifest of their files (``tables.load_raw_tables``), or
-    frames alone (no manifest: Spark shuffles what the passes read). ``output``: where the
-    derived tables go (``DerivedOutput``; None: local checkpoints). When it names a folder and
-    the pass reads the raw tables' files, the pass's tasks write ``partition_transactions``
-    there themselves (``producer_pass_writing``).
-    """
-    tables = RawTables.of(raw)
-    out = output or DerivedOutput()
-    keep = out.keep
+    raw: RawTables
+    ranked: RankedReplicas
 
-    files = tables.files
+    @staticmethod
+    def of(raw: RawTables, as_of_ms: int) -> Chosen:
+        """The replicas ranked with the metadata log's leadership as of ``as_of_ms``."""
+        return Chosen(raw, ranked_replicas(raw["partition_offsets"], offsets_files=raw.files("partition_offsets"),
+                                           metadata_files=raw.files("metadata_partitions"),
+                                           batch_files=raw.files("batches"), as_of_ms=as_of_ms))
 
-    # built on the driver from its rows: local data, read again at no cost, so not materialized
-    ranked = ranked_replicas(tables["partition_offsets"], tables["metadata_partitions"], tables["batches"],
-                             as_of_ms=as_of_ms, batch_files=files("batches"), offsets_files=files("partition_offsets"),
-                             metadata_files=files("metadata_partitions"))
-    replicas = chosen_replicas(ranked)
-    keys = ranked.keys(1)
+    @functools.cached_property
+    def replicas(self) -> DataFrame:
+        """One row per partition: its chosen replica."""
+        return chosen_replicas(self.ranked)
 
-    def chosen(name: str) -> DataFrame:
-        return on_replicas(tables[name], replicas, keys, files(name))
+    @property
+    def keys(self) -> frozenset[Replica]:
+        return self.ranked.keys(1)
 
-    # the manifests of the chosen replicas' rows, from which the pass's tasks read them
-    batch_files, marker_files = pass_manifests(tables, keys)
-    batches = chosen("batches")
-    markers = chosen("control_markers")
-    txn_log = chosen("txn_log")
-    directory = out.table_dir("partition_transactions")
-    follows_dir, prepares_dir = out.work_dir("prepare_follows"), out.work_dir("prepares")
-    # the pass's tasks write the Prepare* records to files, which the producer pass's tasks read
-    coordinator_log = CoordinatorLog.of(txn_log, replicas_rows(files("txn_log"), keys), prepares_dir,
-                                        log_partitions(keys))
-    snapshots = chosen("producer_snapshots")
-    snapshot_files = replicas_rows(files("producer_snapshots"), keys)
-    # kafka-transactions.sh outputs stand in for __transaction_state records a dump lacks. Most
-    # dumps attach none (the manifest may say so without a query): then the coordinator log's
-    # answers are all, and are not computed a second time for the anti join that keeps the
-    # reports apart
-    reported = tables["reported_transactions"]
-    has_reports = not tables.holds_no_rows("reported_transactions") and not described_transactions(reported).isEmpty()
-    # each transactional id's newest record and each producer id's transactional id: few rows,
-    # on the driver (what the rules and the pass's tasks read); a frame of the producer ids for
-    # the Spark joins
-    current_rows, id_rows = coordinator_log.current_rows(), coordinator_log.producer_id_rows()
-    if has_reports:
-        current_rows, id_rows = with_reports(reported, current_rows, id_rows)
-    spark = batches.sparkSession
+    def rows(self, name: str) -> DataFrame:
+        """The chosen replicas' rows of raw table ``name``."""
+        return on_replicas(self.raw[name], self.replicas, self.keys, self.raw.files(name))
+
+    def files(self, name: str) -> TableManifest:
+        """The manifest of the chosen replicas' rows of raw table ``name``."""
+        return replicas_rows(self.raw.files(name), self.keys)
+
+
+def reconstruct(raw: RawTables, *, as_of_ms: int, late_tolerance_ms: int, output: DerivedOutput) -> Reconstruction:
+    """Derive the transaction tables from the raw ones (see the module docstring) into ``output``.
+    The producer pass's tasks write ``partition_transactions`` themselves
+    (``producer_pass_writing``); the other copies' audits (a dump of several brokers), the
+    ``transactions`` summary and the chosen copies' stability are independent of one another,
+    so they are computed side by side (``spark.side_by_side``), the longest first."""
+    chosen = Chosen.of(raw, as_of_ms)
+    spark = raw["batches"].sparkSession
+    coordinator_log = CoordinatorLog.of(chosen.rows("txn_log"), chosen.files("txn_log"), output.work_dir("prepares"),
+                                        log_partitions(chosen.keys))
+    current_rows, id_rows = coordinator_answers(raw, coordinator_log)
     ids = arrow_frame(spark, id_rows)
-    writing = None if directory is None or follows_dir is None else producer_pass_writing(
-        batches, markers, id_rows, coordinator_log, directory, follows_dir, late_tolerance_ms=late_tolerance_ms,
-        batch_files=batch_files, marker_files=marker_files)
-    follows = None
-    if writing is not None and directory is not None and follows_dir is not None:
-        # computed here, once: its tasks write the tables' files as they go
-        passed = writing.localCheckpoint(eager=True)
-        ptx = written_partition_transactions(directory, markers, snapshots, replicas, ids, snapshot_files)
-        follows = written_prepare_follows(batches.sparkSession, follows_dir)
-    else:
-        passed = keep("producer_pass", producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
-                                                     batch_files=batch_files, marker_files=marker_files))
-        ptx = keep("partition_transactions",
-                   partition_transactions(transaction_rows(passed), markers, snapshots, replicas, ids,
-                                          snapshot_files=snapshot_files))
-
-    def kept_extent() -> DataFrame:
-        """``partition_extent``: from the manifest, rows on the driver (read again at no cost), or kept."""
-        known = manifest_extent(batch_files)
-        return arrow_frame(spark, known) if known is not None else keep("partition_extent", partition_extent(batches))
-
-    def summary() -> DataFrame:
-        """The ``transactions`` table, built on the driver from ``partition_transactions``' rows."""
-        summarized = summarize_producers(_table_batches(out, "partition_transactions", ptx, SUMMARY_READ),
-                                         current_rows, id_rows)
-        return out.keep_rows(spark, "transactions", summarized)
-
-    # independent of one another, so computed side by side (spark.side_by_side). The other
-    # copies' audits (a dump of several brokers) are the longest: they go first
-    audit = functools.partial(copies_stability, tables, ranked, producer_ids=ids, as_of_ms=as_of_ms,
+    passed, ptx, follows = rebuild_transactions(chosen, coordinator_log, id_rows, ids, output, late_tolerance_ms)
+    groups = copy_groups(chosen.ranked)
+    audit = functools.partial(copies_stability, raw, chosen.ranked, producer_ids=ids, as_of_ms=as_of_ms,
                               late_tolerance_ms=late_tolerance_ms)
-    groups = copy_groups(tables, ranked)
-
-    def chosen_stability() -> pa.Table:
-        """The chosen replicas' stability, on the driver, from ``partition_transactions``' files
-        when they were written (read a batch at a time), else from its frame."""
-        written = out.table_dir("partition_transactions") is not None
-        transactions = (_table_batches(out, "partition_transactions", ptx, [*PARTITION_COLUMNS, *STABILITY_READ])
-                        if written else ptx)
-        return partition_stability(batches, transactions, ranked.rows_of(1), as_of_ms=as_of_ms,
-                                   batch_files=batch_files)
-
-    first: list[Callable[[], DataFrame | pa.Table]] = [
+    *others, summary, chosen_rows = side_by_side(spark, [
         *[functools.partial(audit, group) for group in groups],
-        summary,
-        kept_extent,
-        chosen_stability,
-    ]
-    *others, derived_transactions, extent, chosen_rows = side_by_side(spark, first)
-    assert isinstance(derived_transactions, DataFrame) and isinstance(extent, DataFrame)
-    assert isinstance(chosen_rows, pa.Table) and all(isinstance(rows, pa.Table) for rows in others)
-    stability = out.keep_rows(spark, "partition_stability", conform_table(chosen_rows, PARTITION_STABILITY))
-    copies = replica_stability(spark, out, tables, ranked, batches, chosen_rows,
-                               list(zip(groups, cast(list[pa.Table], others), strict=True)))
+        functools.partial(summarize_into, output, spark, current_rows, id_rows),
+        functools.partial(chosen_stability, output, chosen, as_of_ms)])
+    assert isinstance(summary, DataFrame) and isinstance(chosen_rows, pa.Table)
+    copies = replica_stability(spark, output, raw, chosen.ranked, chosen.rows("batches"), chosen_rows,
+                               list(zip(groups, others, strict=True)))
     return Reconstruction(
-        partition_transactions=ptx,
-        transactions=derived_transactions,
-        partition_stability=stability,
+        partition_transactions=ptx, transactions=summary,
+        partition_stability=output.keep_rows(spark, "partition_stability",
+                                             conform_table(chosen_rows, PARTITION_STABILITY)),
         replica_stability=copies,
-        # read once, by the producer rules, from the pass's checkpoint (no copy of its own)
-        producer_events=producer_events(passed),
-        coordinator=current_rows,
-        producer_ids=ids,
-        replicas=replicas,
-        extent=extent,
-        batches=batches,
-        markers=markers,
-        coordinator_log=coordinator_log,
-        offset_commits=chosen("offset_commits"),
-        prepare_follows=follows,
-        output=out,
-    )
+        producer_events=producer_events(passed),  # read once, by the producer rules, from the pass's checkpoint
+        coordinator=current_rows, producer_ids=ids, replicas=chosen.replicas,
+        extent=arrow_frame(spark, manifest_extent(chosen.files("batches"))),
+        batches=chosen.rows("batches"), markers=chosen.rows("control_markers"), coordinator_log=coordinator_log,
+        offset_commits=chosen.rows("offset_commits"), prepare_follows=follows, output=output)
 
 
-def _table_batches(out: DerivedOutput, name: str, frame: DataFrame, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """The rows of derived table ``name`` (``columns`` of them), a batch at a time on the driver:
-    read with pyarrow from its files when ``out`` wrote them, else collected from ``frame``."""
-    import pyarrow.dataset as ds
+def coordinator_answers(raw: RawTables, coordinator_log: CoordinatorLog) -> tuple[pa.Table, pa.Table]:
+    """Each transactional id's newest record (``COORDINATOR_CURRENT``) and each producer id's
+    transactional id (``PRODUCER_IDS``), few rows on the driver: the coordinator log's, and, for
+    the ids it does not hold, those of attached ``kafka-transactions.sh describe`` outputs
+    (``with_reports``). Most dumps attach none (the manifest says so without a query): then the
+    coordinator log's answers are all, not computed again for the anti join."""
+    current_rows, id_rows = coordinator_log.current_rows(), coordinator_log.producer_id_rows()
+    reported = raw["reported_transactions"]
+    if raw.holds_no_rows("reported_transactions") or described_transactions(reported).isEmpty():
+        return current_rows, id_rows
+    return with_reports(reported, current_rows, id_rows)
 
-    directory = out.table_dir(name)
-    if directory is None:
-        yield from frame.select(*columns).toArrow().to_batches()
-        return
-    dataset = ds.dataset(directory, format="parquet", schema=DERIVED_TABLES[name])
-    yield from dataset.to_batches(columns=list(columns))
+
+def rebuild_transactions(chosen: Chosen, coordinator_log: CoordinatorLog, id_rows: pa.Table, ids: DataFrame,
+                         output: DerivedOutput, late_tolerance_ms: int) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The chosen replicas' producer pass (``producer_pass_writing``), computed here once, its
+    checkpoint; ``partition_transactions`` as its tasks wrote it, with the transactions only a
+    snapshot shows; and what follows each Prepare* record."""
+    directory, follows_dir = output.table_dir("partition_transactions"), output.work_dir("prepare_follows")
+    markers = chosen.rows("control_markers")
+    writing = producer_pass_writing(chosen.rows("batches"), markers, id_rows, coordinator_log, directory,
+                                    follows_dir, late_tolerance_ms=late_tolerance_ms,
+                                    batch_files=chosen.files("batches"), marker_files=chosen.files("control_markers"))
+    passed = writing.localCheckpoint(eager=True)  # its tasks write the tables' files as they go
+    ptx = written_partition_transactions(directory, markers, chosen.rows("producer_snapshots"), chosen.replicas, ids,
+                                         chosen.files("producer_snapshots"))
+    return passed, ptx, written_prepare_follows(markers.sparkSession, follows_dir)
+
+
+def summarize_into(output: DerivedOutput, spark: SparkSession, current_rows: pa.Table,
+                   id_rows: pa.Table) -> DataFrame:
+    """The ``transactions`` table, built on the driver from ``partition_transactions``' rows."""
+    summarized = summarize_producers(output.batches("partition_transactions", SUMMARY_READ), current_rows, id_rows)
+    return output.keep_rows(spark, "transactions", summarized)
+
+
+def chosen_stability(output: DerivedOutput, chosen: Chosen, as_of_ms: int) -> pa.Table:
+    """The chosen replicas' stability, on the driver, from ``partition_transactions``' files
+    (read a batch at a time)."""
+    transactions = output.batches("partition_transactions", [*PARTITION_COLUMNS, *STABILITY_READ])
+    return partition_stability(chosen.files("batches"), transactions, chosen.ranked.rows_of(1), as_of_ms=as_of_ms)
 
 
 def with_reports(reported: DataFrame, current: pa.Table, producer_ids: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -923,25 +871,21 @@ def with_reports(reported: DataFrame, current: pa.Table, producer_ids: pa.Table)
             pa.concat_tables([producer_ids, more_ids.select(PRODUCER_IDS.names).cast(PRODUCER_IDS)]))
 
 
-def pass_manifests(raw: RawTables, keys: frozenset[Replica]) -> tuple[TableManifest | None, TableManifest | None]:
+def pass_manifests(raw: RawTables, keys: frozenset[Replica]) -> tuple[TableManifest, TableManifest]:
     """The manifests of the batches' and the markers' rows of replicas ``keys`` in the raw
-    tables' files (``replicas_rows``), from which ``producer_pass`` reads each replica on its own;
-    with either None, the pass shuffles the rows in Spark instead."""
+    tables' files (``replicas_rows``), from which ``producer_pass`` reads each replica on its own."""
     return replicas_rows(raw.files("batches"), keys), replicas_rows(raw.files("control_markers"), keys)
 
 
-def copy_groups(raw: RawTables, ranked: RankedReplicas) -> list[tuple[int, ...]]:
+def copy_groups(ranked: RankedReplicas) -> list[tuple[int, ...]]:
     """The ranks of the copies that are not chosen (2 and beyond: a dump of several brokers),
-    grouped for ``copies_stability``: all in one group when the producer pass reads each of them
-    from the raw tables' files on its own (``pass_manifests`` known for all: the Spark shuffle
-    would mix the copies of a partition) and the copies are told apart by their broker
-    (``RankedReplicas.told_apart``); else one group per rank, each holding at most one copy of a
-    partition."""
+    grouped for ``copies_stability``: all in one group when the copies are told apart by their
+    broker (``RankedReplicas.told_apart``); else one group per rank, each holding at most one
+    copy of a partition."""
     others = tuple(range(2, ranked.ranks + 1))
     if not others:
         return []
-    apart = ranked.told_apart(*others) and None not in pass_manifests(raw, ranked.keys(*others))
-    return [others] if apart else [(rank,) for rank in others]
+    return [others] if ranked.told_apart(*others) else [(rank,) for rank in others]
 
 
 def rank_rows(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int], name: str) -> DataFrame:
@@ -969,10 +913,9 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
     batch_files, marker_files = pass_manifests(raw, keys)
     passed = producer_pass(batches, markers, late_tolerance_ms=late_tolerance_ms,
                            batch_files=batch_files, marker_files=marker_files)
-    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids, keys=told,
-                                 snapshot_files=replicas_rows(raw.files("producer_snapshots"), keys))
-    return partition_stability(batches, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told,
-                               batch_files=batch_files)
+    ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids,
+                                 replicas_rows(raw.files("producer_snapshots"), keys), keys=told)
+    return partition_stability(batch_files, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told)
 
 
 def replica_stability(spark: SparkSession, out: DerivedOutput, raw: RawTables, ranked: RankedReplicas,

@@ -65,14 +65,16 @@ def read_as_is(table: TableManifest | None, replicas: frozenset[Replica]) -> Tab
     return table if present is not None and present <= replicas else None
 
 
-def replicas_rows(table: TableManifest | None, replicas: frozenset[Replica]) -> TableManifest | None:
+def replicas_rows(table: TableManifest, replicas: frozenset[Replica]) -> TableManifest:
     """The manifest of ``table``'s rows of ``replicas``, for tasks that read each replica's rows
     from its files: ``table`` when its files hold no other replica's (``read_as_is``), else its
     rows of ``replicas`` alone (``TableManifest.of_replicas``: a dump of several brokers, whose
-    files hold several replicas' row groups); None when neither is known."""
-    if table is None:
-        return None
-    return read_as_is(table, replicas) or table.of_replicas(replicas)
+    files hold several replicas' row groups). ``ValueError`` for files whose row groups do not
+    each name their replica: ingest writes none such."""
+    rows = read_as_is(table, replicas) or table.of_replicas(replicas)
+    if rows is None:
+        raise ValueError(f"the files of table {table.name} do not name each row group's replica")
+    return rows
 
 
 def rows_weight(item: Mapping[str, object]) -> float:
