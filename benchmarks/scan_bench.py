@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from txn_audit.severity import Severity
-from txn_audit.spark import local_driver_memory
+from txn_audit.tuning.jvm import local_driver_memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realistic_dump import write_realistic_dump  # noqa: E402  (a sibling module of this script)

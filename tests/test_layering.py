@@ -55,13 +55,29 @@ def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
     assert [m for m in loaded if m.startswith(("txn_audit.reconstruct", "txn_audit.detect"))] == []
 
 
+def test_the_tuning_imports_nothing_else_of_the_package_nor_pyspark() -> None:
+    """``txn_audit.tuning`` holds settings and the mechanisms that apply them: its modules import
+    no other part of txn_audit and no pyspark at import time. Its package imports none of its
+    modules, so the workers' daemon, which Spark runs by name, loads only itself."""
+    names = [f"txn_audit.tuning.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE / "tuning")])]
+    assert {"txn_audit.tuning.jvm", "txn_audit.tuning.daemon", "txn_audit.tuning.imports"} <= set(names)
+    from txn_audit.tuning.workers import LOCAL_DAEMON_MODULE
+
+    assert LOCAL_DAEMON_MODULE in names  # the name Spark runs the daemon by
+    loaded = loaded_without_pyspark(names)
+    assert [m for m in loaded if m != "txn_audit" and not m.startswith("txn_audit.tuning")] == []
+    assert loaded_without_pyspark(["txn_audit.tuning.daemon"]) == ["txn_audit", "txn_audit.tuning",
+                                                                   "txn_audit.tuning.daemon"]
+
+
 # -- the import graph: one way, no cycles ---------------------------------------------------
 
 #: txn_audit's parts from the bottom up: a part imports only parts of lower layers (and itself),
 #: counting imports inside functions too
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"txn_audit", "errors"}),
-    frozenset({"severity", "timeparse", "outputs", "spark", "spark_daemon", "progress"}),
+    frozenset({"tuning"}),
+    frozenset({"severity", "timeparse", "outputs", "spark", "progress"}),
     frozenset({"formats"}),
     frozenset({"usage", "audit_time"}),
     frozenset({"schemas", "results"}),

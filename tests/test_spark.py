@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from txn_audit import spark as spark_module
+from txn_audit.tuning import jvm as tuning_jvm
+from txn_audit.tuning import sql as tuning_sql
+from txn_audit.tuning import workers as tuning_workers
 
 
 def _mib(setting: str) -> int:
@@ -19,15 +22,15 @@ def _mib(setting: str) -> int:
 
 def test_local_memory_is_a_share_of_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TXN_AUDIT_DRIVER_MEMORY", raising=False)
-    monkeypatch.setattr(spark_module, "container_memory_limits", list)
-    low, high = spark_module.LOCAL_MEMORY_MIB
+    monkeypatch.setattr(tuning_jvm, "container_memory_limits", list)
+    low, high = tuning_jvm.LOCAL_MEMORY_MIB
     pages = {"SC_PAGE_SIZE": 4096}
-    for total_gib, expected in ((2, low), (24, 24 * 1024 // spark_module.LOCAL_MEMORY_SHARE), (512, high)):
+    for total_gib, expected in ((2, low), (24, 24 * 1024 // tuning_jvm.LOCAL_MEMORY_SHARE), (512, high)):
         pages["SC_PHYS_PAGES"] = total_gib * (1 << 30) // 4096
-        monkeypatch.setattr(spark_module.os, "sysconf", pages.__getitem__)
-        assert _mib(spark_module.local_driver_memory()) == expected
+        monkeypatch.setattr(tuning_jvm.os, "sysconf", pages.__getitem__)
+        assert _mib(tuning_jvm.local_driver_memory()) == expected
     monkeypatch.setenv("TXN_AUDIT_DRIVER_MEMORY", "3g")
-    assert spark_module.local_driver_memory() == "3g"
+    assert tuning_jvm.local_driver_memory() == "3g"
 
 
 def _hotspot(spark: Any) -> Any:
@@ -43,7 +46,7 @@ def test_the_local_jvm_gets_that_memory(spark: Any) -> None:
     # the heap limit as HotSpot took it (Runtime.maxMemory leaves out a survivor space, whose size
     # depends on the collector)
     heap_mib = int(_hotspot(spark).getVMOption("MaxHeapSize").getValue()) // (1 << 20)
-    assert granted == _mib(spark_module.local_driver_memory())
+    assert granted == _mib(tuning_jvm.local_driver_memory())
     assert granted <= heap_mib <= granted + 64  # rounded up to the heap's alignment at most
 
 
@@ -52,20 +55,20 @@ def test_a_container_limit_caps_the_share(monkeypatch: pytest.MonkeyPatch, tmp_p
     v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
     v2.write_text("max\n")  # cgroup v2 without a limit
     v1.write_text(f"{8 << 30}\n")
-    monkeypatch.setattr(spark_module, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1), str(tmp_path / "absent")))
-    assert spark_module.container_memory_limits() == [8 << 30]
+    monkeypatch.setattr(tuning_jvm, "CGROUP_MEMORY_LIMITS", (str(v2), str(v1), str(tmp_path / "absent")))
+    assert tuning_jvm.container_memory_limits() == [8 << 30]
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": (64 << 30) // 4096}
-    monkeypatch.setattr(spark_module.os, "sysconf", pages.__getitem__)
-    assert _mib(spark_module.local_driver_memory()) == 8 * 1024 // spark_module.LOCAL_MEMORY_SHARE
+    monkeypatch.setattr(tuning_jvm.os, "sysconf", pages.__getitem__)
+    assert _mib(tuning_jvm.local_driver_memory()) == 8 * 1024 // tuning_jvm.LOCAL_MEMORY_SHARE
     v1.write_text("9223372036854771712\n")  # cgroup v1's "no limit"
-    assert _mib(spark_module.local_driver_memory()) == 64 * 1024 // spark_module.LOCAL_MEMORY_SHARE
+    assert _mib(tuning_jvm.local_driver_memory()) == 64 * 1024 // tuning_jvm.LOCAL_MEMORY_SHARE
 
 
 def test_the_local_jvm_keeps_c2_for_hot_loops_and_collects_for_throughput(spark: Any) -> None:
     """The compiler thresholds and the collector reach the JVM the session started, as values
     HotSpot uses."""
     diagnostics = _hotspot(spark)
-    options = spark_module.LOCAL_JVM_OPTIONS.split()
+    options = tuning_jvm.LOCAL_JVM_OPTIONS.split()
     given = dict(option.removeprefix("-XX:").split("=") for option in options if "=" in option)
     given |= {option.removeprefix("-XX:+"): "true" for option in options if option.startswith("-XX:+")}
     given.pop("IgnoreUnrecognizedVMOptions")
@@ -90,7 +93,7 @@ def test_the_local_session_takes_pages_of_its_heap_share(spark: Any) -> None:
     """The session's memory manager hands out pages of ``local_page_size`` of its heap: what
     each sort, aggregation and hash map of a task takes at its first row."""
     memory_manager = spark.sparkContext._jsc.sc().env().memoryManager()
-    page = spark_module.local_page_size(spark.conf.get("spark.driver.memory"))
+    page = tuning_jvm.local_page_size(spark.conf.get("spark.driver.memory"))
     assert page is not None
     assert memory_manager.pageSizeBytes() == int(page.removesuffix("m")) << 20
     assert spark.sparkContext.getConf().get("spark.buffer.pageSize") == page
@@ -128,27 +131,27 @@ def test_generated_code_at_another_stage_id_is_compiled_once(spark: Any) -> None
     ("256g", "64m"), ("1t", "64m"),  # at most Spark's 64 MB
 ])
 def test_the_page_is_a_power_of_two_share_of_the_heap(memory: str, page: str) -> None:
-    assert spark_module.local_page_size(memory) == page
+    assert tuning_jvm.local_page_size(memory) == page
 
 
 def test_a_heap_size_the_jvm_does_not_read_leaves_spark_its_page() -> None:
-    assert spark_module.local_page_size("lots") is None
-    assert spark_module.local_page_size("2.5g") is None
+    assert tuning_jvm.local_page_size("lots") is None
+    assert tuning_jvm.local_page_size("2.5g") is None
 
 
 def test_the_heap_options_read_spark_memory_sizes() -> None:
     """Sizes as ``spark.driver.memory`` takes them become sizes the JVM takes; anything else
     leaves the heap's first size to HotSpot."""
-    metaspace = spark_module.METASPACE_OPTION
-    assert spark_module.local_heap_options("6026m") == f"-Xms6026m {metaspace}"
-    assert spark_module.local_heap_options("3G") == f"-Xms3g {metaspace}"
-    assert spark_module.local_heap_options("2gb") == f"-Xms2g {metaspace}"
-    assert spark_module.local_heap_options("4096") == f"-Xms4096m {metaspace}"  # Spark reads MiB
-    assert spark_module.local_heap_options("lots") == metaspace
+    metaspace = tuning_jvm.METASPACE_OPTION
+    assert tuning_jvm.local_heap_options("6026m") == f"-Xms6026m {metaspace}"
+    assert tuning_jvm.local_heap_options("3G") == f"-Xms3g {metaspace}"
+    assert tuning_jvm.local_heap_options("2gb") == f"-Xms2g {metaspace}"
+    assert tuning_jvm.local_heap_options("4096") == f"-Xms4096m {metaspace}"  # Spark reads MiB
+    assert tuning_jvm.local_heap_options("lots") == metaspace
 
 
 def test_archives_whose_modules_are_installed_are_redundant(tmp_path: Any) -> None:
-    from txn_audit.spark_daemon import redundant_archives
+    from txn_audit.tuning.daemon import redundant_archives
 
     installed = tmp_path / "site"
     (installed / "shipped").mkdir(parents=True)
@@ -193,7 +196,8 @@ def test_the_local_workers_import_nothing_from_archives(spark: Any) -> None:
         return archives, importers, str(worker_pyspark.__file__)
 
     archives, importers, module = spark.sparkContext.parallelize([0], 1).map(seen).collect()[0]
-    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == "txn_audit.spark_daemon"
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == tuning_workers.LOCAL_DAEMON_MODULE
+    assert tuning_workers.LOCAL_DAEMON_MODULE == "txn_audit.tuning.daemon"  # the module Spark runs by name
     assert (archives, importers) == ([], [])
     assert module == pyspark.__file__
 
@@ -203,7 +207,7 @@ def test_a_task_run_through_the_wrapper_leaves_its_survivors_frozen_and_its_cycl
     cycles the task made are collected first, not frozen; the task's result and errors pass."""
     import gc
 
-    from txn_audit.spark_daemon import frozen_after_each_task
+    from txn_audit.tuning.daemon import frozen_after_each_task
 
     freed: list[bool] = []
 
@@ -276,11 +280,11 @@ def test_processes_started_in_the_block_lose_the_jvms_notices_only(capfd: pytest
 
 
 def test_the_jvm_options_follow_the_input_size() -> None:
-    small, limit = 2 << 20, spark_module.QUICK_JIT_MAX_BYTES
-    assert spark_module.local_jvm_options(small) == spark_module.QUICK_JIT_OPTIONS
-    assert spark_module.local_jvm_options(limit) == spark_module.QUICK_JIT_OPTIONS
-    assert spark_module.local_jvm_options(limit + 1) == spark_module.LOCAL_JVM_OPTIONS
-    assert spark_module.local_jvm_options(None) == spark_module.LOCAL_JVM_OPTIONS
+    small, limit = 2 << 20, tuning_jvm.QUICK_JIT_MAX_BYTES
+    assert tuning_jvm.local_jvm_options(small) == tuning_jvm.QUICK_JIT_OPTIONS
+    assert tuning_jvm.local_jvm_options(limit) == tuning_jvm.QUICK_JIT_OPTIONS
+    assert tuning_jvm.local_jvm_options(limit + 1) == tuning_jvm.LOCAL_JVM_OPTIONS
+    assert tuning_jvm.local_jvm_options(None) == tuning_jvm.LOCAL_JVM_OPTIONS
 
 
 @pytest.mark.spark  # starts a JVM of its own
@@ -293,7 +297,7 @@ def test_hotspot_takes_the_quick_compilers_options_as_given() -> None:
 
     java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
     assert java, "java is needed"
-    options = [o for o in spark_module.QUICK_JIT_OPTIONS.split() if o != "-XX:+IgnoreUnrecognizedVMOptions"]
+    options = [o for o in tuning_jvm.QUICK_JIT_OPTIONS.split() if o != "-XX:+IgnoreUnrecognizedVMOptions"]
     out = subprocess.run([java, *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
@@ -304,7 +308,7 @@ def test_hotspot_takes_the_quick_compilers_options_as_given() -> None:
 
 
 def test_a_small_input_runs_interpreted_and_the_session_is_left_as_it_was(spark: Any) -> None:
-    keys = list(spark_module.INTERPRETED_SQL)
+    keys = list(tuning_sql.INTERPRETED_SQL)
     before = {key: spark.conf.get(key, None) for key in keys}
 
     def plan() -> str:
@@ -313,13 +317,13 @@ def test_a_small_input_runs_interpreted_and_the_session_is_left_as_it_was(spark:
         assert frame.count() == 50
         return text
 
-    with spark_module.sized_for(spark, spark_module.INTERPRETED_MAX_BYTES) as changed:
-        assert changed == spark_module.INTERPRETED_SQL
-        assert {key: spark.conf.get(key) for key in keys} == spark_module.INTERPRETED_SQL
+    with tuning_sql.sized_for(spark, tuning_sql.INTERPRETED_MAX_BYTES) as changed:
+        assert changed == tuning_sql.INTERPRETED_SQL
+        assert {key: spark.conf.get(key) for key in keys} == tuning_sql.INTERPRETED_SQL
         assert "*(" not in plan()  # no stage of generated code ("*(1) Project ...")
     assert {key: spark.conf.get(key, None) for key in keys} == before
     assert "*(" in plan()
-    with spark_module.sized_for(spark, spark_module.INTERPRETED_MAX_BYTES + 1) as changed:
+    with tuning_sql.sized_for(spark, tuning_sql.INTERPRETED_MAX_BYTES + 1) as changed:
         assert changed == {}
         assert {key: spark.conf.get(key, None) for key in keys} == before
 
@@ -376,22 +380,22 @@ def test_side_by_side_tasks_each_have_their_own_local_properties(spark: Any) -> 
 
 @pytest.mark.spark  # starts a JVM of its own
 def test_the_class_archive_is_named_by_the_java_and_the_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    name = spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
+    name = tuning_jvm.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
     assert name.startswith("spark-") and name.endswith(".jsa")
-    assert name == spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
-    assert name != spark_module.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.16\"")
-    monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, "off")
-    assert spark_module.class_archive_dir() is None
+    assert name == tuning_jvm.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.15\"")
+    assert name != tuning_jvm.class_archive_name("/usr/lib/jvm/a/bin/java\nopenjdk version \"17.0.16\"")
+    monkeypatch.setenv(tuning_jvm.CLASS_ARCHIVE_ENV, "off")
+    assert tuning_jvm.class_archive_dir() is None
     java = spark_module.java_version_text()
-    assert spark_module.class_archive_options(java) == ("", None)
-    monkeypatch.setenv(spark_module.CLASS_ARCHIVE_ENV, str(tmp_path / "jvm"))
-    assert spark_module.class_archive_options(None) == ("", None)  # no java found
-    options, writing = spark_module.class_archive_options(java)
+    assert tuning_jvm.class_archive_options(java) == ("", None)
+    monkeypatch.setenv(tuning_jvm.CLASS_ARCHIVE_ENV, str(tmp_path / "jvm"))
+    assert tuning_jvm.class_archive_options(None) == ("", None)  # no java found
+    options, writing = tuning_jvm.class_archive_options(java)
     assert writing is not None and writing.parent == tmp_path / "jvm" and not writing.exists()
     assert f"-XX:ArchiveClassesAtExit={writing}" in options and "-Xlog:cds=off" in options
     final = writing.with_name(writing.name.split(".jsa.")[0] + ".jsa")
     final.write_bytes(b"archive")
-    options, writing = spark_module.class_archive_options(java)
+    options, writing = tuning_jvm.class_archive_options(java)
     assert writing is None and f"-XX:SharedArchiveFile={final}" in options
 
 
@@ -419,7 +423,7 @@ def test_a_first_session_writes_the_class_archive_and_the_next_one_starts_with_i
     import subprocess
     import sys
 
-    env = {**os.environ, spark_module.CLASS_ARCHIVE_ENV: str(tmp_path / "jvm")}
+    env = {**os.environ, tuning_jvm.CLASS_ARCHIVE_ENV: str(tmp_path / "jvm")}
     runs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", _ARCHIVE_RUN], capture_output=True, text=True, env=env,

@@ -8,7 +8,6 @@ returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import json
 import os
@@ -32,8 +31,10 @@ from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import RAW_TABLES
 from txn_audit.severity import SEVERITIES, Severity
-from txn_audit.spark import build_session, sized_for
+from txn_audit.spark import build_session
 from txn_audit.timeparse import format_time_ms
+from txn_audit.tuning.imports import import_early
+from txn_audit.tuning.sql import sized_for
 from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_out
 
 if TYPE_CHECKING:
@@ -443,49 +444,25 @@ def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list
 
 
 def _import_early(*, quality: bool, report: bool) -> threading.Thread | None:
-    """Import Great Expectations (``quality``) and the report (``report``) on a daemon thread,
-    which it returns.
+    """Import Great Expectations with the quality package (``quality``) and the report
+    (``report``) on a daemon thread while the JVM starts, which it returns
+    (``tuning.imports.import_early``: how, and why)."""
+    loads: list[Callable[[], object]] = []
+    if quality:
+        loads.append(_import_quality)
+    if report:
+        loads.append(_import_report)
+    return import_early(*loads)
 
-    Great Expectations takes 2–3.5 s of a core to import on a small VM (with the scipy and
-    pyspark modules it loads, ``quality.DEFERRED_MODULES`` left to run on first use) and the
-    report's plotly about 0.5 s, and they are needed last; a scan starts this before the JVM,
-    whose start leaves the Python process waiting, so they are loaded by the time they are
-    needed (an ``import`` of a module still loading waits for it to end). The libraries both
-    threads import (pyspark's SQL package, pandas, pyarrow) are imported first, on the calling
-    thread, so that neither thread waits for a module the other is half-way through. A failed
-    import here is left for the code that needs the module to meet and report.
 
-    The cyclic garbage collector is off while they load, and what is alive once they are
-    loaded is frozen (``gc.freeze``): modules make objects that live as long as the process and
-    almost no garbage, yet as their objects grow the collector traverses all of them again and
-    again (six full collections, about 1.2 s of a core, while a scan of a small dump imports
-    them); frozen, later collections skip them."""
-    if not (quality or report):
-        return None
-    collecting = gc.isenabled()
-    gc.disable()
-    import pandas  # noqa: F401 - imported for the reason above
-    import pyarrow  # noqa: F401
-    import pyspark.sql  # noqa: F401
+def _import_quality() -> None:
+    from txn_audit.quality import import_great_expectations
 
-    def load() -> None:
-        try:
-            if quality:
-                from txn_audit.quality import import_great_expectations
+    import_great_expectations()
 
-                import_great_expectations()
-            if report:
-                import txn_audit.report  # noqa: F401
-        except Exception:  # noqa: BLE001 - imported again where needed, which says what failed
-            pass
-        finally:
-            gc.freeze()
-            if collecting:
-                gc.enable()
 
-    thread = threading.Thread(target=load, name="txn-audit-import-early", daemon=True)
-    thread.start()
-    return thread
+def _import_report() -> None:
+    import txn_audit.report  # noqa: F401 - imported for _import_early
 
 
 def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, manifest: Manifest | None) -> SuiteRun:

@@ -1,7 +1,7 @@
 """The ways a scan may compute the same tables give the same tables: Spark SQL's generated code
-and its interpreted expressions (``spark.sized_for``), and the data-quality suites run in two
-parts (raw tables while the derived ones are built) and in one (``quality.SuiteRun``); what the
-driver reads with pyarrow from the files equals what Spark computes over every row."""
+and its interpreted expressions (``tuning.sql.sized_for``), and the data-quality suites run in
+two parts (raw tables while the derived ones are built) and in one (``quality.SuiteRun``); what
+the driver reads with pyarrow from the files equals what Spark computes over every row."""
 
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ def _derived_tables(tables_dir: Path) -> list[str]:
 def test_generated_code_and_interpreted_expressions_give_the_same_tables(
         spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str) -> None:
     from txn_audit import api
-    from txn_audit import spark as spark_module
+    from txn_audit.tuning import sql as tuning_sql
 
     dump = scenario_dir(scenario) / "logdirs"
     interpreted = api.scan(dump, tmp_path / "interpreted", spark=spark, options=api.AuditOptions(progress=False, report=False))
     assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"  # the session is left as it was
-    monkeypatch.setattr(spark_module, "INTERPRETED_MAX_BYTES", -1)
+    monkeypatch.setattr(tuning_sql, "INTERPRETED_MAX_BYTES", -1)
     generated = api.scan(dump, tmp_path / "generated", spark=spark, options=api.AuditOptions(progress=False, report=False, as_of_ms=interpreted.as_of_ms))
     assert [f.__dict__ for f in interpreted.findings] == [f.__dict__ for f in generated.findings]
     assert interpreted.findings, "the scenario has findings to compare"

@@ -26,9 +26,9 @@ from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
 from txn_audit.quality.checks import BATCH_VIEW, CHECKS, ROW_RULES, Check, row_faults_view
 from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
-from txn_audit.quality.gx_import import DEFERRED_MODULES, import_great_expectations
 from txn_audit.quality.replica_order import neighbours_frame
 from txn_audit.quality.row_faults import faults_frame
+from txn_audit.tuning.imports import DEFERRED_MODULES, import_great_expectations
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from txn_audit.quality.gx_import import import_great_expectations
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import SEVERITIES, Severity
+from txn_audit.tuning.imports import import_great_expectations
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,8 +17,11 @@ are installed in it: the archives hold nothing the workers cannot import from th
 (from compiled files, where the zips hold sources compiled anew by each daemon). This module
 takes such archives off the path, then runs ``pyspark.daemon``. An archive that provides a
 module found nowhere else stays. ``spark.build_session`` selects it
-(``spark.python.daemon.module``) for the local sessions it starts, never under spark-submit or
-on a cluster, whose workers may have nothing but the archives.
+(``spark.python.daemon.module``: ``workers.LOCAL_DAEMON_MODULE``, this module's name) for the
+local sessions it starts, never under spark-submit or on a cluster, whose workers may have
+nothing but the archives. Spark runs it by that name (``python -m``), which imports its package
+first: ``txn_audit.tuning`` imports none of its modules, so the daemon loads nothing else of
+txn-audit.
 
 PySpark's daemon also runs a full garbage collection in a reused worker after each task, over
 every object the worker tracks, most of them those of the modules it imported: about 0.15 s
