@@ -34,7 +34,8 @@ resolved) becomes ``<dump>`` (``summary.json``'s ``input``), the scan's output f
 ``VOLATILE_KEYS`` (none today: it holds no wall-clock time, duration of the run, version or host
 name; the durations it gives are the scan's options). Not digested: ``report.html`` (off),
 ``quality/docs/`` (Great Expectations' HTML pages, which carry run times), the tables' own
-``_ingest.json`` and ``_manifest.json`` (file names, sizes and modification times of this copy).
+``_ledger.json`` (file names, sizes and modification times of this copy; older commits wrote
+``_ingest.json`` and ``_manifest.json``).
 ``OUT_DIR/_snapshot.json`` keeps where the package was imported from and each scan's seconds;
 ``compare`` ignores it.
 

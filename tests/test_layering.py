@@ -49,7 +49,7 @@ def test_formats_import_without_pyspark() -> None:
 def test_shared_modules_import_neither_the_stages_nor_pyspark() -> None:
     """The manifest and the tasks' pure helpers need no pyspark; nothing shared imports
     reconstruct, detect or quality, and quality's replica order does not import reconstruct."""
-    loaded = loaded_without_pyspark(["txn_audit.manifest", "txn_audit.replica_tasks.reading",
+    loaded = loaded_without_pyspark(["txn_audit.manifest", "txn_audit.ledger", "txn_audit.replica_tasks.reading",
                                      "txn_audit.replica_tasks.commit", "txn_audit.replica_tasks", "txn_audit.tables",
                                      "txn_audit.quality.replica_order"])
     assert [m for m in loaded if m.startswith(("txn_audit.reconstruct", "txn_audit.detect"))] == []
@@ -82,10 +82,12 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"usage", "audit_time"}),
     frozenset({"schemas", "results"}),
     frozenset({"manifest"}),
+    frozenset({"ledger"}),
     frozenset({"ingest", "sample", "tables", "replica_tasks"}),
     frozenset({"reconstruct"}),
     frozenset({"detect"}),
     frozenset({"quality", "report", "warehouse"}),
+    frozenset({"stages"}),
     frozenset({"explore", "api"}),
     frozenset({"cli"}),
 )

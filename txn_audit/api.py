@@ -8,54 +8,43 @@ returns a ``ScanResult`` whose ``to_json()`` is the stable JSON contract of
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from txn_audit.audit_time import AuditTime, CopyEvidence, choose_audit_time
+from txn_audit.audit_time import AuditTime
 from txn_audit.errors import UsageError
-from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC
-from txn_audit.ingest.discover import Inventory, discover
-from txn_audit.ingest.job import write_raw_tables
-from txn_audit.manifest import MANIFEST_FILE, TIME_COLUMNS
+from txn_audit.ingest.discover import discover
+from txn_audit.ledger import LEDGER_FILE, Ledger
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
-from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
-from txn_audit.schemas import RAW_TABLES
+from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import SEVERITIES, Severity
 from txn_audit.spark import build_session
+from txn_audit.stages import AUDIT_STAGES, IngestResult, Scan, Stage, ingest_tables, newest_timestamp, run_stages
 from txn_audit.timeparse import format_time_ms
 from txn_audit.tuning.imports import import_early
 from txn_audit.tuning.sql import sized_for
 from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_out
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
     from datetime import date
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-    from txn_audit.detect.incidents import TransactionContext
-    from txn_audit.manifest import Manifest
-    from txn_audit.quality import SuiteRun
-    from txn_audit.tables import RawTables
     from txn_audit.warehouse import PublishedRun
 
 __all__ = [
     "AuditOptions", "ExitCode", "Finding", "IngestResult", "InputKind", "NightlyResult", "PartitionStatus",
     "ReplicaStatus", "ScanResult", "Severity", "ingest", "ingest_exit_code", "run_nightly", "scan",
-    "scan_exit_code", "verdict",
+    "scan_exit_code", "verdict", "newest_timestamp",
 ]
 
-INGEST_STAMP = "_ingest.json"
 JSON_FINDING_KEYS = (
     "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id", "first_offset",
     "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation", "incident_id",
@@ -77,66 +66,9 @@ JSON_REPLICA_KEYS = (
 )
 
 
-@dataclass
-class IngestResult:
-    dump: str  # the dump as given: a local path or a URI (credentials removed)
-    tables_dir: Path
-    row_counts: dict[str, int]
-    issue_counts: dict[str, int]
-    brokers: list[int | None]
-    log_dirs: list[str]
-    partitions: int
-    files: int
-    decoded_files: int
-    reused: bool = False
-    issues_preview: list[dict[str, Any]] = field(default_factory=list)
-    #: what the dump shows of when it was copied (the default audit time: ``audit_time``)
-    copy_evidence: CopyEvidence = field(default_factory=CopyEvidence)
-
-    @property
-    def total_issues(self) -> int:
-        return sum(self.issue_counts.values())
-
-
 def ingest_exit_code(result: IngestResult, *, strict: bool) -> ExitCode:
     """Under ``strict`` any decode issue (even a warning) is exit code 3."""
     return ExitCode.CORRUPT_INPUT if strict and result.total_issues else ExitCode.OK
-
-
-def _fingerprint(inventory: Inventory) -> str:
-    """Identity of the input (every file's path, size and modification time) and of the table
-    layout, so that tables written by another version of the schemas are never reused."""
-    digest = hashlib.sha256()
-    digest.update(str(inventory.root).encode() + b"\0")
-    for name, schema in sorted(RAW_TABLES.items()):
-        digest.update(f"{name}:{schema}\n".encode())
-    for row in sorted(inventory.segments, key=lambda r: r["path"]):
-        mtime = inventory.mtimes.get(row["path"])
-        digest.update(f"{row['path']}\0{row['size_bytes']}\0{-1 if mtime is None else mtime}\n".encode())
-    return digest.hexdigest()
-
-
-#: how many decode issues an ingest's result shows (``IngestResult.issues_preview``)
-ISSUES_PREVIEW = 20
-
-
-def _issue_preview(tables_dir: Path) -> list[dict[str, Any]]:
-    """The first ``ISSUES_PREVIEW`` decode issues, errors first, then warnings, then the rest,
-    each by file and position; read on the driver with pyarrow (no Spark job: issues are few)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from txn_audit.tables import read_arrow_table
-
-    issues = read_arrow_table(tables_dir, "decode_issues")
-    severity = issues["severity"]
-    rank = pc.fill_null(pc.if_else(pc.equal(severity, "error"), 0,
-                                   pc.if_else(pc.equal(severity, "warning"), 1, 2)), 2)
-    keys = pa.table({"rank": rank, "file": issues["file"], "position": issues["position"]})
-    # as Spark orders them: ascending, absent positions first
-    order = pc.sort_indices(keys, sort_keys=[(name, "ascending", "at_start") for name in keys.column_names])
-    shown: list[dict[str, Any]] = issues.take(order[:ISSUES_PREVIEW]).to_pylist()
-    return shown
 
 
 def ingest(
@@ -165,62 +97,9 @@ def ingest(
     inventory = discover(dump, input_kind)
     spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
     with staged_output(target) as stage:
-        result = _ingest(dump, stage, spark=spark, progress=progress, reuse=False, on_stage=on_stage,
-                         input_kind=input_kind, inventory=inventory)
+        _, result = ingest_tables(spark, inventory, stage, progress=progress, on_stage=on_stage)
     result.tables_dir = target
     return result
-
-
-def _ingest(
-    dump: str | Path,
-    out: Path,
-    *,
-    spark: SparkSession | None,
-    progress: bool,
-    reuse: bool,
-    on_stage: Callable[[str], None] | None,
-    input_kind: str = "auto",
-    inventory: Inventory | None = None,
-) -> IngestResult:
-    """Decode into ``out`` (a folder of its own). With ``reuse``, tables already in ``out`` from
-    the very same input (same files, sizes and modification times) are kept. ``inventory``: the
-    dump as ``discover`` found it, when the caller already did."""
-    if inventory is None:
-        inventory = discover(dump, input_kind)
-    tables_dir = Path(out)
-    stamp = tables_dir / INGEST_STAMP
-    fingerprint = _fingerprint(inventory)
-    spark = spark or build_session()
-    reused = False
-    # the manifest of the tables' files comes with them: tables without one are written again
-    if reuse and stamp.is_file() and (tables_dir / MANIFEST_FILE).is_file() \
-            and all((tables_dir / t).is_dir() for t in RAW_TABLES):
-        previous = json.loads(stamp.read_text())
-        if previous.get("fingerprint") == fingerprint:
-            row_counts, issue_counts, reused = previous["row_counts"], previous["issue_counts"], True
-    if not reused:
-        with spark_progress(spark, "decoding log segments", enabled=progress):
-            written = write_raw_tables(spark, inventory, tables_dir, on_stage=on_stage)
-        row_counts, issue_counts = written.row_counts, written.issue_counts
-        write_json_atomic(
-            stamp,
-            {"input": str(inventory.root), "fingerprint": fingerprint, "row_counts": row_counts,
-             "issue_counts": issue_counts},
-        )
-    return IngestResult(
-        dump=inventory.storage.display,
-        tables_dir=tables_dir,
-        row_counts=row_counts,
-        issue_counts=issue_counts,
-        brokers=inventory.brokers,
-        log_dirs=[d.rel for d in inventory.log_dirs],
-        partitions=len(inventory.replicas),
-        files=len(inventory.segments),
-        decoded_files=len(inventory.tasks),
-        reused=reused,
-        issues_preview=_issue_preview(tables_dir),
-        copy_evidence=inventory.copy_evidence(),
-    )
 
 
 # -- scan ---------------------------------------------------------------------------------
@@ -355,94 +234,6 @@ def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) 
     return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
 
 
-def newest_timestamp(raw: RawTables) -> int | None:
-    """The newest timestamp anywhere in the dump (the default audit time): the highest value of
-    each table's ``manifest.TIME_COLUMNS`` column, from the files' statistics where the manifest
-    gives every row group's (``TableManifest.newest_times``), else from the column, read with
-    pyarrow (a row group whose values are all null)."""
-    import pyarrow.compute as pc
-
-    from txn_audit.replica_tasks.reading import manifest_dataset
-
-    found: list[int] = []
-    for name, column in TIME_COLUMNS.items():
-        files = raw.files(name)
-        times = files.newest_times()
-        if times is None and (dataset := manifest_dataset(files)) is not None:
-            newest = pc.max(dataset.to_table(columns=[column]).column(column)).as_py()
-            times = [] if newest is None else [int(newest)]
-        found.extend(times or ())
-    return max(found) if found else None
-
-
-def transaction_context(txn_log: DataFrame, findings: list[Finding],
-                        cleaned_logs: Mapping[int, int] | None = None) -> TransactionContext:
-    """What the incidents need from ``txn_log`` (``detect.incidents.TransactionContext``): the
-    partitions each producer id of a ``hanging_transaction`` finding was ever listed with, and
-    which of those producers' coordinator logs the cleaner compacted (``cleaned_logs``: per
-    ``__transaction_state`` partition, its cleaner-offset-checkpoint entry; a producer with no
-    record left may have had its records in any of them). No Spark job when nothing hangs."""
-    from pyspark.sql import functions as F
-
-    from txn_audit.detect.incidents import TransactionContext
-
-    producers = sorted({f.producer_id for f in findings if f.kind == "hanging_transaction"
-                        and f.producer_id is not None})
-    if not producers:
-        return TransactionContext()
-    listed: dict[int, set[str]] = {pid: set() for pid in producers}
-    pairs = (txn_log.where(F.col("producer_id").isin(producers) & F.col("topic_partitions").isNotNull())
-             .select("producer_id", F.explode("topic_partitions").alias("tp"))
-             .select("producer_id", F.concat(F.col("tp.topic"), F.lit("-"), F.col("tp.partition").cast("string")))
-             .distinct().collect())
-    for pid, place in pairs:
-        listed[int(pid)].add(str(place))
-    cleaned = {p: offset for p, offset in (cleaned_logs or {}).items() if offset > 0}
-    compacted: dict[int, str] = {}
-    if cleaned:
-        held: dict[int, set[int]] = {pid: set() for pid in producers}
-        for pid, partition in (txn_log.where(F.col("producer_id").isin(producers))
-                               .select("producer_id", "partition").distinct().collect()):
-            held[int(pid)].add(int(partition))
-        for pid, partitions in held.items():
-            where = sorted(p for p in (partitions or cleaned) if p in cleaned)
-            if where:
-                compacted[pid] = ", ".join(f"{TRANSACTION_STATE_TOPIC}-{p} cleaned below offset {cleaned[p]}"
-                                           for p in where)
-    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()}, compacted)
-
-
-def _cleaned_coordinator_logs(raw: RawTables) -> dict[int, int]:
-    """Per ``__transaction_state`` partition, how far the cleaner compacted it (the highest
-    cleaner-offset-checkpoint entry of its copies)."""
-    from txn_audit.detect import Compaction
-
-    cleaned: dict[int, int] = {}
-    for (topic, partition, _), offset in Compaction.read(raw).cleaned.items():
-        if topic == TRANSACTION_STATE_TOPIC:
-            cleaned[partition] = max(offset, cleaned.get(partition, 0))
-    return cleaned
-
-
-def _read_findings(tables_dir: Path) -> list[Finding]:
-    """The findings table: one file in the one finding order (``detect.write_findings``), read as
-    it is, without a Spark job."""
-    from txn_audit.tables import read_arrow_table
-
-    return [Finding.from_row(r) for r in read_arrow_table(tables_dir, "findings").to_pylist()]
-
-
-def _write_incidents(tables_dir: Path, findings: list[Finding], partitions: list[PartitionStatus],
-                     context: TransactionContext, late_tolerance_ms: int) -> tuple[list[Incident], list[Finding]]:
-    """Group ``findings`` (the findings table's rows) into the incidents table, and write them
-    back with their ``incident_id``; both as written."""
-    from txn_audit.detect.incidents import build_incidents, write_incidents
-
-    incidents, grouped = build_incidents(findings, partitions, context, late_tolerance_ms=late_tolerance_ms)
-    write_incidents(tables_dir, incidents, grouped)
-    return incidents, grouped
-
-
 def _import_early(*, quality: bool, report: bool) -> threading.Thread | None:
     """Import Great Expectations with the quality package (``quality``) and the report
     (``report``) on a daemon thread while the JVM starts, which it returns
@@ -463,38 +254,6 @@ def _import_quality() -> None:
 
 def _import_report() -> None:
     import txn_audit.report  # noqa: F401 - imported for _import_early
-
-
-def _check_raw_tables(spark: SparkSession, tables_dir: Path, quality_dir: Path, manifest: Manifest | None) -> SuiteRun:
-    """Start the suites' run with the raw tables' suites (``manifest``: that of their files)."""
-    from txn_audit.quality import SuiteRun
-    from txn_audit.tables import load_tables
-
-    run = SuiteRun(quality_dir)
-    run.validate(load_tables(spark, tables_dir, RAW_TABLES), manifest=manifest)
-    return run
-
-
-def _check_rebuilt_tables(spark: SparkSession, tables_dir: Path, before: Future[SuiteRun]) -> SuiteRun:
-    """Go on with the suites' run (``before``'s) with the suites of the derived tables that are
-    final once the transactions are rebuilt (all but ``schemas.DETECTION_TABLES``)."""
-    from txn_audit.schemas import DERIVED_TABLES, DETECTION_TABLES
-    from txn_audit.tables import load_tables
-
-    run = before.result()
-    run.validate(load_tables(spark, tables_dir, [name for name in DERIVED_TABLES if name not in DETECTION_TABLES]))
-    return run
-
-
-def _check_quality(spark: SparkSession, tables_dir: Path, run: SuiteRun) -> None:
-    """End the suites' run with the suites of the tables detection writes
-    (``schemas.DETECTION_TABLES``); broken invariants join the findings table."""
-    from txn_audit.detect import add_findings
-    from txn_audit.schemas import DETECTION_TABLES
-    from txn_audit.tables import load_tables
-
-    run.validate(load_tables(spark, tables_dir, DETECTION_TABLES))
-    add_findings(spark, tables_dir / "findings", run.finish().findings())
 
 
 def scan(
@@ -520,122 +279,66 @@ def scan(
     spark = spark or build_session(verbose=options.verbose, input_bytes=inventory.input_bytes)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
-            return _scan(spark, dump, Path(tmp), None, replace(options, report=False), on_stage, inventory)
+            return _scan(Scan(spark, inventory, Path(tmp), replace(options, report=False), on_stage))
     target = Path(out)
     with staged_output(target) as stage, sized_for(spark, inventory.input_bytes):
         previous = target / "tables"
-        if (target / MARKER).exists() and (previous / INGEST_STAMP).is_file():
-            # the raw tables of the last run come along by hard link; _ingest keeps them only
-            # if the dump is unchanged, and the previous output is never written to
+        if (target / MARKER).exists() and (previous / LEDGER_FILE).is_file():
+            # the tables of the last run and its suites' results come along by hard link with its
+            # ledger; the stages keep what the ledger shows current for the same dump and options
+            # (``stages.ingest_tables``, ``stages.choose_time``) and the previous output is never
+            # written to (what is not kept is deleted, each file is written anew)
             (stage / "tables").mkdir()
-            for name in [*RAW_TABLES, INGEST_STAMP, MANIFEST_FILE]:
+            for name in ALL_TABLES:
                 if (previous / name).is_dir():
                     link_tree(previous / name, stage / "tables" / name)
-                elif (previous / name).is_file():
-                    os.link(previous / name, stage / "tables" / name)
-        result = _scan(spark, dump, stage, target, options, on_stage, inventory)
+            if (target / "quality").is_dir():
+                link_tree(target / "quality", stage / "quality")
+            os.link(previous / LEDGER_FILE, stage / "tables" / LEDGER_FILE)
+        result = _scan(Scan(spark, inventory, stage, options, on_stage, out_dir=target))
     result.ingest.tables_dir = target / "tables"
     return result
 
 
-def _scan(
-    spark: SparkSession,
-    dump: str | Path,
-    work: Path,
-    out_dir: Path | None,
-    options: AuditOptions,
-    on_stage: Callable[[str], None] | None,
-    inventory: Inventory,
-) -> ScanResult:
-    from txn_audit.tables import load_raw_tables
-
-    tables_dir = work / "tables"
-    ingested = _ingest(dump, tables_dir, spark=spark, progress=options.progress, reuse=True, on_stage=on_stage,
-                       input_kind=options.input_kind, inventory=inventory)
-    raw = load_raw_tables(spark, tables_dir)  # with the manifest ingest saved beside the tables
-    audit_time = choose_audit_time(options.as_of_ms, ingested.copy_evidence, newest_timestamp(raw))
-    options = options.at(audit_time.ms)
-    if on_stage:
-        on_stage("rebuilding transactions")
-    # leaving the pool waits for its thread, whatever happened, before the staging folder may go
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="txn-audit-quality") as pool:
-        # the raw tables are final: their suites run beside the rebuilding, on the driver's other core
-        raw_suites = pool.submit(_check_raw_tables, spark, tables_dir, work / "quality", raw.manifest) \
-            if options.quality else None
-        return _rebuild_and_detect(spark, ingested, tables_dir, work, out_dir, raw, options, on_stage,
-                                   raw_suites, pool, audit_time=audit_time)
+def _scan(scan: Scan) -> ScanResult:
+    """Ingest into ``scan.work`` (keeping raw tables a previous run left there for the same
+    input), then the audit's stages and the report's (``stages.run_stages``)."""
+    ledger, scan.ingested = ingest_tables(scan.spark, scan.inventory, scan.tables_dir,
+                                          progress=scan.options.progress, on_stage=scan.on_stage,
+                                          previous=Ledger.load(scan.tables_dir))
+    run_stages(scan, STAGES, ledger)
+    return scan_result(scan)
 
 
-def _rebuild_and_detect(
-    spark: SparkSession,
-    ingested: IngestResult,
-    tables_dir: Path,
-    work: Path,
-    out_dir: Path | None,
-    raw: RawTables,
-    options: AuditOptions,
-    on_stage: Callable[[str], None] | None,
-    raw_suites: Future[SuiteRun] | None,
-    suites_thread: ThreadPoolExecutor,
-    *,
-    audit_time: AuditTime,
-) -> ScanResult:
-    """``_scan`` from the raw tables on, with ``options`` at the audit time; ``raw_suites``: the
-    raw tables' suites, running on ``suites_thread`` (a pool of one thread, which runs the
-    suites' parts in turn), when the data-quality suites are to run."""
-    from txn_audit.detect import write_detected
-    from txn_audit.reconstruct import DerivedOutput, reconstruct
+def scan_result(scan: Scan) -> ScanResult:
+    """What the stages found, as ``scan`` returns it."""
     from txn_audit.tables import read_arrow_table
 
-    as_of_ms, late_tolerance_ms = options.audit_ms, options.late_tolerance_ms
-    with spark_progress(spark, "rebuilding transactions", enabled=options.progress):
-        # derived tables are written once under tables_dir and read back; helpers live in a local checkpoint
-        output = DerivedOutput(str(tables_dir))
-        recon = reconstruct(raw, as_of_ms=as_of_ms, late_tolerance_ms=late_tolerance_ms, output=output)
-        # the rebuilt tables are final: their suites run beside detection, once the raw tables' are done
-        suites = None if raw_suites is None else suites_thread.submit(_check_rebuilt_tables, spark, tables_dir,
-                                                                      raw_suites)
-        if on_stage:
-            on_stage("detecting")
-        write_detected(raw, recon, options, tables_dir / "findings")
-        output.clear_work()  # the rules have read what the passes handed on
-        # one row per partition: read without a Spark job
-        partitions = sorted((PartitionStatus.from_row(r) for r in read_arrow_table(tables_dir, "partition_stability")
-                             .to_pylist()), key=lambda p: (p.topic, p.partition))
-        findings = _read_findings(tables_dir)
-        context = transaction_context(raw.frames["txn_log"], findings, _cleaned_coordinator_logs(raw))
-        # the incidents table exists when the suites check every table; their findings join it after
-        incidents, findings = _write_incidents(tables_dir, findings, partitions, context, late_tolerance_ms)
-        if suites is not None:
-            if on_stage:
-                on_stage("checking data quality")
-            _check_quality(spark, tables_dir, suites.result())
-            incidents, findings = _write_incidents(tables_dir, _read_findings(tables_dir), partitions, context,
-                                                   late_tolerance_ms)
+    assert scan.ingested is not None and scan.audit_time is not None
     # one row per copy of a partition: read without a Spark job
-    copies = read_arrow_table(tables_dir, "replica_stability").to_pylist()
+    copies = read_arrow_table(scan.tables_dir, "replica_stability").to_pylist()
     replicas = sorted((ReplicaStatus.from_row(r) for r in copies),
                       key=lambda r: (r.topic or "", r.partition or 0, r.replica_rank))
-    result = ScanResult(
-        input=ingested.dump,
-        as_of_ms=as_of_ms,
-        options=options,
-        audit_time=audit_time,
-        partitions=partitions,
-        replicas=replicas,
-        findings=findings,
-        ingest=ingested,
-        out_dir=out_dir,
-        incidents=incidents,
-    )
-    write_json_atomic(work / "summary.json", result.to_json())
-    if options.report:
+    return ScanResult(input=scan.ingested.dump, as_of_ms=scan.options.audit_ms, options=scan.options,
+                      audit_time=scan.audit_time, partitions=scan.partitions, replicas=replicas,
+                      findings=scan.findings, ingest=scan.ingested, out_dir=scan.out_dir, incidents=scan.incidents)
+
+
+def _report(scan: Scan, ledger: Ledger) -> Ledger:
+    """``summary.json``, and ``report.html`` when the options ask for it."""
+    write_json_atomic(scan.work / "summary.json", scan_result(scan).to_json())
+    if scan.options.report:
         from txn_audit.report import write_report
 
-        if on_stage:
-            on_stage("writing the report")
-        write_report(work, quality_results=work / "quality" / "results.json" if raw_suites is not None else None)
-    return result
+        if scan.on_stage:
+            scan.on_stage("writing the report")
+        write_report(scan.work, quality_results=scan.work / "quality" / "results.json" if scan.options.quality
+                     else None)
+    return ledger
+
+
+#: a scan's stages after ingest: the audit's, then its summary and report
+STAGES = (*AUDIT_STAGES, Stage(None, _report))
 
 
 # -- nightly ------------------------------------------------------------------------------

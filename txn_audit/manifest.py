@@ -2,24 +2,21 @@
 
 Ingest writes every raw table with a replica column set as row groups of one replica and one
 segment each (``ingest.worker.replica_runs``). ``describe_tables`` reads that back from the
-files' statistics once, when ingest has written them, into a ``Manifest`` saved beside the
-tables (``MANIFEST_FILE``). Readers take the manifest, never the files' footers or a
+files' statistics once, when ingest has written them, into a ``Manifest`` the scan's ledger
+keeps (``txn_audit.ledger``). Readers take the manifest, never the files' footers or a
 DataFrame's plan: which replicas a table holds (``TableManifest.replicas``: whether a replica
 join is needed), each replica's log end and oldest time (``TableManifest.extents``), each
 table's rows and newest time (``TableManifest.rows``, ``newest_times``: the default audit time),
 and which row groups hold a replica's rows, in log order (``replica_tasks``).
 
-Each file also names the replicas of its rows (as its writer listed them in its footer). A row
-group whose statistics do not show one replica is described with ``replica`` None: its
-replicas' rows are then read with a filter, not row group by row group, and its table gives no
-extents (``TableManifest.per_replica``). A file that names no replicas leaves its table
-without a description per replica: its readers take the Spark paths. No pyspark here.
+Each file also names the replicas of its rows (as its writer listed them in its footer). The
+passes rely on every row group that holds rows naming its one replica
+(``TableManifest.per_replica``, what ingest writes); a row group whose statistics do not show
+one is described with ``replica`` None, and its table gives no extents. No pyspark here.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +25,6 @@ from typing import Any, TypeVar
 import pyarrow.parquet as pq
 
 from txn_audit.schemas import REPLICA_COLUMNS, Replica, replicas_from_metadata
-
-#: the manifest's file, beside the tables it describes
-MANIFEST_FILE = "_manifest.json"
-#: bumped whenever the JSON changes meaning: a manifest of another version is not read
-VERSION = 1
 
 #: the column each raw table's rows are ordered by within a replica (a row group's ``offsets``)
 OFFSET_COLUMNS = {"batches": "base_offset", "control_markers": "offset", "txn_log": "offset",
@@ -184,38 +176,9 @@ class Manifest:
         found = self.tables.get(name)
         return None if found is None else TableManifest(found.name, found.files, self.root)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"version": VERSION, "tables": {name: [_file_json(f) for f in table.files]
-                                               for name, table in sorted(self.tables.items())}}
 
-    @staticmethod
-    def from_json(data: Mapping[str, Any], root: str) -> Manifest:
-        if data.get("version") != VERSION:
-            raise ValueError(f"manifest version {data.get('version')!r}, expected {VERSION}")
-        tables = {name: TableManifest(name, tuple(_file_from_json(f) for f in files), root)
-                  for name, files in data["tables"].items()}
-        return Manifest(root, tables)
-
-    def save(self, tables_dir: str | Path) -> None:
-        """Write ``tables_dir/MANIFEST_FILE`` in one step (a hidden sibling renamed over it)."""
-        target = Path(tables_dir) / MANIFEST_FILE
-        staging = target.with_name(f".{MANIFEST_FILE}.tmp")
-        staging.write_text(json.dumps(self.to_json(), sort_keys=True) + "\n")
-        os.replace(staging, target)
-
-    @staticmethod
-    def load(tables_dir: str | Path) -> Manifest | None:
-        """The manifest saved beside the tables in ``tables_dir``; None when there is none or it
-        is of another version (then readers take the Spark paths)."""
-        path = Path(tables_dir) / MANIFEST_FILE
-        try:
-            data = json.loads(path.read_text())
-            return Manifest.from_json(data, str(Path(tables_dir).absolute()))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-
-def _file_json(entry: FileEntry) -> dict[str, Any]:
+def file_json(entry: FileEntry) -> dict[str, Any]:
+    """``entry`` as JSON (``ledger.Ledger`` saves its tables' files so)."""
     replicas = None if entry.replicas is None else sorted(
         ([*r] for r in entry.replicas), key=lambda r: [(v is None, v if v is not None else 0) for v in r])
     return {"path": entry.path, "replicas": replicas, "row_groups": [
@@ -230,7 +193,8 @@ def _pair(value: Any) -> Any:
     return None if value is None else tuple(value)
 
 
-def _file_from_json(data: Mapping[str, Any]) -> FileEntry:
+def file_from_json(data: Mapping[str, Any]) -> FileEntry:
+    """The ``FileEntry`` ``file_json`` gave."""
     listed = data["replicas"]
     return FileEntry(data["path"], None if listed is None else frozenset(tuple(r) for r in listed), tuple(
         RowGroupEntry(g["index"], _pair(g["replica"]), g["rows"], _pair(g["offsets"]), _pair(g["producer_ids"]),

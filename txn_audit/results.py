@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from txn_audit.severity import Severity
+from txn_audit.severity import SEVERITIES, Severity
 
 __all__ = ["Finding", "Incident", "PartitionStatus", "ReplicaStatus"]
 
@@ -61,6 +61,17 @@ class Finding(_Row):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))  # a table row gives the plain string
+
+
+def finding_order(finding: Finding) -> tuple[Any, ...]:
+    """The one order of findings, wherever they are listed (the table, the JSON, the terminal,
+    the report), as a sort key: most severe first, then by kind, topic, partition, first offset,
+    evidence and producer, absent values last."""
+    def last(value: Any) -> tuple[bool, Any]:
+        return (value is None, 0 if value is None else value)
+
+    return (-SEVERITIES.index(finding.severity), finding.kind, last(finding.topic), last(finding.partition),
+            last(finding.first_offset), finding.evidence, last(finding.producer_id))
 
 
 @dataclass(frozen=True)

@@ -51,12 +51,14 @@ def load_tables(spark: SparkSession, tables_dir: str | Path, names: Iterable[str
 
 
 def load_raw_tables(spark: SparkSession, tables_dir: str | Path) -> RawTables:
-    """Every raw table under ``tables_dir``, with the manifest ingest saved beside them
-    (``FileNotFoundError`` without one: tables ingest did not write)."""
-    manifest = Manifest.load(tables_dir)
-    if manifest is None:
-        raise FileNotFoundError(f"no manifest of the raw tables in {tables_dir}: ingest the dump again")
-    return RawTables(load_tables(spark, tables_dir, RAW_TABLES), manifest)
+    """Every raw table under ``tables_dir``, with their files as the scan's ledger beside them
+    records them (``FileNotFoundError`` without one: tables ingest did not write)."""
+    from txn_audit.ledger import Ledger
+
+    ledger = Ledger.load(tables_dir)
+    if ledger is None:
+        raise FileNotFoundError(f"no ledger of the raw tables in {tables_dir}: ingest the dump again")
+    return RawTables(load_tables(spark, tables_dir, RAW_TABLES), ledger.raw)
 
 
 def rows_on_partitions(values: Mapping[tuple[str, int], Iterable[int]], column: str) -> pc.Expression | None:

@@ -103,6 +103,13 @@ class AuditOptions:
         """These options at the audit time chosen for a dump."""
         return replace(self, as_of_ms=as_of_ms)
 
+    def recorded(self) -> dict[str, Any]:
+        """What the tables a scan writes depend on (the audit time, the durations, whether the
+        suites' findings join the rules'), as the scan's ledger records them (``txn_audit.ledger``)."""
+        return {"as_of_ms": self.as_of_ms, "max_transaction_timeout_ms": self.max_transaction_timeout_ms,
+                "late_tolerance_ms": self.late_tolerance_ms, "prepare_grace_ms": self.prepare_grace_ms,
+                "clock_skew_ms": self.clock_skew_ms, "quality": self.quality}
+
     def durations(self) -> dict[str, int]:
         """The durations the verdicts depend on, as ``summary.json``'s ``options`` gives them."""
         return {"max_transaction_timeout_ms": self.max_transaction_timeout_ms,

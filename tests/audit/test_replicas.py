@@ -223,9 +223,11 @@ def test_the_rows_of_some_replicas_are_their_row_groups(tmp_path: Path) -> None:
         replicas_rows(files, wanted)
 
 
-def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
-    """What ingest saves is what readers load: every table, file, row group and field."""
-    from txn_audit.manifest import MANIFEST_FILE, Manifest, describe_tables
+def test_a_ledger_round_trips_through_its_file(tmp_path: Path) -> None:
+    """What a scan saves is what readers load: every table, file, row group and field, with the
+    stage that wrote it, the input's fingerprint and the options."""
+    from txn_audit.ledger import LEDGER_FILE, RAW, WORK, Ledger
+    from txn_audit.manifest import describe_tables
 
     folder = tmp_path / "tables"
     _write(folder / "control_markers", {"one.parquet": _markers(LEADER, 3) + _markers(FOLLOWER, 2),
@@ -243,10 +245,15 @@ def test_a_manifest_round_trips_through_its_file(tmp_path: Path) -> None:
     txn_log = described.table("txn_log")
     assert txn_log is not None and txn_log.rows == 0 and txn_log.newest_times() == []
     assert markers.files[0].row_groups[0].replica is None and not markers.per_replica  # mixed in one group
-    described.save(folder)
-    loaded = Manifest.load(folder)
-    assert loaded is not None and loaded.to_json() == described.to_json()
-    assert loaded.tables == described.tables and loaded.root == described.root
-    (folder / MANIFEST_FILE).write_text('{"version": 0, "tables": {}}')
-    assert Manifest.load(folder) is None  # another version: not read
-    assert Manifest.load(tmp_path) is None
+    _write(folder / "_work" / "detected", {"one.parquet": _markers(OTHER, 1)})
+    ledger = (Ledger(str(folder.absolute()), "dump", "f1", {"control_markers": 7}, {"error": 1})
+              .with_tables("ingest", ["control_markers", "txn_log"], RAW)
+              .with_tables("detect", ["detected"], WORK, "_work").ran_with({"as_of_ms": 5}))
+    assert ledger.raw.tables == described.tables and ledger.table("detected").files[0].path == "_work/detected/one.parquet"
+    ledger.save()
+    loaded = Ledger.load(folder)
+    assert loaded == ledger and loaded.to_json() == ledger.to_json()
+    assert loaded.dropping(["detected"]).entries.keys() == {"control_markers", "txn_log"}
+    (folder / LEDGER_FILE).write_text('{"version": 0, "tables": {}}')
+    assert Ledger.load(folder) is None  # another version: not read
+    assert Ledger.load(tmp_path) is None

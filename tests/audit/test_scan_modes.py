@@ -57,13 +57,15 @@ def test_generated_code_and_interpreted_expressions_give_the_same_tables(
 
 
 def test_suites_in_two_parts_give_the_results_of_one_run(spark: Any, sample_scan: Any, tmp_path: Path) -> None:
-    from txn_audit.manifest import Manifest
+    from txn_audit.ledger import Ledger
     from txn_audit.quality import SuiteRun, validate_tables
     from txn_audit.schemas import ALL_TABLES, DERIVED_TABLES, RAW_TABLES
     from txn_audit.tables import load_tables
 
     tables_dir = sample_scan.out / "tables"
-    manifest = Manifest.load(tables_dir)
+    ledger = Ledger.load(tables_dir)
+    assert ledger is not None
+    manifest = ledger.raw
     whole = validate_tables(spark, load_tables(spark, tables_dir, ALL_TABLES), tmp_path / "one", manifest=manifest)
     run = SuiteRun(tmp_path / "two")
     run.validate(load_tables(spark, tables_dir, DERIVED_TABLES))  # in either order

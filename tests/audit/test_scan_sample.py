@@ -105,7 +105,7 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
     sample_scan: SampleScan, spark: Any, tmp_path: Path
 ) -> None:
     from txn_audit import api
-    from txn_audit.manifest import Manifest
+    from txn_audit.ledger import Ledger
     from txn_audit.sample import write_sample
     from txn_audit.schemas import ALL_TABLES
 
@@ -121,11 +121,27 @@ def test_same_input_same_tables_and_the_dump_is_untouched(
         assert first == second, f"{table} differs between two scans of the same dump"
     assert again.findings == sample_scan.result.findings
     # a rerun into the same folder keeps the decoded tables (same dump) and replaces the rest
-    written = Manifest.load(tmp_path / "again" / "tables")
-    assert written is not None and written.table("batches") is not None
-    rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, options=api.AuditOptions(progress=False))
-    assert rerun.ingest.reused and rerun.findings == again.findings
-    kept = Manifest.load(tmp_path / "again" / "tables")  # the tables' manifest comes along with them
-    assert kept is not None and kept.to_json() == written.to_json()
-    assert _rows_in_file_order(tmp_path / "again" / "tables" / "batches") == _rows_in_file_order(
-        sample_scan.out / "tables" / "batches")
+    written = Ledger.load(tmp_path / "again" / "tables")
+    assert written is not None and written.raw.table("batches") is not None
+    stages: list[str] = []
+    rerun = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, options=api.AuditOptions(progress=False),
+                     on_stage=stages.append)
+    # the same dump and options: every table is current, no stage of the audit runs again
+    assert rerun.ingest.reused and rerun.findings == again.findings and rerun.incidents == again.incidents
+    assert rerun.partitions == again.partitions and rerun.to_json() == again.to_json()
+    assert stages == ["writing the report"]
+    kept = Ledger.load(tmp_path / "again" / "tables")  # the tables' ledger comes along with them
+    assert kept is not None and kept.raw.tables == written.raw.tables and kept.fingerprint == written.fingerprint
+    assert kept.entries == written.entries and kept.options == written.options
+    for table in ALL_TABLES:
+        assert _rows_in_file_order(tmp_path / "again" / "tables" / table) == _rows_in_file_order(
+            sample_scan.out / "tables" / table), table
+    # other options: the decoded tables are kept, the audit runs again
+    stages.clear()
+    other = api.scan(sample_scan.dump, tmp_path / "again", spark=spark, on_stage=stages.append,
+                     options=api.AuditOptions(progress=False, late_tolerance_ms=60_000))
+    assert other.ingest.reused and "rebuilding transactions" in stages and "detecting" in stages
+    changed = Ledger.load(tmp_path / "again" / "tables")
+    assert changed is not None and changed.options is not None and changed.options["late_tolerance_ms"] == 60_000
+    written_findings = _rows_in_file_order(tmp_path / "again" / "tables" / "findings")
+    assert [api.Finding.from_row(r) for r in written_findings] == other.findings

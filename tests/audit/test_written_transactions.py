@@ -250,10 +250,15 @@ def test_a_task_reads_the_prepare_records_of_its_partitions(tmp_path: Path, seed
 
 def test_a_scan_leaves_only_its_tables(sample_scan: SampleScan) -> None:
     """The passes' intermediates (``DerivedOutput.work_dir``) are gone once the rules have read them."""
-    from txn_audit.api import INGEST_STAMP
-    from txn_audit.manifest import MANIFEST_FILE
+    from txn_audit.ledger import LEDGER_FILE, Ledger
     from txn_audit.schemas import ALL_TABLES
 
     tables = sample_scan.out / "tables"
-    assert sorted(p.name for p in tables.iterdir()) == sorted([*ALL_TABLES, INGEST_STAMP, MANIFEST_FILE])
+    assert sorted(p.name for p in tables.iterdir()) == sorted([*ALL_TABLES, LEDGER_FILE])
+    ledger = Ledger.load(tables)
+    assert ledger is not None and sorted(ledger.entries) == sorted(ALL_TABLES)  # no working table left
+    assert {name: e.stage for name, e in ledger.entries.items() if name in ("batches", "findings",
+                                                                            "partition_transactions")} \
+        == {"batches": "ingest", "partition_transactions": "reconstruct", "findings": "incidents"}
+    assert ledger.options is not None and ledger.options["as_of_ms"] == sample_scan.result.as_of_ms
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -14,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from txn_audit.detect.coordinator_rules import coordinator_rule_findings
@@ -51,16 +49,14 @@ from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import NAMED_MAX, Reconstruction, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
-from txn_audit.severity import SEVERITIES
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
 from txn_audit.usage import AuditOptions
 
 T = TypeVar("T")
 
-__all__ = ["Compaction", "FINDING_KINDS", "Rule", "add_findings", "decode_issue_inputs", "detect",
-           "detection_rules", "finding_order", "match_rows", "open_transaction_inputs", "producer_rule_inputs",
-           "rule_findings", "stuck_marker_rows", "write_detected", "write_findings"]
+__all__ = ["Compaction", "FINDING_KINDS", "Rule", "decode_issue_inputs", "detection_rules", "match_rows",
+           "no_findings", "open_transaction_inputs", "producer_rule_inputs", "stuck_marker_rows", "write_detected"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -92,14 +88,15 @@ FINDING_KINDS = (
 
 
 def write_detected(raw: RawTables, recon: Reconstruction, opts: AuditOptions, path: str | Path) -> None:
-    """Write the ``findings`` table of every rule (``detection_rules``) to ``path``. Each rule's findings are built and
-    computed on their own (``localCheckpoint``), several at a time (``spark.side_by_side``); the
-    union of what they computed is ordered and written as one file. Findings are few rows."""
+    """Write the findings of every rule (``detection_rules``) to ``path``, as rows of ``FINDINGS``
+    in one file (findings are few rows; the incidents stage orders them). Each rule's findings
+    are built and computed on their own (``localCheckpoint``), several at a time
+    (``spark.side_by_side``)."""
     spark = recon.batches.sparkSession
     every = detection_rules(raw, recon, opts)
     computed = [frame for frame in side_by_side(spark, [partial(_computed, rule) for rule in every])
                 if frame is not None]
-    write_findings(_ordered(_union(computed or [no_findings(spark)])), path)
+    _union(computed or [no_findings(spark)]).repartition(1).write.parquet(str(path))
 
 
 def _computed(rule: Rule) -> DataFrame | None:
@@ -418,50 +415,3 @@ def _read(table: TableManifest, columns: Sequence[str] | None = None,
 def no_findings(spark: SparkSession) -> DataFrame:
     """An empty ``findings`` frame: what a rule gives when there is nothing to judge."""
     return spark.createDataFrame([], spark_schema(FINDINGS))
-
-
-def severity_rank() -> Column:
-    """The ``severity`` column's rank, most severe first (0: critical), from ``txn_audit.severity``."""
-    rank: Column = F.lit(len(SEVERITIES))
-    for position, severity in enumerate(reversed(SEVERITIES)):
-        rank = F.when(F.col("severity") == severity.value, position).otherwise(rank)
-    return rank
-
-
-def finding_order() -> list[Column]:
-    """The one order of findings, wherever they are listed (the table, the JSON, the terminal,
-    the report): most severe first, then by kind, topic, partition, first offset, evidence and
-    producer, absent values last."""
-    return [
-        severity_rank(), F.col("kind"), F.col("topic").asc_nulls_last(), F.col("partition").asc_nulls_last(),
-        F.col("first_offset").asc_nulls_last(), F.col("evidence"), F.col("producer_id").asc_nulls_last(),
-    ]
-
-
-def _ordered(findings: DataFrame) -> DataFrame:
-    # findings are few: one sorted partition, written as one file that keeps the order. A global
-    # orderBy would sample its input first, running every rule twice.
-    return findings.repartition(1).sortWithinPartitions(*finding_order())
-
-
-def write_findings(findings: DataFrame, path: str | Path) -> None:
-    """Write the ``findings`` table from ``detect``'s frame (or ``_ordered``'s): one file whose
-    rows are in the one order, so that readers need not sort again."""
-    findings.write.parquet(str(path))
-
-
-def add_findings(spark: SparkSession, path: str | Path, extra: Sequence[Mapping[str, Any]]) -> None:
-    """Add ``extra`` rows (in the ``FINDINGS`` schema, e.g. the data-quality suites' findings)
-    to the ``findings`` table at ``path``, which stays in the one order, replaced in one step."""
-    if not extra:
-        return
-    target = Path(path)
-    staged = target.with_name(f".{target.name}.adding")
-    table = spark.read.schema(spark_schema(FINDINGS)).parquet(str(target))
-    # as plain values: a severity may come as a Severity
-    plain = [{k: v.value if isinstance(v, Enum) else v for k, v in row.items()} for row in extra]
-    added = spark.createDataFrame(plain, spark_schema(FINDINGS))
-    shutil.rmtree(staged, ignore_errors=True)
-    write_findings(_ordered(table.unionByName(added)), staged)  # reads the table in full before it goes
-    shutil.rmtree(target)
-    staged.rename(target)

@@ -408,16 +408,21 @@ def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionS
     return incidents, [replace(f, incident_id=ids[index]) for index, f in enumerate(findings)]
 
 
-def write_incidents(tables_dir: str | Path, incidents: Sequence[Incident], findings: Sequence[Finding]) -> None:
-    """Write the ``incidents`` table and the ``findings`` table with their incident ids, each
-    replaced in one step (one file each, in the order given)."""
-    root = Path(tables_dir)
-    tables = {
+def incident_tables(incidents: Sequence[Incident], findings: Sequence[Finding]) -> dict[str, pa.Table]:
+    """The ``incidents`` table and the ``findings`` table with their incident ids, as rows in the
+    order given."""
+    return {
         "incidents": pa.Table.from_pylist([i.to_row() for i in incidents], schema=INCIDENTS),
         "findings": pa.Table.from_pylist([f.to_row() | {"severity": f.severity.value} for f in findings],
                                          schema=FINDINGS),
     }
-    for name, table in tables.items():
+
+
+def write_incidents(tables_dir: str | Path, incidents: Sequence[Incident], findings: Sequence[Finding]) -> None:
+    """Write the ``incidents`` table and the ``findings`` table with their incident ids, each
+    replaced in one step (one file each, in the order given)."""
+    root = Path(tables_dir)
+    for name, table in incident_tables(incidents, findings).items():
         staging = root / f".{name}.writing-{uuid.uuid4().hex}"
         staging.mkdir()
         pq.write_table(table, staging / "part-00000.parquet")

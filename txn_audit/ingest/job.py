@@ -29,7 +29,8 @@ from txn_audit.ingest.discover import Inventory
 from txn_audit.ingest.slices import DEFAULT_SLICE_BYTES, SliceSummary, StitchPlan, plan_stitch, split_large_logs
 from txn_audit.ingest.tasks import FileTask
 from txn_audit.ingest.worker import TASK_FIELDS, replica_runs, task_rows, write_partition
-from txn_audit.manifest import MANIFEST_FILE, Manifest, describe_tables
+from txn_audit.ledger import LEDGER_FILE
+from txn_audit.manifest import Manifest, describe_tables
 from txn_audit.schemas import (
     DECODED_TABLES,
     RAW_TABLES,
@@ -54,7 +55,7 @@ class IngestOutput:
     row_counts: dict[str, int]
     issue_counts: dict[str, int] = field(default_factory=dict)  # by severity
     #: the files written, their row groups and the replica and offsets of each (``manifest``),
-    #: also saved as ``tables_dir/manifest.MANIFEST_FILE``
+    #: which the scan's ledger keeps (``txn_audit.ledger``)
     manifest: Manifest | None = None
 
 
@@ -162,10 +163,9 @@ def write_raw_tables(
         issue_counts = _issue_counts(staging)
         # what was written, from the files' statistics (no row is read): saved with the tables
         manifest = Manifest(str(tables_dir.absolute()), describe_tables(staging, RAW_TABLES).tables)
-        # a manifest never describes other tables than those beside it: the old one goes first
-        (tables_dir / MANIFEST_FILE).unlink(missing_ok=True)
+        # a ledger never describes other tables than those beside it: the old one goes first
+        (tables_dir / LEDGER_FILE).unlink(missing_ok=True)
         publish(staging, tables_dir, list(RAW_TABLES))
-        manifest.save(tables_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return IngestOutput(tables_dir=tables_dir, row_counts=row_counts, issue_counts=issue_counts, manifest=manifest)
