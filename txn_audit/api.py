@@ -282,22 +282,27 @@ def scan(
             return _scan(Scan(spark, inventory, Path(tmp), replace(options, report=False), on_stage))
     target = Path(out)
     with staged_output(target) as stage, sized_for(spark, inventory.input_bytes):
-        previous = target / "tables"
-        if (target / MARKER).exists() and (previous / LEDGER_FILE).is_file():
-            # the tables of the last run and its suites' results come along by hard link with its
-            # ledger; the stages keep what the ledger shows current for the same dump and options
-            # (``stages.ingest_tables``, ``stages.choose_time``) and the previous output is never
-            # written to (what is not kept is deleted, each file is written anew)
-            (stage / "tables").mkdir()
-            for name in ALL_TABLES:
-                if (previous / name).is_dir():
-                    link_tree(previous / name, stage / "tables" / name)
-            if (target / "quality").is_dir():
-                link_tree(target / "quality", stage / "quality")
-            os.link(previous / LEDGER_FILE, stage / "tables" / LEDGER_FILE)
+        _link_previous(target, stage)
         result = _scan(Scan(spark, inventory, stage, options, on_stage, out_dir=target))
     result.ingest.tables_dir = target / "tables"
     return result
+
+
+def _link_previous(target: Path, stage: Path) -> None:
+    """The tables of the last run into ``target`` and its suites' results, by hard link into
+    ``stage`` with its ledger: the stages keep what the ledger shows current for the same dump and
+    options (``stages.ingest_tables``, ``stages.choose_time``). The previous output is never
+    written to: what is not kept is deleted from ``stage``, each file is written anew."""
+    previous = target / "tables"
+    if not (target / MARKER).exists() or not (previous / LEDGER_FILE).is_file():
+        return
+    (stage / "tables").mkdir()
+    for name in ALL_TABLES:
+        if (previous / name).is_dir():
+            link_tree(previous / name, stage / "tables" / name)
+    if (target / "quality").is_dir():
+        link_tree(target / "quality", stage / "quality")
+    os.link(previous / LEDGER_FILE, stage / "tables" / LEDGER_FILE)
 
 
 def _scan(scan: Scan) -> ScanResult:
@@ -374,6 +379,22 @@ class NightlyResult:
         ]
 
 
+def _nightly_source(dump: str | Path, warehouse: str | Path) -> str | Path:
+    """The dump the nightly job scans (a local path, or the URI), once it and the warehouse are
+    checked (``UsageError``): a segment file or an empty folder says what to give instead; a dump
+    that is missing, or a file, is refused: the job takes a folder of log dirs only."""
+    from txn_audit.ingest.storage import DIR, resolve_dump
+    from txn_audit.usage import check_dump as check_dump_argument
+    from txn_audit.warehouse import resolve
+
+    check_dump_argument(dump, InputKind.LOGDIRS)
+    location = resolve_dump(dump)
+    resolve(warehouse)  # refuse an unsupported location before the scan, not after
+    if location.info().kind != DIR:
+        raise UsageError(f"dump not found or not a folder: {location.display}")
+    return Path(location.root) if location.is_local else str(dump)
+
+
 def run_nightly(
     dump: str | Path,
     warehouse: str | Path,
@@ -392,20 +413,11 @@ def run_nightly(
     warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. ``options``:
     the scan's (the job shows no progress bar). Spark's own log lines
     stay off the console unless ``options.verbose``."""
-    from txn_audit.ingest.storage import DIR, resolve_dump
-    from txn_audit.usage import check_dump as check_dump_argument
     from txn_audit.warehouse import publish_run, resolve
 
     min_severity = Severity.parse(min_severity)
     options = replace(options, progress=False)
-    # a segment file or an empty folder says what to give instead; a dump that is missing, or a
-    # file, is refused below: the job takes a folder of log dirs only
-    check_dump_argument(dump, InputKind.LOGDIRS)
-    location = resolve_dump(dump)
-    resolve(warehouse)  # refuse an unsupported location before the scan, not after
-    if location.info().kind != DIR:
-        raise UsageError(f"dump not found or not a folder: {location.display}")
-    source: str | Path = Path(location.root) if location.is_local else str(dump)
+    source = _nightly_source(dump, warehouse)
     if spark is None:  # while the JVM starts
         _import_early(quality=True, report=True)
     spark = spark or build_session("txn-audit-nightly", verbose=options.verbose)

@@ -31,6 +31,7 @@ from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_d
 if TYPE_CHECKING:
     # txn_audit.api (and pyspark, pyarrow, numba) is imported once the options are checked
     from txn_audit.api import IngestResult, ScanResult
+    from txn_audit.results import Incident
 
 app = typer.Typer(
     name="txn-audit",
@@ -253,12 +254,38 @@ SEVERITY_COLOURS = {Severity.CRITICAL: "red", Severity.WARNING: "yellow", Severi
 
 
 def _print_scan(result: ScanResult, min_severity: Severity) -> None:
-    from txn_audit.api import verdict
-    from txn_audit.schemas import HW_CAPPED
-    from txn_audit.timeparse import format_time_ms
-
+    """The scan's verdict, its incidents at or above ``min_severity`` with their findings and
+    fixes, and the partitions whose LSO is held, as tables that read on a terminal and in a log."""
     console = _console()
     terminal = console is out_console
+    _print_heading(console, result, min_severity)
+    incidents = result.incidents_at_or_above(min_severity)
+    # off a terminal: (what it fixes, its commands), printed under the table
+    fixes: list[tuple[str, tuple[str, ...]]] = []
+    if incidents:
+        console.print(_incident_table(result, incidents, terminal, fixes))
+    if fixes:
+        # each command whole on a line of its own, to be copied from a log in one piece
+        console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
+        for number, (what, commands) in enumerate(fixes, 1):
+            console.print(f"# [{number}] {what}", markup=False, highlight=False)
+            for command in commands:
+                console.print(command, markup=False, highlight=False, soft_wrap=True)
+    if result.lso_below_hw():  # the partition status of partition_stability, as summary.json counts it
+        console.print(_held_table(result, terminal))
+    hidden = len(result.incidents) - len(incidents)
+    if hidden:
+        console.print(f"[dim]{hidden} incident(s) below {min_severity.value} not shown "
+                      "(--min-severity info shows them)[/]")
+    elif result.at_or_above(min_severity) and not incidents:  # a result read without incidents
+        console.print(f"[dim]{len(result.at_or_above(min_severity))} finding(s); see the JSON's findings[/]")
+
+
+def _print_heading(console: Console, result: ScanResult, min_severity: Severity) -> None:
+    """The verdict in its severity's colour, what was scanned, and the audit time."""
+    from txn_audit.api import verdict
+    from txn_audit.timeparse import format_time_ms
+
     line = verdict(result, min_severity)
     colour = {s.value.upper(): c for s, c in SEVERITY_COLOURS.items()} | {"CLEAN": "green"}
     console.print(f"[bold {colour.get(line.split(':')[0], 'white')}]{line}[/]")
@@ -273,81 +300,69 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
     console.print(f"[dim]audit time {format_time_ms(result.as_of_ms)}: {result.audit_time.how}[/]")
     if result.audit_time.warning:
         console.print(f"[yellow]warning: {result.audit_time.warning}[/]")
-    shown = result.at_or_above(min_severity)
-    incidents = result.incidents_at_or_above(min_severity)
-    # off a terminal: (what it fixes, its commands), printed under the table
-    fixes: list[tuple[str, tuple[str, ...]]] = []
-    if incidents:
-        # one row per incident: what and where stacked in the first column; its paragraph, its
-        # findings beneath it and its fix in the second, so the table reads at 80 columns and in a log
-        table = Table(title="Incidents (one per cause; its findings beneath it)", title_justify="left",
-                      show_lines=True, expand=terminal)
-        if terminal:
-            table.add_column("incident", no_wrap=True, ratio=2)
-            table.add_column("what happened / findings / fix", ratio=3, overflow="fold")
-        else:  # the first column as wide as its longest line, the sentences wrapped at words
-            table.add_column("incident", no_wrap=True)
-            table.add_column("what happened / findings / fix", max_width=EVIDENCE_WIDTH)
-        for incident in incidents:
-            where = ", ".join(incident.partitions) or "-"
-            head = Text.assemble((incident.severity.value.upper(), f"bold {SEVERITY_COLOURS[incident.severity]}"),
-                                 " ", (incident.kind.replace("_", " "), "bold"), "\n", where)
-            if incident.producer_id is not None:
-                head.append(f"\nproducer {incident.producer_id}/{incident.producer_epoch}")
-                if incident.transactional_id:
-                    head.append(f"\n({incident.transactional_id})")
-            if incident.first_offset is not None:
-                head.append(f"\nfrom offset {incident.first_offset}")
-            head.append(f"\n{incident.incident_id}", style="dim")
-            body = Text(incident.summary)
-            members = result.findings_of(incident)
-            for f in members:
-                place = (f"{f.topic}-{f.partition}" if f.topic is not None
-                         else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
-                at = "" if f.first_offset is None else f" offset {f.first_offset}"
-                body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
-            if terminal:
-                body.append("\nfix: ", style="bold").append(incident.remediation)
-            elif incident.commands:
-                fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
-                              incident.commands))
-                body.append("\nfix: ", style="bold").append(f"[{len(fixes)}] under the table")
-            else:
-                body.append("\nfix: ", style="bold").append(incident.remediation)
-            table.add_row(head, body)
-        console.print(table)
-    if fixes:
-        # each command whole on a line of its own, to be copied from a log in one piece
-        console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
-        for number, (what, commands) in enumerate(fixes, 1):
-            console.print(f"# [{number}] {what}", markup=False, highlight=False)
-            for command in commands:
-                console.print(command, markup=False, highlight=False, soft_wrap=True)
-    stuck = result.lso_below_hw()  # the partition status of partition_stability, as summary.json counts it
-    if stuck:
-        table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
-        copies = any(p.replicas > 1 for p in result.partitions)
-        for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit",
-                    *(["copy audited"] if copies else [])):
-            table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
-                             else "left", no_wrap=not terminal)
-        for p in stuck:
-            held_for = "-" if p.held_ms is None else f"{p.held_ms / 1000:.1f} s"
-            culprit = "-" if p.culprit_producer_id is None else (
-                f"producer {p.culprit_producer_id}" + (f" ({p.culprit_transactional_id})"
-                                                      if p.culprit_transactional_id else ""))
-            hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file",
-                       HW_CAPPED: "log end (the checkpoint says more)"}.get(p.hw_source, "log end (HW unknown)")
-            cells = [f"{p.topic}-{p.partition}", str(p.effective_high_watermark), hw_from, str(p.last_stable_offset),
-                     f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
-            table.add_row(*cells, *([p.chosen_replica] if copies else []))
-        console.print(table)
-    hidden = len(result.incidents) - len(incidents)
-    if hidden:
-        console.print(f"[dim]{hidden} incident(s) below {min_severity.value} not shown "
-                      "(--min-severity info shows them)[/]")
-    elif shown and not incidents:  # a result read without incidents
-        console.print(f"[dim]{len(shown)} finding(s); see the JSON's findings[/]")
+
+
+def _incident_table(result: ScanResult, incidents: list[Incident], terminal: bool,
+                    fixes: list[tuple[str, tuple[str, ...]]]) -> Table:
+    """One row per incident: what and where stacked in the first column; its paragraph, its
+    findings beneath it and its fix in the second, so the table reads at 80 columns and in a log.
+    Off a terminal a fix with commands is numbered and added to ``fixes``, printed under the table."""
+    table = Table(title="Incidents (one per cause; its findings beneath it)", title_justify="left",
+                  show_lines=True, expand=terminal)
+    if terminal:
+        table.add_column("incident", no_wrap=True, ratio=2)
+        table.add_column("what happened / findings / fix", ratio=3, overflow="fold")
+    else:  # the first column as wide as its longest line, the sentences wrapped at words
+        table.add_column("incident", no_wrap=True)
+        table.add_column("what happened / findings / fix", max_width=EVIDENCE_WIDTH)
+    for incident in incidents:
+        where = ", ".join(incident.partitions) or "-"
+        head = Text.assemble((incident.severity.value.upper(), f"bold {SEVERITY_COLOURS[incident.severity]}"),
+                             " ", (incident.kind.replace("_", " "), "bold"), "\n", where)
+        if incident.producer_id is not None:
+            head.append(f"\nproducer {incident.producer_id}/{incident.producer_epoch}")
+            if incident.transactional_id:
+                head.append(f"\n({incident.transactional_id})")
+        if incident.first_offset is not None:
+            head.append(f"\nfrom offset {incident.first_offset}")
+        head.append(f"\n{incident.incident_id}", style="dim")
+        body = Text(incident.summary)
+        for f in result.findings_of(incident):
+            place = (f"{f.topic}-{f.partition}" if f.topic is not None
+                     else f.file or (f"broker {f.broker_id}" if f.broker_id is not None else "-"))
+            at = "" if f.first_offset is None else f" offset {f.first_offset}"
+            body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
+        fix = incident.remediation
+        if not terminal and incident.commands:
+            fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
+                          incident.commands))
+            fix = f"[{len(fixes)}] under the table"
+        body.append("\nfix: ", style="bold").append(fix)
+        table.add_row(head, body)
+    return table
+
+
+def _held_table(result: ScanResult, terminal: bool) -> Table:
+    """The partitions whose LSO is below the high watermark: what holds it and since when."""
+    from txn_audit.schemas import HW_CAPPED
+
+    table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
+    copies = any(p.replicas > 1 for p in result.partitions)
+    for col in ("partition", "HW", "HW from", "LSO", "held records", "held bytes", "held for", "culprit",
+                *(["copy audited"] if copies else [])):
+        table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
+                         else "left", no_wrap=not terminal)
+    for p in result.lso_below_hw():
+        held_for = "-" if p.held_ms is None else f"{p.held_ms / 1000:.1f} s"
+        culprit = "-" if p.culprit_producer_id is None else (
+            f"producer {p.culprit_producer_id}" + (f" ({p.culprit_transactional_id})"
+                                                  if p.culprit_transactional_id else ""))
+        hw_from = {"checkpoint": "checkpoint", "offsets_file": "offsets file",
+                   HW_CAPPED: "log end (the checkpoint says more)"}.get(p.hw_source, "log end (HW unknown)")
+        cells = [f"{p.topic}-{p.partition}", str(p.effective_high_watermark), hw_from, str(p.last_stable_offset),
+                 f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
+        table.add_row(*cells, *([p.chosen_replica] if copies else []))
+    return table
 
 
 @app.command("sample")

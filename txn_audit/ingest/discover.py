@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from dataclasses import dataclass, field
 from txn_audit.errors import CorruptInputError, UsageError
 from txn_audit.formats.checkpoint import (
     decode_leader_epoch_checkpoint,
@@ -34,6 +35,7 @@ from txn_audit.formats.layout import (
     PARTITION_FILES,
     PARTITION_METADATA,
     REMOTE_LOG_METADATA_TOPIC,
+    LogFileName,
     parse_log_file_name,
     parse_partition_dir,
 )
@@ -267,21 +269,36 @@ def _inventory(
     )
 
 
+@dataclass
+class _PartitionLogs:
+    """What a partition folder holds that is read after its files are listed: the base offsets
+    of its ``.swap`` segments, and the live segments of the KRaft metadata log and of the tiered
+    storage's metadata topic (base offset, file), read on the driver."""
+
+    swap_bases: list[int] = field(default_factory=list)
+    metadata_files: list[Entry] = field(default_factory=list)
+    remote_files: list[tuple[int, Entry]] = field(default_factory=list)
+
+
+#: why a replica not live is not audited, by its status
+_NOT_LIVE = {
+    "delete": "replica folder renamed for deletion",
+    "future": "replica copy still being built by a log-dir move",
+    "stray": "replica not assigned to this broker (stray)",
+}
+
+
 def _scan_partition(
     inv: Inventory, listing: Listing, ld: LogDir, path: str, topic: str, partition: int, replica_status: str
 ) -> None:
+    """One partition folder of ``ld``: its replica (a live one of an audited topic joins the
+    inventory's), each file inventoried (``_partition_file``), then the metadata logs it holds read
+    and its ``.swap`` segments warned of. The KRaft metadata log is read for the leadership it
+    records (``metadata_partitions``), never audited: no partition_offsets row, so no partition
+    of the scan's results."""
     broker = ld.broker_id
     replica = PartitionReplica(broker, ld.rel, topic, partition, replica_status)
-    audited_reason = NOT_AUDITED_TOPICS.get(topic)
-    if replica_status != "live":
-        audited_reason = {
-            "delete": "replica folder renamed for deletion",
-            "future": "replica copy still being built by a log-dir move",
-            "stray": "replica not assigned to this broker (stray)",
-        }.get(replica_status, f"replica status {replica_status}")
     if replica_status == "live" and topic not in NOT_AUDITED_TOPICS:
-        # the KRaft metadata log is read for the leadership it records (``metadata_partitions``),
-        # never audited: no partition_offsets row, so no partition of the scan's results
         inv.replicas.append(replica)
     try:
         children = listing.children(path)
@@ -289,93 +306,104 @@ def _scan_partition(
         inv.issues.append(issue_row(broker, ld.rel, topic, partition, path, IssueKind.UNREADABLE_FILE,
                                      Severity.ERROR, f"cannot list partition folder: {err.strerror}"))
         return
-    swap_bases: list[int] = []
-    metadata_files: list[Entry] = []
-    remote_files: list[tuple[int, Entry]] = []  # (base offset, segment) of __remote_log_metadata
+    logs = _PartitionLogs()
     for child in children:
-        if _not_utf8(child.name):
-            _not_utf8_issue(inv, broker, ld.rel, topic, partition, child.rel)
-            continue
-        rel = child.rel
-        if child.kind != FILE:
-            reason = ("symbolic link: not followed" if child.kind == SYMLINK
-                      else "unexpected folder" if child.kind == DIR else "not a regular file")
-            _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
-                       skip_reason=reason)
-            inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.NOT_AUDITED,
-                                         Severity.WARNING, f"{reason}: not audited"))
-            continue
-        name = parse_log_file_name(child.name)
-        if name is None:
-            known = child.name in PARTITION_FILES
-            read = child.name in (PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT)
-            _inventory(inv, ld, topic, partition, replica_status, child, kind="metadata" if known else "other",
-                       status="live", decoded=read,
-                       skip_reason=None if read else
-                       ("not needed for a transaction audit" if known else "unknown file"))
-            if child.name == LEADER_EPOCH_CHECKPOINT:
-                text = _read_text(inv, rel, broker, ld.rel)
-                if text is not None:
-                    try:
-                        epochs = decode_leader_epoch_checkpoint(text)
-                    except CorruptInputError as err:
-                        inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
-                                                     Severity.WARNING, err.detail))
-                    else:
-                        replica.leader_epoch = max(epochs) if epochs else None
-            elif child.name == PARTITION_METADATA:
-                text = _read_text(inv, rel, broker, ld.rel)
-                if text is not None:
-                    try:
-                        replica.topic_id = decode_partition_metadata(text).get("topic_id")
-                    except CorruptInputError as err:
-                        inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.BAD_CHECKPOINT,
-                                                     Severity.WARNING, err.detail))
-            elif not known:
-                inv.issues.append(issue_row(broker, ld.rel, topic, partition, rel, IssueKind.UNRECOGNISED_FILE,
-                                             Severity.INFO, "unknown file in a partition folder: not audited"))
-            continue
-        size = child.size or 0
-        skip: str | None = None
-        if name.status != "live":
-            skip = {
-                "deleted": "scheduled for deletion (.deleted): below the log start offset",
-                "cleaned": "output of an interrupted compaction (.cleaned)",
-                "swap": "compaction result not yet swapped in (.swap)",
-            }.get(name.status, name.status)
-            if name.status == "swap":
-                swap_bases.append(name.base_offset)
-        elif audited_reason is not None:
-            skip = audited_reason
-        elif name.kind not in DECODED_KINDS:
-            skip = "index file: derived data, not needed for the audit"
-        decoded = skip is None
-        _inventory(inv, ld, topic, partition, replica_status, child, kind=name.kind, status=name.status,
-                   decoded=decoded, base_offset=name.base_offset, skip_reason=skip)
-        if name.kind == "log" and name.status == "live" and replica_status == "live":
-            replica.log_base_offsets.append(name.base_offset)
-        if topic == CLUSTER_METADATA_TOPIC and replica_status == "live" and name.status == "live" and \
-                name.kind in ("log", "checkpoint"):
-            metadata_files.append(child)
-        if topic == REMOTE_LOG_METADATA_TOPIC and replica_status == "live" and name.status == "live" and \
-                name.kind == "log":
-            remote_files.append((name.base_offset, child))
-        if decoded:
-            inv.tasks.append(
-                FileTask(
-                    path=inv.storage.task_path(rel), rel_path=rel, kind=name.kind, broker_id=broker, log_dir=ld.rel,
-                    topic=topic, partition=partition, base_offset=name.base_offset, size_bytes=size,
-                )
-            )
-    if metadata_files:
-        _read_metadata_log(inv, ld, path, topic, partition, metadata_files)
-    if remote_files:
-        _read_remote_log_metadata(inv, ld, topic, partition, [entry for _, entry in sorted(remote_files)])
-    for base in swap_bases:
+        _partition_file(inv, ld, replica, child, logs)
+    if logs.metadata_files:
+        _read_metadata_log(inv, ld, path, topic, partition, logs.metadata_files)
+    if logs.remote_files:
+        _read_remote_log_metadata(inv, ld, topic, partition, [entry for _, entry in sorted(logs.remote_files)])
+    for base in logs.swap_bases:
         inv.issues.append(issue_row(
             broker, ld.rel, topic, partition, path, IssueKind.NOT_AUDITED, Severity.WARNING,
             f"a .swap segment at base offset {base} is present: on restart the broker may replace the live "
             "segments it covers; this audit reads the live segments"))
+
+
+def _partition_file(inv: Inventory, ld: LogDir, replica: PartitionReplica, child: Entry, logs: _PartitionLogs) -> None:
+    """One entry of a partition folder, inventoried: a name that is not UTF-8 or an entry that is
+    not a regular file is a warning; a file that is no segment or index is a state file
+    (``_state_file``); a segment or index is decoded unless ``_segment_skip`` says why not."""
+    broker, topic, partition, replica_status = replica.broker_id, replica.topic, replica.partition, \
+        replica.replica_status
+    if _not_utf8(child.name):
+        _not_utf8_issue(inv, broker, ld.rel, topic, partition, child.rel)
+        return
+    if child.kind != FILE:
+        reason = ("symbolic link: not followed" if child.kind == SYMLINK
+                  else "unexpected folder" if child.kind == DIR else "not a regular file")
+        _inventory(inv, ld, topic, partition, replica_status, child, kind="other", status="live", decoded=False,
+                   skip_reason=reason)
+        inv.issues.append(issue_row(broker, ld.rel, topic, partition, child.rel, IssueKind.NOT_AUDITED,
+                                     Severity.WARNING, f"{reason}: not audited"))
+        return
+    name = parse_log_file_name(child.name)
+    if name is None:
+        _state_file(inv, ld, replica, child)
+        return
+    skip = _segment_skip(name, replica)
+    if name.status == "swap":
+        logs.swap_bases.append(name.base_offset)
+    _inventory(inv, ld, topic, partition, replica_status, child, kind=name.kind, status=name.status,
+               decoded=skip is None, base_offset=name.base_offset, skip_reason=skip)
+    live = name.status == "live" and replica_status == "live"
+    if live and name.kind == "log":
+        replica.log_base_offsets.append(name.base_offset)
+    if live and topic == CLUSTER_METADATA_TOPIC and name.kind in ("log", "checkpoint"):
+        logs.metadata_files.append(child)
+    if live and topic == REMOTE_LOG_METADATA_TOPIC and name.kind == "log":
+        logs.remote_files.append((name.base_offset, child))
+    if skip is None:
+        inv.tasks.append(FileTask(
+            path=inv.storage.task_path(child.rel), rel_path=child.rel, kind=name.kind, broker_id=broker,
+            log_dir=ld.rel, topic=topic, partition=partition, base_offset=name.base_offset,
+            size_bytes=child.size or 0))
+
+
+def _segment_skip(name: LogFileName, replica: PartitionReplica) -> str | None:
+    """Why a segment or index file of ``replica`` is not decoded; None: it is."""
+    if name.status != "live":
+        return {
+            "deleted": "scheduled for deletion (.deleted): below the log start offset",
+            "cleaned": "output of an interrupted compaction (.cleaned)",
+            "swap": "compaction result not yet swapped in (.swap)",
+        }.get(name.status, name.status)
+    if replica.replica_status != "live":
+        return _NOT_LIVE.get(replica.replica_status, f"replica status {replica.replica_status}")
+    if replica.topic in NOT_AUDITED_TOPICS:
+        return NOT_AUDITED_TOPICS[replica.topic]
+    if name.kind not in DECODED_KINDS:
+        return "index file: derived data, not needed for the audit"
+    return None
+
+
+def _state_file(inv: Inventory, ld: LogDir, replica: PartitionReplica, child: Entry) -> None:
+    """A file of a partition folder that is no segment or index: the leader-epoch checkpoint
+    and the partition metadata are read (the replica's newest leader epoch, its topic id); another
+    known file is not needed; an unknown one is an info issue."""
+    broker, topic, partition = replica.broker_id, replica.topic, replica.partition
+    known = child.name in PARTITION_FILES
+    read = child.name in (PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT)
+    _inventory(inv, ld, topic, partition, replica.replica_status, child, kind="metadata" if known else "other",
+               status="live", decoded=read,
+               skip_reason=None if read else ("not needed for a transaction audit" if known else "unknown file"))
+    if not read:
+        if not known:
+            inv.issues.append(issue_row(broker, ld.rel, topic, partition, child.rel, IssueKind.UNRECOGNISED_FILE,
+                                         Severity.INFO, "unknown file in a partition folder: not audited"))
+        return
+    text = _read_text(inv, child.rel, broker, ld.rel)
+    if text is None:
+        return
+    try:
+        if child.name == LEADER_EPOCH_CHECKPOINT:
+            epochs = decode_leader_epoch_checkpoint(text)
+            replica.leader_epoch = max(epochs) if epochs else None
+        else:
+            replica.topic_id = decode_partition_metadata(text).get("topic_id")
+    except CorruptInputError as err:
+        inv.issues.append(issue_row(broker, ld.rel, topic, partition, child.rel, IssueKind.BAD_CHECKPOINT,
+                                     Severity.WARNING, err.detail))
 
 
 def _read_remote_log_metadata(inv: Inventory, ld: LogDir, topic: str, partition: int, files: list[Entry]) -> None:
