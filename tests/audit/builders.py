@@ -157,8 +157,8 @@ class RawBuilder:
         return {name: spark.createDataFrame(table) for name, table in self.arrow_tables().items()}
 
     def write(self, folder: Path) -> None:
-        """The tables as ingest writes them: a Parquet file each, whose footer lists its rows'
-        replicas, and their manifest beside them."""
+        """The tables as ingest writes them: a Parquet file each, a row group per replica's run,
+        whose footer lists its rows' replicas, and the ledger of them beside them."""
         from txn_audit.ingest.worker import replica_runs
         from txn_audit.schemas import REPLICA_COLUMNS
 
@@ -171,7 +171,11 @@ class RawBuilder:
             with pq.ParquetWriter(folder / name / "part-00000.parquet", listed) as writer:
                 for _replica, rows in replica_runs(table):  # a row group per replica's run, as ingest writes
                     writer.write_table(rows.cast(listed))
-        describe_tables(folder, RAW_TABLES).save(folder)
+        from txn_audit.ledger import RAW, Entry, Ledger
+
+        described = describe_tables(folder, RAW_TABLES).tables
+        Ledger(str(folder.absolute()), "built", "built", {}, {},
+               {name: Entry(files, "ingest", RAW) for name, files in described.items()}).save()
 
 
 def run_rules(spark: Any, builder: RawBuilder, *, as_of_ms: int, timeout_ms: int = 60_000,

@@ -34,7 +34,7 @@ def _issues(seed: int, count: int) -> list[dict[str, Any]]:
 def test_issue_counts_and_preview_match_spark(spark: Any, tmp_path: Path, count: int) -> None:
     from pyspark.sql import functions as F
 
-    from txn_audit.api import ISSUES_PREVIEW, _issue_preview
+    from txn_audit.stages import ISSUES_PREVIEW, issue_preview
     from txn_audit.ingest.job import _issue_counts
 
     rows = _issues(count, count)
@@ -52,7 +52,7 @@ def test_issue_counts_and_preview_match_spark(spark: Any, tmp_path: Path, count:
 
     assert _issue_counts(tmp_path) == expected_counts
     assert sum(expected_counts.values()) == count
-    preview = _issue_preview(tmp_path)
+    preview = issue_preview(tmp_path)
     assert preview == expected_preview
     assert len(preview) == min(count, ISSUES_PREVIEW)
     if count > ISSUES_PREVIEW:
