@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-pytestmark = [pytest.mark.spark]
+import pyarrow as pa
 
 PID = 7
 T0 = 1_795_000_000_000
@@ -39,77 +37,70 @@ def _answer(marker: int, state: str = "PrepareCommit") -> dict[str, Any]:
             "started": T0, "timeout_ms": 60_000}
 
 
-def _repeats(spark: Any, txns: list[dict[str, Any]], answers: list[dict[str, Any]], tv: int = 1) -> list[Any]:
-    from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, StructField, StructType)
+def _repeats(txns: list[dict[str, Any]], answers: list[dict[str, Any]], tv: int = 1) -> list[dict[str, Any]]:
+    """The findings of the rule on the driver (``detect.duplicate_marker_rules``): of ``txns``, rows
+    of ``partition_transactions``, and ``answers``, what followed the Prepare* records, each read
+    through the filter that names the rows the rule reads, as the driver reads them."""
+    from txn_audit.detect.duplicate_marker_rules import (BARE_MARKERS, answered_by, chain_rows,
+                                                         duplicate_marker_findings)
+    from txn_audit.reconstruct import FOLLOW_FIELDS
+    from txn_audit.schemas import FINDINGS, PARTITION_TRANSACTIONS, PRODUCER_IDS
 
-    from txn_audit.detect.rules import BARE_MARKERS, duplicate_marker_findings
-
-    ptx_schema = StructType([
-        StructField("topic", StringType()), StructField("partition", IntegerType()),
-        StructField("broker_id", IntegerType()), StructField("producer_id", LongType()),
-        StructField("txn_seq", LongType()), StructField("transactional_id", StringType()),
-        StructField("first_offset", LongType()), StructField("last_data_offset", LongType()),
-        StructField("marker_offset", LongType()), StructField("marker_type", StringType()),
-        StructField("marker_epoch", IntegerType()), StructField("marker_timestamp", LongType()),
-        StructField("max_epoch", IntegerType()), StructField("prev_marker_offset", LongType()),
-        StructField("prev_marker_type", StringType()), StructField("prev_marker_timestamp", LongType()),
-    ])
-    match_schema = StructType([
-        StructField("topic", StringType()), StructField("partition", IntegerType()),
-        StructField("producer_id", LongType()), StructField("has_marker", BooleanType()),
-        StructField("next_marker_offset", LongType()), StructField("txn_log_partition", IntegerType()),
-        StructField("txn_log_offset", LongType()), StructField("state", StringType()), StructField("ts", LongType()),
-        StructField("started", LongType()), StructField("timeout_ms", IntegerType()),
-    ])
-    ids = spark.createDataFrame([(PID, tv)], "producer_id long, transaction_version int")
-    ptx = spark.createDataFrame(txns, ptx_schema)
-    # the markers without data, as the driver reads them (``detect.detection_rules``)
-    bare = ptx.toArrow().filter(BARE_MARKERS).select(["topic", "partition", "producer_id", "txn_seq"])
-    found = duplicate_marker_findings(ptx, spark.createDataFrame(bare.combine_chunks()),
-                                      spark.createDataFrame(answers, match_schema), ids)
-    return sorted(found.collect(), key=lambda r: r["first_offset"])
+    ptx = pa.Table.from_pylist(txns, schema=pa.schema([PARTITION_TRANSACTIONS.field(name) for name in txns[0]]))
+    follows = pa.Table.from_pylist(answers, schema=pa.schema([FOLLOW_FIELDS.field(name) for name in _answer(0)]))
+    ids = pa.Table.from_pylist([{"producer_id": PID, "transaction_version": tv}],
+                               schema=pa.schema([PRODUCER_IDS.field("producer_id"),
+                                                 PRODUCER_IDS.field("transaction_version")]))
+    chain = chain_rows(ptx.filter(BARE_MARKERS))
+    assert chain is not None  # every case has a marker without data
+    rows = ptx.filter(chain)
+    answered = answered_by(rows)
+    assert answered is not None
+    found = duplicate_marker_findings(rows, follows.filter(answered), ids)
+    assert found.schema == FINDINGS
+    return sorted(found.to_pylist(), key=lambda r: r["first_offset"])
 
 
-def test_an_empty_transaction_under_version_1_is_no_repeat(spark: Any) -> None:
+def test_an_empty_transaction_under_version_1_is_no_repeat() -> None:
     """Same epoch, no data, but the coordinator decided it: a transaction that added the partition
     and wrote nothing there."""
     txns = [_txn(1, 3, "COMMIT", 0, data=(0, 2)), _txn(2, 4, "ABORT", 0, data=None, prev=(3, "COMMIT"))]
-    assert _repeats(spark, txns, [_answer(3), _answer(4, "PrepareAbort")]) == []
+    assert _repeats(txns, [_answer(3), _answer(4, "PrepareAbort")]) == []
 
 
-def test_a_marker_no_decision_answers_repeats_the_one_before(spark: Any) -> None:
+def test_a_marker_no_decision_answers_repeats_the_one_before() -> None:
     txns = [_txn(1, 3, "COMMIT", 0, data=(0, 2)), _txn(2, 4, "COMMIT", 0, data=None, prev=(3, "COMMIT"))]
-    (repeat,) = _repeats(spark, txns, [_answer(3)])
+    (repeat,) = _repeats(txns, [_answer(3)])
     assert (repeat["kind"], repeat["severity"], repeat["first_offset"]) == ("duplicate_marker", "info", 4)
     assert repeat["transactional_id"] == "app"
     assert "repeats the COMMIT marker at offset 3" in repeat["evidence"]
     assert "PrepareCommit at __transaction_state-0 offset 103" in repeat["evidence"]
 
 
-def test_without_the_first_decision_on_record_a_same_epoch_marker_is_not_judged(spark: Any) -> None:
+def test_without_the_first_decision_on_record_a_same_epoch_marker_is_not_judged() -> None:
     """The coordinator's record of the first marker compacted away, the epoch not bumped: an empty
     transaction and a repeat look alike, so nothing is said."""
     txns = [_txn(1, 3, "COMMIT", 0, data=(0, 2)), _txn(2, 4, "COMMIT", 0, data=None, prev=(3, "COMMIT"))]
-    assert _repeats(spark, txns, []) == []
+    assert _repeats(txns, []) == []
 
 
-def test_a_bumped_epoch_is_enough_without_the_coordinator_log(spark: Any) -> None:
+def test_a_bumped_epoch_is_enough_without_the_coordinator_log() -> None:
     """Transaction version 2: the first marker's epoch is above its data's, so a marker of that
     epoch again can only be a repeat; an ABORT after the COMMIT is a warning."""
     txns = [_txn(1, 3, "COMMIT", 5, data=(0, 2), data_epoch=4),
             _txn(2, 4, "ABORT", 5, data=None, prev=(3, "COMMIT"))]
-    (repeat,) = _repeats(spark, txns, [], tv=2)
+    (repeat,) = _repeats(txns, [], tv=2)
     assert (repeat["severity"], repeat["producer_epoch"]) == ("warning", 5)
     assert "its records at offsets 0-2 stay committed" in repeat["evidence"]
     assert "KAFKA-19999" in repeat["evidence"]
 
 
-def test_a_repeat_that_ended_the_next_transaction_is_seen_from_its_decision(spark: Any) -> None:
+def test_a_repeat_that_ended_the_next_transaction_is_seen_from_its_decision() -> None:
     """The repeat at 6 closed the records at 4-5 before their own decision (COMMIT at 7, which
     then ended nothing); the next decision was an ABORT: exactly-once violated."""
     txns = [_txn(1, 3, "COMMIT", 5, data=(0, 2), data_epoch=4),
             _txn(2, 6, "COMMIT", 5, data=(4, 5), prev=(3, "COMMIT")),
             _txn(3, 7, "ABORT", 6, data=None, prev=(6, "COMMIT"))]
-    (repeat,) = _repeats(spark, txns, [_answer(3), _answer(7, "PrepareAbort")], tv=2)
+    (repeat,) = _repeats(txns, [_answer(3), _answer(7, "PrepareAbort")], tv=2)
     assert (repeat["severity"], repeat["first_offset"], repeat["last_offset"]) == ("critical", 6, 7)
     assert "ended its records at offsets 4-5 as committed" in repeat["evidence"]

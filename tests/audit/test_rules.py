@@ -41,8 +41,9 @@ def test_committed_transactions_are_quiet(spark: Any) -> None:
 #: exist (the rules computed on the driver from few rows, of a partition's status, of a producer's
 #: writes, of transactions judged alone and of the coordinator log's epochs, always run; the
 #: batches of sequence gaps are read only for a gap, the coordinator's rows of open transactions'
-#: producers only for an open transaction, the decisions' markers only for an unsettled Prepare*)
-GATED_RULES = ("open_transaction_inputs", "decision_findings", "duplicate_marker_findings",
+#: producers only for an open transaction, the decisions' markers only for an unsettled Prepare*,
+#: the markers before a marker without data only for one)
+GATED_RULES = ("open_transaction_inputs", "decision_findings", "duplicate_marker_inputs", "duplicate_marker_findings",
                "pending_offset_commit_findings", "decode_issue_findings", "find_hanging_disagreement_findings",
                "batches_named")
 

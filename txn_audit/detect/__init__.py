@@ -18,6 +18,12 @@ from pyspark.sql import functions as F
 from txn_audit.detect.coordinator_rules import coordinator_rule_findings
 from txn_audit.detect.decision_rules import UNSETTLED, decision_findings, in_dump, marker_rows, stuck_keys
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
+from txn_audit.detect.duplicate_marker_rules import (
+    BARE_MARKERS,
+    answered_by,
+    chain_rows,
+    duplicate_marker_findings,
+)
 from txn_audit.detect.open_transaction_rules import (
     COORDINATOR_COLUMNS,
     OPEN,
@@ -35,9 +41,7 @@ from txn_audit.detect.producer_rules import (
     sequence_gaps,
 )
 from txn_audit.detect.rules import (
-    BARE_MARKERS,
     batches_named,
-    duplicate_marker_findings,
     find_hanging_disagreement_findings,
     find_hanging_outputs,
     pending_offset_commit_findings,
@@ -46,7 +50,7 @@ from txn_audit.detect.stability_rules import stability_findings
 from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
-from txn_audit.reconstruct import NAMED_MAX, Reconstruction, read_follows
+from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.spark import side_by_side
@@ -55,8 +59,9 @@ from txn_audit.usage import AuditOptions
 
 T = TypeVar("T")
 
-__all__ = ["Compaction", "FINDING_KINDS", "Rule", "decode_issue_inputs", "detection_rules", "match_rows",
-           "no_findings", "open_transaction_inputs", "producer_rule_inputs", "stuck_marker_rows", "write_detected"]
+__all__ = ["Compaction", "FINDING_KINDS", "Rule", "decode_issue_inputs", "detection_rules",
+           "duplicate_marker_inputs", "match_rows", "no_findings", "open_transaction_inputs", "producer_rule_inputs",
+           "stuck_marker_rows", "write_detected"]
 
 FINDING_KINDS = (
     "hanging_transaction",
@@ -157,7 +162,6 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
     tables, whose manifest tells a table without rows, whose rules need not run."""
     batches, commits = recon.batches, recon.offset_commits
     spark = batches.sparkSession
-    matches = recon.prepare_follows
     ptx = recon.partition_transactions
     # the few transactions the rules judge, read in one pass: those judged alone, the open ones
     # and the markers without data
@@ -173,9 +177,6 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
         hanging = arrow_frame(spark, found.filter(pc.equal(found.column("kind"), "hanging_transaction")))
         return find_hanging_disagreement_findings(tables["reported_transactions"], hanging, ptx, opts)
 
-    def bare() -> pa.Table:
-        return judged().filter(BARE_MARKERS)
-
     def open_on_offsets() -> pa.Table:
         """The open transactions on ``__consumer_offsets``: every ``pending_offset_commit`` is in one."""
         open_rows = judged().filter(OPEN)
@@ -184,15 +185,12 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
     def pending_commits() -> DataFrame:
         return pending_offset_commit_findings(commits, arrow_frame(spark, open_on_offsets()))
 
-    def duplicates() -> DataFrame:
-        keys = bare().select(["topic", "partition", "producer_id", "txn_seq"])
-        return duplicate_marker_findings(ptx, arrow_frame(spark, keys), matches, recon.producer_ids)
-
     def computed_on_driver() -> pa.Table:
         """The findings of the rules computed on the driver with pyarrow, whose rows are few: the
         rules of a partition's status, of a producer's writes, of transactions judged alone, of
-        the coordinator log's epochs, those of open transactions and of the coordinator's
-        decisions when the dump has any, and those of the decode issues when it has any."""
+        the coordinator log's epochs, those of open transactions, of the coordinator's decisions
+        and of duplicate markers when the dump has any, and those of the decode issues when it
+        has any."""
         stability = recon.rows("partition_stability")
         transactions = judged()
         open_rows = transactions.filter(OPEN)
@@ -215,6 +213,9 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
         if unsettled.num_rows:
             found.append(decision_findings(unsettled, open_rows, previous, stuck_marker_rows(recon, unsettled),
                                            opts.audit_ms, opts.prepare_grace_ms, opts.clock_skew_ms))
+        bare = transactions.filter(BARE_MARKERS)
+        if bare.num_rows:
+            found.append(duplicate_marker_findings(*duplicate_marker_inputs(recon, bare), recon.producer_ids))
         if not tables.holds_no_rows("decode_issues"):
             found.append(decode_issue_findings(*decode_issue_inputs(tables)))
         return pa.concat_tables(found)
@@ -224,7 +225,6 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
     # each rule gives nothing when the rows every finding of it is of are absent: a healthy dump
     # has none of them (no open transaction, no marker without data, no late batch, ...)
     return [
-        Rule(duplicates, lambda: bare().num_rows == 0),
         # no offset commit (the manifest says so with no job), or none that can be pending
         Rule(pending_commits, lambda: tables.holds_no_rows("offset_commits") or open_on_offsets().num_rows == 0),
         Rule(lambda: arrow_frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
@@ -247,6 +247,21 @@ def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple
     previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
                 else recon.rows("partition_transactions", condition))
     return coordinator, previous
+
+
+def duplicate_marker_inputs(recon: Reconstruction, bare: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The duplicate-marker rule's inputs (``duplicate_marker_rules.duplicate_marker_findings``)
+    besides the producer ids: the rows of ``partition_transactions`` of the ``bare`` markers
+    (``BARE_MARKERS`` rows) and of the two transactions before each (``chain_rows``), and what
+    followed the Prepare* records their markers answered (``answered_by``), each read on the
+    driver with pyarrow through a filter that names them."""
+    condition = chain_rows(bare)
+    rows = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
+            else recon.rows("partition_transactions", condition))
+    answered = answered_by(rows)
+    answers = (FOLLOW_FIELDS.empty_table() if answered is None
+               else read_follows(recon.output.work_dir("prepare_follows"), answered))
+    return rows, answers
 
 
 def match_rows(recon: Reconstruction, where: pc.Expression | None) -> pa.Table:

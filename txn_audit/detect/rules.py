@@ -11,28 +11,26 @@ divergence), those of a producer's writes (``detect.producer_rules``: late arriv
 sequences, epochs), those of transactions judged alone (``detect.transaction_rules``: late
 records absorbed, transactions retention cut), of the coordinator log's epochs
 (``detect.coordinator_rules``), of open transactions (``detect.open_transaction_rules``:
-hanging, open, epoch mismatch) and of the coordinator's decisions against the markers
-(``detect.decision_rules``: missing marker, outcome mismatch, coordinator stuck). Here remain
-the rules that join their few rows with many: duplicate markers (with the markers before
-them), offsets committed in open transactions (with the offset commits) and ``find-hanging``'s
-verdicts (with the transactions they name).
+hanging, open, epoch mismatch), of the coordinator's decisions against the markers
+(``detect.decision_rules``: missing marker, outcome mismatch, coordinator stuck) and of
+duplicate markers (``detect.duplicate_marker_rules``). Here remain the rules that join their
+few rows with many: offsets committed in open transactions (with the offset commits) and
+``find-hanging``'s verdicts (with the transactions they name).
 """
 
 from __future__ import annotations
 
-
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from txn_audit.detect.words import DURATION_STEPS, KNOWN_MARKERS
+from txn_audit.detect.words import DURATION_STEPS
 from txn_audit.reconstruct import NAMED_MAX
 from txn_audit.schemas import FINDINGS, cast_select_list
 from txn_audit.severity import Severity
 from txn_audit.usage import AuditOptions
 
 #: the severities as the ``findings`` table stores them
-INFO, WARNING, CRITICAL = Severity.INFO.value, Severity.WARNING.value, Severity.CRITICAL.value
+INFO, WARNING = Severity.INFO.value, Severity.WARNING.value
 
 
 # -- formatting helpers -----------------------------------------------------------------
@@ -69,173 +67,6 @@ def finding(df: DataFrame, kind: str | Column, severity: Column | str, evidence:
     present = {name: f"`{name}`" for name in df.columns}
     sources = present | {name: f"`_finding_{name}`" for name in given}
     return computed.selectExpr(*cast_select_list(FINDINGS, sources))
-
-
-# -- coordinator against partitions ----------------------------------------------------------
-
-
-#: the partition transactions that are a marker without data following another marker of their
-#: producer there: every ``duplicate_marker_findings`` row is of one (a pyarrow filter)
-BARE_MARKERS = (pc.field("first_offset").is_null() & pc.field("marker_offset").is_valid()
-                & pc.field("prev_marker_offset").is_valid())
-
-
-def duplicate_marker_findings(ptx: DataFrame, bare: DataFrame, matches: DataFrame,
-                              producer_ids: DataFrame) -> DataFrame:
-    """``duplicate_marker``: a marker that repeats the previous marker of its producer on the
-    partition (same epoch) without a decision of its own: one decision written twice. A
-    coordinator writes a marker again when it resends after a lost answer or after a failover
-    reloads a Prepare* record; ``kafka-transactions.sh abort`` for a transaction that had already
-    ended leaves one too.
-
-    * With no record of the producer since the first, the repeat ends nothing (Kafka 4.2+
-      accepts it for this reason, KAFKA-19999): info, or a warning when its result differs from
-      the first's (whoever sent it may take a committed transaction for aborted).
-    * When the producer's next transaction was open there, the repeat ended it before its own
-      decision, whose marker then found nothing open (Kafka 4.2+ refuses such a repeat): a
-      warning, critical when that decision's result differs from the repeat's (exactly-once
-      violated). Seen from that later marker, so a next transaction never ended is not judged.
-
-    A repeat is told from a transaction that added the partition and wrote nothing to it (its
-    marker carries the same epoch under transaction version 1) by what is certain: the first
-    marker's epoch is above the data it ended (a bumped epoch: every marker of transaction
-    version 2, a coordinator's fence or timeout abort under version 1), or, under version 2, the
-    repeat's epoch equals the data it ended; or the coordinator log holds the Prepare* record the
-    first answered (``prepare_marker_matches``) and none is answered by the repeat (a later
-    transaction would have left one, which compaction cannot have removed while an earlier
-    record of its transactional id is still there).
-
-    ``bare``: the (topic, partition, producer, ``txn_seq``) of the ``BARE_MARKERS`` rows of ``ptx``,
-    few rows (read on the driver). Only those markers and the two before each are read, joined by
-    broadcast.
-    """
-    key = ["topic", "partition", "producer_id"]
-    wanted = bare.unionByName(bare.withColumn("txn_seq", F.col("txn_seq") - 1)).unionByName(
-        bare.withColumn("txn_seq", F.col("txn_seq") - 2)).distinct()
-    rows = ptx.join(F.broadcast(wanted), [*key, "txn_seq"]).where(F.col("marker_offset").isNotNull())
-    answers = matches.where(F.col("has_marker")).select(
-        *key, F.col("next_marker_offset").alias("marker_offset"), F.col("txn_log_partition").alias("log_partition"),
-        F.col("txn_log_offset").alias("log_offset"), F.col("state").alias("decided"),
-        ((F.col("state") == "PrepareAbort") & (F.col("ts") - F.col("started") >= F.col("timeout_ms")))
-        .alias("timed_out"), F.col("timeout_ms"),
-    )
-    answered = answers.join(F.broadcast(rows.select(*key, "marker_offset")), [*key, "marker_offset"])
-    tv2 = producer_ids.where(F.col("transaction_version") == 2).select("producer_id", F.lit(True).alias("tv2"))
-    marker = (
-        rows.join(answered, [*key, "marker_offset"], "left")
-        .join(F.broadcast(tv2), "producer_id", "left")
-        .select(
-            *key, "txn_seq", "broker_id", "transactional_id", "marker_offset", "marker_type", "marker_epoch",
-            "marker_timestamp", "first_offset", "last_data_offset", "max_epoch", "log_partition", "log_offset",
-            "decided", "timed_out", "timeout_ms",
-            F.coalesce("tv2", F.lit(False)).alias("tv2"),
-            F.coalesce(F.col("max_epoch") < F.col("marker_epoch"), F.lit(False)).alias("bumped"),
-        )
-    ).localCheckpoint()  # the three markers of each chain below are read from it
-
-    def step(back: int) -> DataFrame:
-        """``marker``'s columns, prefixed ``m<back>_``, keyed to the marker ``back`` after it."""
-        return marker.select(*key, (F.col("txn_seq") + back).alias("txn_seq"),
-                             *[F.col(c).alias(f"m{back}_{c}") for c in marker.columns if c not in key + ["txn_seq"]])
-
-    # the bare marker (m0), the one before it (m1) and the one before that (m2)
-    chain = step(0).join(bare, [*key, "txn_seq"]).join(step(1), [*key, "txn_seq"]).join(step(2), [*key, "txn_seq"],
-                                                                                         "left")
-
-    def repeats(later: int) -> Column:
-        """The marker ``later`` repeats the one before it: same epoch, no decision of its own, and
-        the one before it certainly ended its transaction with that epoch."""
-        first = later + 1
-        return (
-            (F.col(f"m{later}_marker_epoch") == F.col(f"m{first}_marker_epoch"))
-            & F.col(f"m{later}_log_offset").isNull()
-            & (F.col(f"m{first}_bumped") | F.col(f"m{first}_log_offset").isNotNull()
-               | (F.col(f"m{later}_tv2") & F.col(f"m{later}_first_offset").isNotNull()
-                  & (F.col(f"m{later}_max_epoch") == F.col(f"m{later}_marker_epoch"))))
-        )
-
-    noop = chain.where(repeats(0))
-    ended = chain.where(F.col("m1_first_offset").isNotNull() & F.col("m2_marker_offset").isNotNull()
-                        & F.coalesce(repeats(1), F.lit(False)))
-    known = (F.col("m0_marker_type").isin(*KNOWN_MARKERS) & F.col("m1_marker_type").isin(*KNOWN_MARKERS))
-
-    def word(column: str) -> Column:
-        """What a marker's type did to its transaction."""
-        return F.when(F.col(column) == "COMMIT", F.lit("committed")).when(
-            F.col(column) == "ABORT", F.lit("aborted")).otherwise(F.lit("decided"))
-
-    def first_was(first: int) -> Column:
-        at = F.format_string("__transaction_state-%d offset %d", F.col(f"m{first}_log_partition"),
-                             F.col(f"m{first}_log_offset"))
-        return (
-            F.when(F.col(f"m{first}_timed_out"), F.format_string(
-                "; the first was the coordinator's abort of a transaction open longer than its timeout of %d ms "
-                "(PrepareAbort at %s)", F.col(f"m{first}_timeout_ms"), at))
-            .when(F.col(f"m{first}_log_offset").isNotNull(),
-                  F.format_string("; the first answered the coordinator's %s at %s", F.col(f"m{first}_decided"), at))
-            .otherwise(F.lit(""))
-        )
-
-    resend = (". A coordinator's resend (after a lost answer or a coordinator failover), or kafka-transactions.sh "
-              "abort for a transaction that had ended, writes such a repeat")
-    # the repeat's result against the first's (no-op), the decision's against the repeat's (ended)
-    differs = known & (F.col("m0_marker_type") != F.col("m1_marker_type"))
-
-    def placed(repeat: int) -> dict[str, Column]:
-        """The finding's place, the marker ``repeat``, and its span: from the marker it repeats
-        to the bare marker (m0)."""
-        return {
-            "broker_id": F.col(f"m{repeat}_broker_id"), "transactional_id": F.col(f"m{repeat}_transactional_id"),
-            "producer_epoch": F.col(f"m{repeat}_marker_epoch"), "first_offset": F.col(f"m{repeat}_marker_offset"),
-            "last_offset": F.col("m0_marker_offset"), "first_timestamp_ms": F.col(f"m{repeat + 1}_marker_timestamp"),
-            "last_timestamp_ms": F.col("m0_marker_timestamp"),
-        }
-
-    noop_rows = finding(
-        noop,
-        "duplicate_marker",
-        F.when(differs, WARNING).otherwise(INFO),
-        F.concat(
-            F.format_string(
-                "%s marker at offset %d of %s repeats the %s marker at offset %d (producer %d, epoch %d) with no "
-                "record of the producer between them",
-                F.col("m0_marker_type"), F.col("m0_marker_offset"), pname(), F.col("m1_marker_type"),
-                F.col("m1_marker_offset"), F.col("producer_id"), F.col("m0_marker_epoch")),
-            first_was(1),
-            F.when(differs, F.concat(
-                F.lit(": it ended no transaction, but whoever sent it may take the transaction for "),
-                word("m0_marker_type"),
-                F.when(F.col("m1_first_offset").isNotNull(), F.format_string(
-                    "; its records at offsets %d-%d stay %s", F.col("m1_first_offset"), F.col("m1_last_data_offset"),
-                    word("m1_marker_type"))).otherwise(F.lit("")),
-            )).otherwise(F.lit(": it ended no transaction and changed nothing")),
-            F.lit(resend),
-            F.when(F.col("m0_tv2"), F.lit("; under transaction version 2, brokers from Kafka 4.2 write it only when "
-                                          "no transaction is open (KAFKA-19999)")).otherwise(F.lit("")),
-        ),
-        **placed(0),
-    )
-    ended_rows = finding(
-        ended,
-        "duplicate_marker",
-        F.when(differs, CRITICAL).otherwise(WARNING),
-        F.concat(
-            F.format_string(
-                "%s marker at offset %d of %s repeats the %s marker at offset %d (producer %d, epoch %d), but the "
-                "producer's next transaction was open here: the repeat ended its records at offsets %d-%d as %s "
-                "before their own decision, whose %s marker at offset %d then found nothing open",
-                F.col("m1_marker_type"), F.col("m1_marker_offset"), pname(), F.col("m2_marker_type"),
-                F.col("m2_marker_offset"), F.col("producer_id"), F.col("m1_marker_epoch"), F.col("m1_first_offset"),
-                F.col("m1_last_data_offset"), word("m1_marker_type"), F.col("m0_marker_type"),
-                F.col("m0_marker_offset")),
-            F.when(differs, F.lit(" (an exactly-once violation: the outcome differs)")).otherwise(F.lit("")),
-            first_was(2),
-            F.lit(resend),
-            F.lit("; brokers from Kafka 4.2 refuse a repeat while a transaction is open (KAFKA-19999)"),
-        ),
-        **placed(1),
-    )
-    return noop_rows.unionByName(ended_rows)
 
 
 # -- offsets ----------------------------------------------------------------------------------

@@ -140,11 +140,13 @@ def decisions(states: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return decided
 
 
-def read_follows(directory: str) -> pa.Table:
+def read_follows(directory: str, where: pc.Expression | None = None) -> pa.Table:
     """Every row the producer pass's tasks wrote into ``directory`` (``FOLLOW_FIELDS``), once it
-    has been computed, with each record's ``decision`` (``decisions``)."""
+    has been computed, or those that meet ``where`` (of ``FOLLOW_FIELDS``' columns; Parquet
+    answers it from its row groups' statistics first), with each record's ``decision``
+    (``decisions``)."""
     filesystem, path = located(directory)
-    rows = ds.dataset(path, format="parquet", filesystem=filesystem, schema=FOLLOW_FIELDS).to_table()
+    rows = ds.dataset(path, format="parquet", filesystem=filesystem, schema=FOLLOW_FIELDS).to_table(filter=where)
     return rows.append_column("decision", decisions(rows.column("state")))
 
 

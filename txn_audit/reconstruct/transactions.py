@@ -665,7 +665,8 @@ class Reconstruction:
     producer_events: DataFrame  # the producer rows a rule may flag (``producer_pass``)
     #: each transactional id's newest coordinator record, on the driver (``COORDINATOR_CURRENT``)
     coordinator: pa.Table
-    producer_ids: DataFrame
+    #: each producer id's transactional id and transaction version, on the driver (``PRODUCER_IDS``)
+    producer_ids: pa.Table
     replicas: DataFrame  # the chosen replica of each partition (``replicas.ranked_replicas`` rank 1)
     #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
     replica_stability: DataFrame
@@ -811,7 +812,7 @@ def reconstruct(raw: RawTables, *, as_of_ms: int, late_tolerance_ms: int, output
                                              conform_table(chosen_rows, PARTITION_STABILITY)),
         replica_stability=copies,
         producer_events=producer_events(passed),  # read once, by the producer rules, from the pass's checkpoint
-        coordinator=current_rows, producer_ids=ids, replicas=chosen.replicas,
+        coordinator=current_rows, producer_ids=id_rows, replicas=chosen.replicas,
         extent=arrow_frame(spark, manifest_extent(chosen.files("batches"))),
         batches=chosen.rows("batches"), markers=chosen.rows("control_markers"), coordinator_log=coordinator_log,
         offset_commits=chosen.rows("offset_commits"), prepare_follows=follows, output=output)
