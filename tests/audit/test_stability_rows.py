@@ -19,7 +19,7 @@ import pytest
 
 from txn_audit.manifest import describe_tables
 
-from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS, partition_stability
+from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS, narrowed_candidates, partition_stability
 from txn_audit.schemas import (
     BATCHES, COPY_COLUMNS, HW_CAPPED, PARTITION_COLUMNS, PARTITION_TRANSACTIONS, STABILITY_ROWS,
 )
@@ -164,7 +164,8 @@ def test_stability_rows_follow_the_leaders_rule_from_batches_and_from_a_frame(sp
     # the record batches a few rows at a time, as the driver reads a table's files
     from_batches = partition_stability(batch_files, ptx.to_batches(max_chunksize=5), replicas, as_of_ms=AS_OF,
                                        keys=keys)
-    from_frame = partition_stability(batch_files, arrow_frame(spark, ptx), replicas, as_of_ms=AS_OF, keys=keys)
+    from_frame = partition_stability(batch_files, narrowed_candidates(arrow_frame(spark, ptx), replicas, keys),
+                                     replicas, as_of_ms=AS_OF, keys=keys)
     assert from_batches.schema == STABILITY_ROWS
     assert from_batches.equals(from_frame)
     expected = _expected(replicas, transactions, batches, keys)

@@ -28,7 +28,7 @@ counted on the driver (``held_sums``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -113,24 +113,31 @@ def _candidates(rows: pa.Table) -> pa.Table:
     return rows.filter(pc.or_kleene(open_, unreplicated).fill_null(False))
 
 
-def transaction_candidates(transactions: DataFrame | Iterable[pa.RecordBatch], bounds: Sequence[Mapping[str, Any]],
+def transaction_candidates(transactions: Iterable[pa.RecordBatch], bounds: Sequence[Mapping[str, Any]],
                            keys: tuple[str, ...]) -> pa.Table:
     """The rows of the replicas' transactions (``keys`` and ``TRANSACTION_COLUMNS`` of
-    ``partition_transactions`` rows) that ``CANDIDATE_FILTER`` keeps, with their replica's ``hw``:
-    ``transactions`` is a frame (filtered in Spark, the few rows left collected) or the table's
-    record batches, read on the driver (each joined with the replicas and filtered in turn)."""
+    ``partition_transactions`` rows, as record batches read on the driver) that
+    ``CANDIDATE_FILTER`` keeps, with their replica's ``hw``: each batch joined with the replicas
+    and filtered in turn."""
     hws = _hw_table(bounds, keys)
     columns = [*keys, *TRANSACTION_COLUMNS]
-    if isinstance(transactions, DataFrame):
-        spark = transactions.sparkSession
-        found = (transactions.select(*columns).join(F.broadcast(arrow_frame(spark, hws)), list(keys))
-                 .where(CANDIDATE_FILTER).toArrow())
-        return found.select([*columns, "hw"]).cast(_candidate_schema(keys))
     parts = [_candidates(pa.Table.from_batches([batch]).select(columns).join(hws, list(keys), join_type="inner")
                          .select([*columns, "hw"]))
              for batch in transactions if batch.num_rows]
     schema = _candidate_schema(keys)
     return pa.concat_tables([part.cast(schema) for part in parts]) if parts else schema.empty_table()
+
+
+def narrowed_candidates(transactions: DataFrame, replicas: Sequence[Mapping[str, Any]],
+                        keys: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """The few rows of a frame of ``partition_transactions`` rows (the other copies', which no
+    table keeps) that ``CANDIDATE_FILTER`` keeps for ``replicas``, narrowed in Spark and collected
+    as record batches, for ``partition_stability``."""
+    hws = _hw_table([replica_bounds(replica) for replica in replicas], keys)
+    found = (transactions.select(*keys, *TRANSACTION_COLUMNS)
+             .join(F.broadcast(arrow_frame(transactions.sparkSession, hws)), list(keys))
+             .where(CANDIDATE_FILTER).toArrow())
+    yield from found.select([*keys, *TRANSACTION_COLUMNS]).to_batches()
 
 
 def _candidate_schema(keys: tuple[str, ...]) -> pa.Schema:
@@ -162,14 +169,15 @@ def first_unstable_offset(first_offset: int, log_start: int | None, batch_start:
 
 
 def partition_stability(
-    batch_files: TableManifest, transactions: DataFrame | Iterable[pa.RecordBatch],
+    batch_files: TableManifest, transactions: Iterable[pa.RecordBatch],
     replicas: Sequence[Mapping[str, Any]], *, as_of_ms: int, keys: tuple[str, ...] = PARTITION_COLUMNS,
 ) -> pa.Table:
     """One row per replica of ``replicas`` (``replicas.RankedReplicas.rows``), ``STABILITY_ROWS``,
-    from its transactions (``transaction_candidates``: a ``partition_transactions`` frame, or its
-    record batches read on the driver); the batches are read again only for replicas whose
-    records are held (``_held_counts``: with pyarrow from ``batch_files``, the manifest of the
-    replicas' batches in the raw tables' files). ``keys`` tell the replicas' rows apart in every frame: a partition's
+    from its transactions (``transaction_candidates``: record batches of ``partition_transactions``
+    rows, read on the driver from the table's files, or ``narrowed_candidates``' of the other
+    copies); the batches are read again only for replicas whose records are held
+    (``_held_counts``: with pyarrow from ``batch_files``, the manifest of the replicas' batches in
+    the raw tables' files). ``keys`` tell the replicas' rows apart in every frame: a partition's
     (``PARTITION_COLUMNS``) when ``replicas`` hold at most one copy per partition (the chosen
     ones, or those of one rank), a copy's (``COPY_COLUMNS``) for several ranks at once.
 

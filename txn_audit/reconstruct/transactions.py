@@ -74,7 +74,7 @@ from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_
 from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS as STABILITY_READ
-from txn_audit.reconstruct.stability import manifest_extent, partition_stability
+from txn_audit.reconstruct.stability import manifest_extent, narrowed_candidates, partition_stability
 from txn_audit.schemas import (
     COORDINATOR_CURRENT,
     COPY_COLUMNS,
@@ -916,7 +916,8 @@ def copies_stability(raw: RawTables, ranked: RankedReplicas, ranks: Sequence[int
                            batch_files=batch_files, marker_files=marker_files)
     ptx = partition_transactions(transaction_rows(passed), markers, snapshots, these, producer_ids,
                                  replicas_rows(raw.files("producer_snapshots"), keys), keys=told)
-    return partition_stability(batch_files, ptx, ranked.rows_of(*ranks), as_of_ms=as_of_ms, keys=told)
+    rows = ranked.rows_of(*ranks)
+    return partition_stability(batch_files, narrowed_candidates(ptx, rows, told), rows, as_of_ms=as_of_ms, keys=told)
 
 
 def replica_stability(spark: SparkSession, out: DerivedOutput, raw: RawTables, ranked: RankedReplicas,
