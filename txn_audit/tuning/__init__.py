@@ -38,7 +38,6 @@ sql.SESSION_SQL (arrow.pyspark.enabled=true): Arrow for pandas conversions: not 
 sql.SESSION_SQL (dataFrameDebugging.enabled=false): detection's JVM calls 7,588 vs 17,343, its time the same.
 sql.SESSION_SQL (codegen.useIdInClassName=false): 338 vs 367 classes compiled at 1 GiB; -0.26 s paired.
 sql.INTERPRETED_SQL, to INTERPRETED_MAX_BYTES (64 MiB, sized_for): no codegen; healthy about 3 s faster.
-workers.WORKER_SETTINGS (worker.reuse=true, Spark's default): workers kept across tasks: not measured.
 workers.WORKER_SETTINGS (arrow.maxBytesPerBatch=2**31-1): ordered pass at 1 GiB 6.5-7.6 vs 8.4-9.2 s.
 workers.LOCAL_DAEMON_MODULE (daemon, archives off the path): workers' CPU at 1 GiB 11 vs 50 s.
 daemon.frozen_after_each_task: gc.freeze after a task; workers' CPU at 1 GiB 17.2 vs 22.7 s.

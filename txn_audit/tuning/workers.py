@@ -9,7 +9,6 @@ from __future__ import annotations
 #: settings of every session ``spark.build_session`` builds (under spark-submit, those its
 #: ``--conf`` does not give)
 WORKER_SETTINGS = {
-    "spark.python.worker.reuse": "true",
     # rows go to Python workers in Arrow batches of at most maxRecordsPerBatch; with a byte
     # limit too (64 MiB by default in Spark 4.1) the whole batch's size is recomputed after
     # every row, a fifth of the ordered pass's time. Int.MaxValue switches that limit off.
