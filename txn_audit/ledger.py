@@ -27,7 +27,7 @@ from typing import Any
 
 from txn_audit.manifest import Manifest, TableManifest, describe_tables, file_from_json, file_json
 
-__all__ = ["Entry", "LEDGER_FILE", "Ledger", "RAW", "VERSION", "WORK"]
+__all__ = ["Entry", "LEDGER_FILE", "Ledger", "RAW", "TABLE", "VERSION", "WORK"]
 
 #: the ledger's file, beside the tables it describes
 LEDGER_FILE = "_ledger.json"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from txn_audit.audit_time import AuditTime, CopyEvidence, choose_audit_time
 from txn_audit.formats.layout import TRANSACTION_STATE_TOPIC
 from txn_audit.ingest.discover import Inventory
-from txn_audit.ledger import RAW, WORK, Entry, Ledger
+from txn_audit.ledger import RAW, TABLE, WORK, Entry, Ledger
 from txn_audit.manifest import TIME_COLUMNS
 from txn_audit.progress import spark_progress
 from txn_audit.results import Finding, Incident, PartitionStatus, finding_order
@@ -246,7 +246,7 @@ def choose_time(scan: Scan, ledger: Ledger) -> Ledger:
     for name in DERIVED_TABLES:
         drop_table(str(scan.tables_dir / name))
     shutil.rmtree(quality, ignore_errors=True)
-    return ledger.without("table").without(WORK).ran_with(options.recorded())
+    return ledger.without(TABLE).without(WORK).ran_with(options.recorded())
 
 
 def fresh(scan: Scan) -> bool:
