@@ -182,3 +182,38 @@ def test_a_packed_task_gives_its_body_one_item_a_batch() -> None:
     out = list(each_item(iter([packed.slice(0, 1), packed.slice(1, 1)]), body=body))
     assert seen == [{"topic": "a", "rows": 3}, {"topic": "b", "rows": 1}, {"topic": "c", "rows": 2}]
     assert [batch.num_rows for batch in out] == [1, 1, 1]
+
+
+def test_a_footer_is_read_once_per_file_and_again_once_the_file_changes(tmp_path: Path) -> None:
+    """``reading.Footers``: a file's footer is parsed once while the file is unchanged, and read
+    anew once a file of the same name is written again (another size or time), so a row group is
+    never read through a stale footer; no more than ``kept`` footers are held."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from txn_audit.replica_tasks.reading import Footers
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=5)
+    footers = Footers(kept=1)
+    source, _ = footers.opened(path.as_uri())
+    source.close()
+    (first,) = footers._footers.values()
+    source, again = footers.opened(path.as_uri())
+    assert list(footers._footers.values()) == [first]  # the same footer, not read again
+    assert again.read_row_group(1)["x"].to_pylist() == [5, 6, 7, 8, 9]
+    source.close()
+    pq.write_table(pa.table({"x": list(range(100, 103))}), path)  # rewritten: another footer
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    source, rewritten = footers.opened(path.as_uri())
+    (footer,) = footers._footers.values()
+    assert footer is not first and rewritten.num_row_groups == 1
+    assert rewritten.read_row_group(0)["x"].to_pylist() == [100, 101, 102]
+    source.close()
+    other = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"x": [1]}), other)
+    footers.opened(other.as_uri())[0].close()
+    assert len(footers._footers) == 1  # the newest only
