@@ -34,15 +34,15 @@ def _snapshot(root: Path, rows: list[dict[str, object]], scan_dir: str) -> Path:
 def test_equal_snapshots_pass_whatever_the_row_order_and_scan_folder(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     rows = [{"offset": 1, "headers": {"b": 1, "a": 2}}, {"offset": 0, "headers": {}}]
-    a = _snapshot(tmp_path / "a", rows, "/tmp/one")
-    b = _snapshot(tmp_path / "b", rows[::-1], "/var/other")
+    a = _snapshot(tmp_path / "a", rows, str(tmp_path / "one"))
+    b = _snapshot(tmp_path / "b", rows[::-1], str(tmp_path / "other"))
     assert _script().compare(a, b) == 0
     assert "EQUAL" in capsys.readouterr().out
 
 
 def test_a_changed_row_is_shown_from_both_sides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    a = _snapshot(tmp_path / "a", [{"offset": 0, "lso": 5}, {"offset": 1, "lso": 7}], "/tmp/one")
-    b = _snapshot(tmp_path / "b", [{"offset": 0, "lso": 5}, {"offset": 1, "lso": 8}], "/tmp/one")
+    a = _snapshot(tmp_path / "a", [{"offset": 0, "lso": 5}, {"offset": 1, "lso": 7}], str(tmp_path / "one"))
+    b = _snapshot(tmp_path / "b", [{"offset": 0, "lso": 5}, {"offset": 1, "lso": 8}], str(tmp_path / "one"))
     (b / "sample").mkdir()
     (b / "sample" / "summary.jsonl").write_text("{}\n")
     assert _script().compare(a, b) == 1
