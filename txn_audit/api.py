@@ -134,7 +134,7 @@ class ScanResult:
     partitions: list[PartitionStatus]
     #: every live copy of every partition, by topic and partition, the chosen ones first
     replicas: list[ReplicaStatus]
-    #: in the one finding order (``txn_audit.detect.finding_order``): most severe first
+    #: in the one finding order (``txn_audit.results.finding_order``): most severe first
     findings: list[Finding]
     ingest: IngestResult
     out_dir: Path | None

@@ -497,7 +497,7 @@ PRODUCER_IDS = pa.schema(
 )
 
 #: per partition: from when on the dump holds its data, its oldest batch's first timestamp
-#: (``stability.partition_extent``)
+#: (``stability.manifest_extent``)
 PARTITION_EXTENT = pa.schema([pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
                               pa.field("covers_from", pa.int64())])
 

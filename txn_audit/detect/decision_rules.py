@@ -171,7 +171,7 @@ def stuck_findings(matches: list[dict[str, Any]], newest_markers: dict[Key, int]
 
 def in_dump(matches: pa.Table, extent: pa.Table) -> pa.Table:
     """``matches`` with ``covers_from`` (the oldest batch time of the record's partition, from
-    ``extent``: ``partition_extent`` rows; null when the dump does not hold the partition) and
+    ``extent``: ``PARTITION_EXTENT`` rows; null when the dump does not hold the partition) and
     ``in_dump``: whether the partition is in the dump from before the record's time (unknown
     when the record's time is), so that a marker missing there would show."""
     placed = matches.join(extent.select(["topic", "partition", "covers_from"]), ["topic", "partition"],

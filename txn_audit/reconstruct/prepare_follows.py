@@ -8,7 +8,7 @@ tasks answer this for the Prepare* records of their partition, as the markers go
 only one candidate per Prepare* record: the first marker at or after its time. Each answer
 carries its Prepare* record, so the rules read the answers as they are: Spark need not read,
 join and order every marker, nor order the coordinator log a second time
-(``detect.rules.prepare_marker_matches`` does so for frames the pass does not read from files).
+(``tests/audit/spark_matching.py`` does so, as the tests' reference).
 
 The Prepare* records reach the pass's tasks as files: the coordinator pass's tasks write them
 (``PrepareFile``: ordered by partition, so that the row groups of a few partitions are all a

@@ -670,7 +670,7 @@ class Reconstruction:
     replicas: DataFrame  # the chosen replica of each partition (``replicas.ranked_replicas`` rank 1)
     #: every live copy of every partition, audited on its own data (``REPLICA_STABILITY``)
     replica_stability: DataFrame
-    extent: DataFrame  # per partition: its oldest batch time (``partition_extent``)
+    extent: DataFrame  # per partition: its oldest batch time (``manifest_extent``)
     #: the chosen replicas' rows of the raw tables detect reads (``on_replicas``)
     batches: DataFrame
     markers: DataFrame
