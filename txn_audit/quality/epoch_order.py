@@ -38,12 +38,10 @@ from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.reading import (
     REPLICA_FILES_ITEM,
     int_values,
-    item_list,
     read_by_tasks,
     replica_columns,
     replica_file_items,
-    replica_filter,
-    table_dataset,
+    replica_tables,
 )
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS
 
@@ -121,12 +119,7 @@ def _grouped(rows: pa.Table) -> pa.Table:
 
 def epoch_spans(item: Mapping[str, object], order: EpochOrder, chunk_rows: int = CHUNK_ROWS) -> pa.Table:
     """The spans (``SPANS``) of ``item``'s replica (``reading.REPLICA_FILES_ITEM``), read from its
-    files, in no particular order."""
-    dataset = table_dataset(item_list(item, "files"), ALL_TABLES[order.table])
-    condition = replica_filter(item)
-    extra = order.arrow_filter()
-    if extra is not None:
-        condition = condition & extra
+    row groups (``reading.replica_tables``), in no particular order."""
     found = SPANS.empty_table()
     held: list[pa.RecordBatch] = []
     held_rows = 0
@@ -140,10 +133,11 @@ def epoch_spans(item: Mapping[str, object], order: EpochOrder, chunk_rows: int =
                                       chunk.column(order.epoch).cast(pa.int32()), offsets, offsets], schema=SPANS)
         return _grouped(pa.concat_tables([found, chunk]))
 
-    for batch in dataset.to_batches(columns=["producer_id", order.epoch, order.offset], filter=condition,
-                                    use_threads=False, batch_readahead=1, fragment_readahead=1):
-        held.append(batch)
-        held_rows += batch.num_rows
+    read = ["producer_id", order.epoch, order.offset]
+    read += [column for column, _, _ in order.where if column not in read]
+    for part in replica_tables(item, read, where=order.arrow_filter(), schema=ALL_TABLES[order.table]):
+        held.extend(part.to_batches())
+        held_rows += part.num_rows
         if held_rows >= chunk_rows:
             found, held, held_rows = fold(), [], 0
     return fold()

@@ -5,11 +5,11 @@ The rows are those of a window ``lag(...) OVER (PARTITION BY broker_id, log_dir,
 ORDER BY base_offset, position)`` where the batch repeats the previous one's base offset or starts
 at or before its last offset; nulls sort first and compare as SQL does. When the batches read
 the files ingest wrote as they are, their manifest is given (``txn_audit.manifest``) and they
-hold at least ``reading.TASKS_MIN_ROWS`` rows, each task reads its replicas' three offset columns
-from the files and sorts them itself unless they are in order already (``txn_audit.replica_tasks``):
-a Spark window would shuffle and sort every batch with all four replica columns in its key. Any other frame takes the
-window: a small dump's batches among them, for which it costs less than the tasks' Python
-workers.
+hold at least ``reading.TASKS_MIN_ROWS`` rows, each task (``txn_audit.replica_tasks``) reads its
+replicas' three offset columns from their row groups (``reading.replica_tables``) and sorts them
+itself unless they are in order already: a Spark window would shuffle and sort every batch with
+all four replica columns in its key. Any other frame takes the window: a small dump's batches
+among them, for which it costs less than the tasks' Python workers.
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ from txn_audit.replica_tasks.reading import (
     SAMPLE_EVERY,
     int_values,
     item_int,
-    item_list,
     read_by_tasks,
     replica_columns,
     replica_file_items,
-    replica_filter,
+    replica_tables,
     sampled_cuts,
-    table_dataset,
 )
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
 
@@ -59,38 +57,41 @@ WINDOW_ROWS = 4_000_000
 _OFFSETS = ["base_offset", "last_offset", "position"]
 
 
-def _windows(dataset: ds.Dataset, rows: ds.Expression, count: int, window_rows: int) -> list[ds.Expression]:
-    """Filters that split the replica's batches into base-offset windows of about ``window_rows``,
-    in order; the first also holds the batches without a base offset (they sort first)."""
-    if count > window_rows:  # an upper bound, from the row groups' statistics
-        count = dataset.count_rows(filter=rows)
-    if count <= window_rows:
-        return [rows]
-    sampled = [batch.column("base_offset").drop_null().to_numpy()[::SAMPLE_EVERY]
-               for batch in dataset.to_batches(columns=["base_offset"], filter=rows, use_threads=False,
-                                               batch_readahead=1, fragment_readahead=1)]
+def _windows(item: Mapping[str, object], window_rows: int) -> list[tuple[int | None, int | None]]:
+    """Base-offset windows of about ``window_rows`` of the replica's batches, in order, as (from,
+    to) bounds (None: open); the first also holds the batches without a base offset (they sort
+    first)."""
+    if item_int(item, "rows") <= window_rows:  # an upper bound, from the manifest
+        return [(None, None)]
+    sampled = [table.column("base_offset").drop_null().to_numpy()[::SAMPLE_EVERY]
+               for table in replica_tables(item, ["base_offset"])]
     offsets = np.sort(np.concatenate(sampled)) if sampled else np.empty(0, np.int64)
-    cuts = sampled_cuts(offsets, window_rows, SAMPLE_EVERY)
+    cuts: list[int | None] = list(sampled_cuts(offsets, window_rows, SAMPLE_EVERY))
     if not cuts:
-        return [rows]
+        return [(None, None)]
+    return list(zip([None, *cuts], [*cuts, None], strict=True))
+
+
+def _window_filter(low: int | None, high: int | None) -> ds.Expression | None:
     base = ds.field("base_offset")
-    bounded = [base.is_null() | (base < cuts[0])]
-    bounded += [(base >= low) & (base < high) for low, high in zip(cuts, cuts[1:], strict=False)]
-    bounded.append(base >= cuts[-1])
-    return [rows & window for window in bounded]
+    if low is None and high is None:
+        return None
+    if low is None:
+        return base.is_null() | (base < high)
+    return base >= low if high is None else (base >= low) & (base < high)
 
 
 def replica_neighbours(item: Mapping[str, object], window_rows: int = WINDOW_ROWS) -> Iterator[pa.RecordBatch]:
-    """The neighbour rows (``NEIGHBOURS``) of ``item``'s replica, read from its files."""
-    dataset = table_dataset(item_list(item, "files"))
-    rows = replica_filter(item)
+    """The neighbour rows (``NEIGHBOURS``) of ``item``'s replica, read from its row groups."""
     # the previous batch in order: (base offset, is it known, last offset, is it known)
     carried = (0, False, 0, False)
-    for window in _windows(dataset, rows, item_int(item, "rows"), window_rows):
-        table = dataset.to_table(columns=_OFFSETS, filter=window, use_threads=False,
-                                 batch_readahead=1, fragment_readahead=1)
-        if not table.num_rows:
+    for low, high in _windows(item, window_rows):
+        parts = list(replica_tables(item, _OFFSETS, where=_window_filter(low, high), low=low, high=high,
+                                    schema=_BATCHES))
+        if not parts:
             continue
+        table = pa.concat_tables(parts)
+        del parts
         base, base_known, last, last_known = _in_order(table)
         del table
         flagged = _flagged(base, base_known, last, last_known, carried)

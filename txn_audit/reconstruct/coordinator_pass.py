@@ -48,7 +48,7 @@ from txn_audit.formats.model import LAST_PRODUCER_EPOCH, PREPARE_STATES
 from txn_audit.formats.txn_state import txn_partitions_for
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
 from txn_audit.replica_tasks.commit import file_name
-from txn_audit.replica_tasks.reading import int_values, item_int, item_list, replica_filter, table_dataset
+from txn_audit.replica_tasks.reading import int_values, item_int, replica_tables
 from txn_audit.schemas import COORDINATOR_CURRENT, PRODUCER_IDS, REPLICA_COLUMNS, TXN_LOG
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
@@ -140,9 +140,8 @@ def misplaced(transactional_ids: pa.Array, partition: int, partitions: int | Non
 def _read(item: Mapping[str, object]) -> pa.Table:
     """``item``'s records, the columns the pass reads; those of strings that repeat (``_DICTIONARIES``)
     as the files' dictionaries, decoded only in the rows the pass gives."""
-    dataset = table_dataset(item_list(item, "files"), dictionaries=_DICTIONARIES)
-    return dataset.to_table(columns=_READ, filter=replica_filter(item), use_threads=False,
-                            batch_readahead=1, fragment_readahead=1)
+    parts = list(replica_tables(item, _READ, dictionaries=_DICTIONARIES))
+    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
 
 
 def partition_parts(records: pa.Table) -> Iterator[tuple[str, pa.StructArray]]:

@@ -67,6 +67,7 @@ REPLICA_FILES_ITEM = pa.schema([
     *REPLICA_FIELDS,
     pa.field("files", pa.list_(pa.string())),
     pa.field("rows", pa.int64()),
+    pa.field("groups", pa.list_(ROW_GROUP)),
 ])
 
 
@@ -81,18 +82,23 @@ TASKS_MIN_ROWS = 100_000
 def read_by_tasks(table: TableManifest | None) -> TypeGuard[TableManifest]:
     """Whether a quality check reads the table whose files ``table`` describes (None: a frame
     that does not read files as they are) by a task per replica (``replica_file_items``) rather
-    than by Spark: when the manifest tells each file's replicas and the table holds at least
+    than by Spark: when the manifest tells each row group's replica and the table holds at least
     ``TASKS_MIN_ROWS`` rows."""
-    return table is not None and table.replicas() is not None and table.rows >= TASKS_MIN_ROWS
+    return (table is not None and table.replicas() is not None and table.per_replica
+            and table.rows >= TASKS_MIN_ROWS)
 
 
 def replica_file_items(table: TableManifest) -> list[dict[str, object]]:
     """``REPLICA_FILES_ITEM`` rows for ``table``'s files (their manifest): one per replica,
-    largest first."""
+    largest first, each with its row groups (``replica_groups``). Raises ``ValueError`` when a
+    row group does not name its replica (ingest writes a replica's rows in row groups of their own)."""
     items: list[dict[str, object]] = []
     for replica in table.replicas() or ():
+        groups = replica_groups(table, replica)
+        if groups is None:
+            raise ValueError(f"the row groups of table {table.name} do not each name their replica")
         items.append({**dict(zip(REPLICA_COLUMNS, replica, strict=True)), "files": replica_uris(table, replica),
-                      "rows": table.rows_of(replica)})
+                      "rows": table.rows_of(replica), "groups": groups})
     items.sort(key=lambda item: (-item_int(item, "rows"), repr([item[k] for k in REPLICA_COLUMNS])))
     return items
 
@@ -176,14 +182,15 @@ class Footers:
         self.kept = kept
         self._footers: dict[tuple[str, int | None, int | None], pq.FileMetaData] = {}
 
-    def opened(self, uri: str) -> tuple[pa.NativeFile, pq.ParquetFile]:
-        """The file at ``uri`` opened, with its footer read once while it is unchanged."""
+    def opened(self, uri: str, dictionaries: Sequence[str] = ()) -> tuple[pa.NativeFile, pq.ParquetFile]:
+        """The file at ``uri`` opened, with its footer read once while it is unchanged; string
+        columns ``dictionaries`` read as dictionary arrays."""
         filesystem, path = fs.FileSystem.from_uri(uri)
         info = filesystem.get_file_info(path)
         key = (uri, info.size, info.mtime_ns)
         source = filesystem.open_input_file(path)
         footer = self._footers.pop(key, None)
-        parquet = pq.ParquetFile(source, metadata=footer)
+        parquet = pq.ParquetFile(source, metadata=footer, read_dictionary=list(dictionaries) or None)
         self._footers[key] = parquet.metadata if footer is None else footer  # the newest last
         while len(self._footers) > self.kept:
             del self._footers[next(iter(self._footers))]
@@ -198,8 +205,9 @@ class ParquetFiles:
     the process): a replica's pieces are many row groups of a few files. Closed together
     (``close``, or on leaving a ``with`` block)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dictionaries: Sequence[str] = ()) -> None:
         self._opened: dict[str, tuple[pa.NativeFile, pq.ParquetFile]] = {}
+        self._dictionaries = dictionaries
 
     def __enter__(self) -> ParquetFiles:
         return self
@@ -209,10 +217,14 @@ class ParquetFiles:
 
     def row_group(self, piece: Piece, columns: list[str]) -> pa.Table:
         """``columns`` of the row group ``piece``."""
-        opened = self._opened.get(piece.uri)
+        return self.read(piece.uri, piece.index, columns)
+
+    def read(self, uri: str, index: int, columns: list[str]) -> pa.Table:
+        """``columns`` of row group ``index`` of the file at ``uri``."""
+        opened = self._opened.get(uri)
         if opened is None:
-            opened = self._opened[piece.uri] = FOOTERS.opened(piece.uri)
-        found: pa.Table = opened[1].read_row_group(piece.index, columns=columns)
+            opened = self._opened[uri] = FOOTERS.opened(uri, self._dictionaries)
+        found: pa.Table = opened[1].read_row_group(index, columns=columns)
         return found
 
     def close(self) -> None:
@@ -258,6 +270,33 @@ def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
             # windows are in order: a few together make batches large enough for their reader
             yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
             ready, ready_rows = [], 0
+
+
+def replica_tables(item: Mapping[str, object], columns: list[str], *, where: ds.Expression | None = None,
+                   low: int | None = None, high: int | None = None, schema: pa.Schema | None = None,
+                   dictionaries: Sequence[str] = ()) -> Iterator[pa.Table]:
+    """The rows of ``item``'s replica (``REPLICA_FILES_ITEM``), ``columns`` of them, a table per
+    row group: only its row groups are read (``ParquetFiles``: each file's footer parsed once in
+    the process), not every row group's statistics of its files. ``where``: a filter on the
+    rows; ``low``/``high``: the rows' offsets from ``low`` (inclusive) to ``high`` (exclusive),
+    which skips the row groups the manifest places outside them. ``schema``: the types the
+    columns are read as (a file may hold a column as nulls); ``dictionaries``: string columns read
+    as dictionary arrays."""
+    wanted = None if schema is None else pa.schema([schema.field(name) for name in columns
+                                                    if name not in dictionaries])
+    with ParquetFiles(dictionaries) as files:
+        for group in item_list(item, "groups"):
+            if (low is not None and group["high"] is not None and group["high"] < low) or \
+                    (high is not None and group["low"] is not None and group["low"] >= high):
+                continue
+            table = files.read(group["uri"], group["index"], columns)
+            if wanted is not None:
+                table = table.cast(pa.schema([f.with_type(wanted.field(f.name).type) if f.name in wanted.names else f
+                                              for f in table.schema]))
+            if where is not None:
+                table = table.filter(where)
+            if table.num_rows:
+                yield table
 
 
 def producer_span(groups: Iterable[Mapping[str, Any]]) -> int | None:
