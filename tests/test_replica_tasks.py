@@ -184,36 +184,34 @@ def test_a_packed_task_gives_its_body_one_item_a_batch() -> None:
     assert [batch.num_rows for batch in out] == [1, 1, 1]
 
 
-def test_a_footer_is_read_once_per_file_and_again_once_the_file_changes(tmp_path: Path) -> None:
-    """``reading.Footers``: a file's footer is parsed once while the file is unchanged, and read
-    anew once a file of the same name is written again (another size or time), so a row group is
-    never read through a stale footer; no more than ``kept`` footers are held."""
+def test_a_file_is_opened_once_and_again_once_it_changes(tmp_path: Path) -> None:
+    """``reading.OpenedFiles``: a file is opened (its footer parsed) once while it is unchanged,
+    and anew once a file of the same name is written again (another size or time), so a row
+    group is never read through a stale footer; no more than ``kept`` files are held open."""
     import os
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from txn_audit.replica_tasks.reading import Footers
+    from txn_audit.replica_tasks.reading import OpenedFiles
 
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"x": list(range(10))}), path, row_group_size=5)
-    footers = Footers(kept=1)
-    source, _ = footers.opened(path.as_uri())
-    source.close()
-    (first,) = footers._footers.values()
-    source, again = footers.opened(path.as_uri())
-    assert list(footers._footers.values()) == [first]  # the same footer, not read again
+    files = OpenedFiles(kept=1)
+    first = files.opened(path.as_uri())
+    again = files.opened(path.as_uri())
+    assert again is first  # the same reader, its footer not read again
     assert again.read_row_group(1)["x"].to_pylist() == [5, 6, 7, 8, 9]
-    source.close()
     pq.write_table(pa.table({"x": list(range(100, 103))}), path)  # rewritten: another footer
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    source, rewritten = footers.opened(path.as_uri())
-    (footer,) = footers._footers.values()
-    assert footer is not first and rewritten.num_row_groups == 1
+    rewritten = files.opened(path.as_uri())
+    assert rewritten is not first and rewritten.num_row_groups == 1
     assert rewritten.read_row_group(0)["x"].to_pylist() == [100, 101, 102]
-    source.close()
+    ((source, _),) = files._files.values()
     other = tmp_path / "u.parquet"
     pq.write_table(pa.table({"x": [1]}), other)
-    footers.opened(other.as_uri())[0].close()
-    assert len(footers._footers) == 1  # the newest only
+    files.opened(other.as_uri())
+    assert len(files._files) == 1 and source.closed  # the newest only; the one let go is closed
+    files.close()
+    assert not files._files

@@ -1,16 +1,19 @@
 """``partition_transactions`` written by the producer pass's own tasks with pyarrow (no pyspark here).
 
 When the pass reads the raw tables' files (``pass_files``), each task writes the transactions
-of its replica (or share of producers) as one Parquet file of ``PARTITION_TRANSACTIONS``. They
-then never go through Spark: not handed to the JVM, kept in a checkpoint, joined, and written
-again by Spark's Parquet writer, which alone took 3.3 s for the 3.4 M transactions of the
-4 GiB benchmark.
+of its items (replicas, or shares of a replica's producers) as one Parquet file of
+``PARTITION_TRANSACTIONS``, in row groups of up to ``CHUNK_ROWS``. They then never go through
+Spark: not handed to the JVM, kept in a checkpoint, joined, and written again by Spark's Parquet
+writer, which alone took 3.3 s for the 3.4 M transactions of the 4 GiB benchmark. One file per
+task, not per item: a broker of thousands of partitions, most of them small, would otherwise
+write (and the summary and the stability read) thousands of small files.
 
 A row needs its producer's last write on the partition (the newest event of the producer's
-last transaction there), known only once the pass is past that producer. So a task spills its
-rows to a local Arrow file as the pass yields them, keeps one last write per producer, then
-reads the rows back, completes them and writes the Parquet file: a worker holds one chunk of
-rows at a time, whatever the number of transactions.
+last transaction there), known only once the pass is past that producer. So an item's rows are
+held (``TransactionFile``) until the pass is done with the item, its last write per producer
+kept, then completed and handed to the task's file; an item of more than ``CHUNK_ROWS`` rows
+spills them to a local Arrow file and reads them back a chunk at a time: a worker holds one
+chunk of rows at a time, whatever the number of transactions.
 """
 
 from __future__ import annotations
@@ -86,15 +89,16 @@ def known_ids(producer_ids: pa.Table) -> _Lookup:
 
 
 class TransactionFile:
-    """One task's transactions (``ordered_pass.transaction_pass``'s ``txn`` rows of one replica,
-    in the pass's order, in which each producer's transactions come in their order, its last one
-    last), written as the Parquet file ``directory/name``, atomically, on ``close``."""
+    """One item's transactions (``ordered_pass.transaction_pass``'s ``txn`` rows of one replica or
+    share, in the pass's order, in which each producer's transactions come in their order, its
+    last one last), completed on ``close`` and handed to ``written`` (the task's file) as
+    ``PARTITION_TRANSACTIONS`` rows. Held in memory up to ``CHUNK_ROWS`` rows, spilled to a local
+    Arrow file beyond."""
 
-    def __init__(self, directory: str, name: str, transactional_ids: _Lookup) -> None:
-        self.directory, self.name, self.transactional_ids = directory, name, transactional_ids
+    def __init__(self, written: TableFile, transactional_ids: _Lookup) -> None:
+        self.written, self.transactional_ids = written, transactional_ids
         self.rows = 0
-        self._spill = tempfile.TemporaryDirectory(prefix="txn-audit-txns-")
-        self._path = os.path.join(self._spill.name, "rows.arrow")
+        self._spill: tempfile.TemporaryDirectory[str] | None = None
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -107,9 +111,14 @@ class TransactionFile:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
-        if kind is None:
-            self.close()
-        self._spill.cleanup()
+        try:
+            if kind is None:
+                self.close()
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            if self._spill is not None:
+                self._spill.cleanup()
 
     def add(self, txns: pa.RecordBatch) -> None:
         """Rows of ``KEY_COLUMNS`` + ``ordered_pass.txn_fields()``, in the pass's order."""
@@ -121,33 +130,37 @@ class TransactionFile:
         self._last_events.append(txns.column("last_event_timestamp").filter(pa.array(last)))
         self._pending.append(txns)
         self._pending_rows += txns.num_rows
+        self.rows += txns.num_rows
         if self._pending_rows >= CHUNK_ROWS:
-            self._flush()
+            self._spill_pending()
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
+    def _spill_pending(self) -> None:
         chunk = pa.Table.from_batches(self._pending).combine_chunks().to_batches()[0]
         if self._writer is None:
-            self._writer = ipc.new_file(self._path, chunk.schema)
+            self._spill = tempfile.TemporaryDirectory(prefix="txn-audit-txns-")
+            self._writer = ipc.new_file(os.path.join(self._spill.name, "rows.arrow"), chunk.schema)
         self._writer.write_batch(chunk)
-        self.rows += chunk.num_rows
         self._pending, self._pending_rows = [], 0
 
     def close(self) -> int:
-        """Write the file (none when the task found no transaction); the number of rows."""
-        self._flush()
-        if self._writer is None:
+        """Hand the completed rows to the task's file; the number of rows."""
+        if not self.rows:
             return 0
+        last_writes = self._last_writes()
+        if self._writer is None:  # every row held
+            for batch in self._pending:
+                self.written.add(self._completed(batch, last_writes))
+            self._pending = []
+            return self.rows
+        if self._pending:
+            self._spill_pending()
         self._writer.close()
         self._writer = None
-        last_writes = self._last_writes()
-        with pa.OSFile(self._path) as source:  # read chunk by chunk: a mapped file's pages would count as memory
+        assert self._spill is not None
+        with pa.OSFile(os.path.join(self._spill.name, "rows.arrow")) as source:  # chunk by chunk, not mapped
             spilled = ipc.open_file(source)
-            # committed as ``replica_tasks.commit`` does: a retried task writes the same rows under the same name
-            with TableFile(self.directory, self.name, PARTITION_TRANSACTIONS, WRITER_OPTIONS) as written:
-                for index in range(spilled.num_record_batches):
-                    written.add(self._completed(spilled.get_batch(index), last_writes), row_group_size=CHUNK_ROWS)
+            for index in range(spilled.num_record_batches):
+                self.written.add(self._completed(spilled.get_batch(index), last_writes))
         return self.rows
 
     def _last_writes(self) -> _Lookup:
@@ -177,8 +190,9 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
                               read_partitions: Sequence[tuple[str, int]],
                               producer_ids: pa.Table) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: ``pass_files.PASS_ITEM`` rows in; out come the ``event``
-    rows of each item, as rows of ``output`` (``event``, ``txn``; ``txn`` null). Each item's
-    transactions are written to ``directory`` (``file_name(task, job)``). The task reads the
+    rows of each item, as rows of ``output`` (``event``, ``txn``; ``txn`` null). The task's
+    transactions are written to one file in ``directory``, named after its first item's ``task``
+    (``file_name(task, job)``). The task reads the
     Prepare* records of its items' partitions from the files in ``prepares_dir``
     (``prepare_follows.read_prepares``) and writes what follows each, for its item's partition
     and producers, to one file in ``follows_dir`` (``prepare_follows.FOLLOW_FIELDS``, named after
@@ -191,11 +205,12 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
         return
     known = known_ids(producer_ids)
     prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item in work})
-    with TableFile(follows_dir, file_name(item_int(work[0], "task"), job), FOLLOW_FIELDS,
-                   FOLLOW_WRITER_OPTIONS) as follows:
+    name = file_name(item_int(work[0], "task"), job)
+    with TableFile(follows_dir, name, FOLLOW_FIELDS, FOLLOW_WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as follows, \
+            TableFile(directory, name, PARTITION_TRANSACTIONS, WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as task_file:
         for item in work:
             follower = PrepareFollower(_prepares_of(item, prepares))
-            with TransactionFile(directory, file_name(item_int(item, "task"), job), known) as written:
+            with TransactionFile(task_file, known) as written:
                 for out in item_pass(item, late_tolerance_ms=late_tolerance_ms,
                                      unsequenced_topics=unsequenced_topics, seen=follower.add):
                     txn = out.column("txn")

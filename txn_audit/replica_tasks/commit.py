@@ -69,31 +69,58 @@ class TableFile:
     """One task's file ``directory/name`` of a table of ``schema``, written as rows are added
     (``add``), committed (``commit_file``) when the block ends without an error; none when no
     row was added. ``options``: the Parquet writer's keywords (``schemas.writer_options``; none:
-    pyarrow's defaults, every column a dictionary)."""
+    pyarrow's defaults, every column a dictionary). ``buffer_rows``: rows added are held and
+    written in row groups of that many (a task adding a few rows per item, for thousands of
+    items, would otherwise write as many tiny row groups); None: each ``add`` is written at once."""
 
-    def __init__(self, directory: str, name: str, schema: pa.Schema, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, directory: str, name: str, schema: pa.Schema, options: Mapping[str, Any] | None = None,
+                 buffer_rows: int | None = None) -> None:
         self.directory, self.name, self.schema = directory, name, schema
         self.options = dict(options or {})
+        self.buffer_rows = buffer_rows
         self.rows = 0
         self._stack = ExitStack()
         self._writer: pq.ParquetWriter | None = None
+        self._held: list[pa.Table] = []
+        self._held_rows = 0
 
     def __enter__(self) -> TableFile:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
+        if kind is None:
+            try:
+                self._write_held()
+            except BaseException as failed:
+                self._stack.__exit__(type(failed), failed, failed.__traceback__)  # the file dropped
+                raise
         self._stack.__exit__(kind, error, trace)  # the writer closed, then the file committed or dropped
 
     def add(self, rows: pa.Table, row_group_size: int | None = None) -> None:
-        """``rows`` (cast to the schema) appended, as row groups of at most ``row_group_size``."""
+        """``rows`` (cast to the schema) appended, as row groups of at most ``row_group_size``
+        (with ``buffer_rows``: held, then written in row groups of ``buffer_rows``)."""
         if not rows.num_rows:
             return
+        self.rows += rows.num_rows
+        if self.buffer_rows is None:
+            self._write(rows.cast(self.schema), row_group_size)
+            return
+        self._held.append(rows.cast(self.schema))
+        self._held_rows += rows.num_rows
+        if self._held_rows >= self.buffer_rows:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        if self._held:
+            held, self._held, self._held_rows = pa.concat_tables(self._held), [], 0
+            self._write(held, self.buffer_rows)
+
+    def _write(self, rows: pa.Table, row_group_size: int | None) -> None:
         if self._writer is None:
             sink = self._stack.enter_context(commit_file(self.directory, self.name))
             self._writer = self._stack.enter_context(pq.ParquetWriter(sink, self.schema, **self.options))
-        self._writer.write_table(rows.cast(self.schema), row_group_size=row_group_size)
-        self.rows += rows.num_rows
+        self._writer.write_table(rows, row_group_size=row_group_size)
 
 
 def drop_table(directory: str) -> None:

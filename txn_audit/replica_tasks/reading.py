@@ -164,49 +164,62 @@ def pieces_in_order(sides: Sequence[Iterable[Mapping[str, Any]] | None]) -> list
     return sorted(pieces, key=lambda piece: (piece.low, piece.side))
 
 
-#: how many files' footers a process keeps (``FOOTERS``): those of the files its tasks' items
-#: read, a few per table
-FOOTERS_KEPT = 16
+#: how many opened files a process keeps (``OPENED``): those of the files its tasks' items read,
+#: a few per table
+FILES_KEPT = 16
 
 
-class Footers:
-    """Parquet footers read in this process, by file, size and modification time, the newest
-    ``FOOTERS_KEPT``. A footer lists every row group of its file, one per replica and segment, so
-    its size grows with the partitions a file holds; a task's items, a replica each, read row
-    groups of the same few files. Parsed once per file and not once per item: on the benchmark's
-    dump of 2,000 partitions (``scan_bench.py --workload uniform --sizes 0.05 --partitions 2000``)
-    the producer pass over 400 items took 3.0 s of a core instead of 6.9 s, the scan's rebuilding
-    48 s instead of 57 s."""
+class OpenedFiles:
+    """Parquet files opened in this process, by file, size and modification time, the newest
+    ``FILES_KEPT``, each with its footer parsed. A footer lists every row group of its file, one
+    per replica and segment, so its size grows with the partitions a file holds; a task's items,
+    a replica each, read row groups of the same few files. Opened once per file and not once per
+    item: on the benchmark's dump of 2,000 partitions (``scan_bench.py --workload uniform --sizes
+    0.05 --partitions 2000``) parsing the footers once took the producer pass over 400 items from
+    6.9 s to 3.0 s of a core; keeping them open too (a reader made from a parsed footer costs
+    1.3 ms), with a file of transactions per task rather than per item (``transaction_files``),
+    took the pass over 300 items of ``scale_bench.py``'s dump of 2,050 partitions from 2.0-2.1 s
+    to 1.4-1.7 s (warm, two runs each). For the tasks of one process, one at a time: an opened
+    file is not shared between threads."""
 
-    def __init__(self, kept: int = FOOTERS_KEPT) -> None:
+    def __init__(self, kept: int = FILES_KEPT) -> None:
         self.kept = kept
-        self._footers: dict[tuple[str, int | None, int | None], pq.FileMetaData] = {}
+        self._files: dict[tuple[str, int | None, int | None, tuple[str, ...]], tuple[pa.NativeFile, pq.ParquetFile]] \
+            = {}
 
-    def opened(self, uri: str, dictionaries: Sequence[str] = ()) -> tuple[pa.NativeFile, pq.ParquetFile]:
-        """The file at ``uri`` opened, with its footer read once while it is unchanged; string
-        columns ``dictionaries`` read as dictionary arrays."""
+    def opened(self, uri: str, dictionaries: Sequence[str] = ()) -> pq.ParquetFile:
+        """The file at ``uri``, opened once while it is unchanged; string columns ``dictionaries``
+        read as dictionary arrays."""
         filesystem, path = fs.FileSystem.from_uri(uri)
         info = filesystem.get_file_info(path)
-        key = (uri, info.size, info.mtime_ns)
-        source = filesystem.open_input_file(path)
-        footer = self._footers.pop(key, None)
-        parquet = pq.ParquetFile(source, metadata=footer, read_dictionary=list(dictionaries) or None)
-        self._footers[key] = parquet.metadata if footer is None else footer  # the newest last
-        while len(self._footers) > self.kept:
-            del self._footers[next(iter(self._footers))]
-        return source, parquet
+        key = (uri, info.size, info.mtime_ns, tuple(dictionaries))
+        found = self._files.pop(key, None)
+        if found is None:
+            source = filesystem.open_input_file(path)
+            found = (source, pq.ParquetFile(source, read_dictionary=list(dictionaries) or None))
+        self._files[key] = found  # the newest last
+        while len(self._files) > self.kept:
+            source, _ = self._files.pop(next(iter(self._files)))
+            source.close()
+        return found[1]
+
+    def close(self) -> None:
+        """Close every file kept."""
+        for source, _ in self._files.values():
+            source.close()
+        self._files.clear()
 
 
-FOOTERS = Footers()
+OPENED = OpenedFiles()
 
 
 class ParquetFiles:
-    """The files of a task's row groups, each opened once (``FOOTERS``: its footer read once in
-    the process): a replica's pieces are many row groups of a few files. Closed together
-    (``close``, or on leaving a ``with`` block)."""
+    """The files of a task's row groups (``OPENED``: each opened once in the process), looked up
+    once per file while a replica's pieces are read: they are many row groups of a few files.
+    Forgotten together (``close``, or on leaving a ``with`` block); ``OPENED`` keeps them open."""
 
     def __init__(self, dictionaries: Sequence[str] = ()) -> None:
-        self._opened: dict[str, tuple[pa.NativeFile, pq.ParquetFile]] = {}
+        self._opened: dict[str, pq.ParquetFile] = {}
         self._dictionaries = dictionaries
 
     def __enter__(self) -> ParquetFiles:
@@ -223,13 +236,11 @@ class ParquetFiles:
         """``columns`` of row group ``index`` of the file at ``uri``."""
         opened = self._opened.get(uri)
         if opened is None:
-            opened = self._opened[uri] = FOOTERS.opened(uri, self._dictionaries)
-        found: pa.Table = opened[1].read_row_group(index, columns=columns)
+            opened = self._opened[uri] = OPENED.opened(uri, self._dictionaries)
+        found: pa.Table = opened.read_row_group(index, columns=columns)
         return found
 
     def close(self) -> None:
-        for source, _ in self._opened.values():
-            source.close()
         self._opened.clear()
 
 
