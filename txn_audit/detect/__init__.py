@@ -51,7 +51,7 @@ from txn_audit.detect.transaction_rules import JUDGED, transaction_findings
 from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, read_follows
-from txn_audit.replica_tasks.reading import manifest_dataset
+from txn_audit.replica_tasks.reading import manifest_dataset, read_table
 from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
@@ -419,6 +419,8 @@ def _read(table: TableManifest, columns: Sequence[str] | None = None,
           condition: ds.Expression | None = None) -> pa.Table:
     """``columns`` (None: every column) of the rows of the files ``table`` lists that meet
     ``condition``, with the table's schema (``schemas.ALL_TABLES``)."""
+    if condition is None:  # the whole table, each file in one read
+        return read_table(table, columns)
     schema = ALL_TABLES[table.name]
     names = list(columns or schema.names)
     dataset = manifest_dataset(table)

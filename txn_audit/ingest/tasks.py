@@ -57,9 +57,11 @@ class TableRows:
         self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in WORKER_OUTPUTS}
         self.parts: dict[str, list[pa.StructArray]] = {name: [] for name in WORKER_OUTPUTS}
         self.task = -1
+        self._part_rows = 0  # the rows in ``parts``, counted as they come and go (``clear_parts``)
 
     def __len__(self) -> int:
-        return sum(len(r) for r in self.rows.values()) + sum(len(a) for p in self.parts.values() for a in p)
+        """The rows held: asked after each decoded file, so counted, not summed over every part."""
+        return sum(len(r) for r in self.rows.values()) + self._part_rows
 
     def add(self, table: str, row: tuple[Any, ...]) -> None:
         self.rows[table].append(row)
@@ -68,6 +70,12 @@ class TableRows:
         """Append rows already in the table's struct type, after the tuple rows added so far."""
         self._seal(table)
         self.parts[table].append(rows)
+        self._part_rows += len(rows)
+
+    def clear_parts(self, table: str) -> None:
+        """Forget the parts of ``table`` (written, or handed on)."""
+        self._part_rows -= sum(len(part) for part in self.parts[table])
+        self.parts[table].clear()
 
     def _seal(self, table: str) -> None:
         rows = self.rows[table]
@@ -79,6 +87,7 @@ class TableRows:
                     [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], fields=list(schema)
                 )
             )
+            self._part_rows += len(rows)
             rows.clear()
 
     def issue(self, task: FileTask, issue: DecodeIssue) -> None:
@@ -102,4 +111,4 @@ class TableRows:
             for other in WORKER_OUTPUTS:
                 arrays.append(struct if other == name else pa.nulls(len(struct), combined.field(other).type))
             yield pa.RecordBatch.from_arrays(arrays, schema=combined)
-            parts.clear()
+            self.clear_parts(name)

@@ -647,10 +647,10 @@ def write_partition(
                 writers[name].write_table(rows)
                 replicas[name].add(replica)
             written[name] += table.num_rows
-            parts.clear()
+            out.clear_parts(name)
         out._seal("slice_summary")
         summaries.extend(out.parts["slice_summary"])
-        out.parts["slice_summary"].clear()
+        out.clear_parts("slice_summary")
 
     def close() -> None:
         nonlocal sequence

@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 
 from txn_audit.manifest import TableManifest
 from txn_audit.quality.checks import FAULT_COLUMNS, ROW_RULES, RowRule
-from txn_audit.replica_tasks.reading import item_int, item_list, manifest_dataset, table_dataset
+from txn_audit.replica_tasks.reading import item_int, item_list, table_batches, table_dataset
 from txn_audit.schemas import ALL_TABLES
 
 if TYPE_CHECKING:
@@ -105,8 +105,11 @@ def faults_frame(table: str, frame: DataFrame, files: TableManifest | None = Non
     if files.rows > DRIVER_ROWS:
         return tasks_over_items(spark, _file_items(files), FILES_ITEM,
                                 functools.partial(faults_in_files, table=table), spark_schema(schema))
-    rows = manifest_dataset(files)
-    found = faults_of(rows, table) if rows is not None else None
+    # file by file, a batch at a time (``table_batches``): a dataset would scan the files' row
+    # groups, one per replica, each on its own
+    parts = [faults_of(ds.dataset(pa.Table.from_batches([batch])), table)
+             for batch in table_batches(files, FAULT_COLUMNS[table])]
+    found = pa.concat_tables(parts) if parts else None
     if found is None or not found.num_rows:
         found = schema.empty_table()  # one empty chunk: pyspark cannot convert a table of none
     return spark.createDataFrame(found, spark_schema(schema))

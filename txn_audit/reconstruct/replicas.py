@@ -14,7 +14,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct.replica_choice import CopyFacts, Leadership, RankedReplica, rank_replicas, replica_name
 from txn_audit.replica_tasks import read_as_is
-from txn_audit.replica_tasks.reading import manifest_dataset
+from txn_audit.replica_tasks.reading import read_table
 from txn_audit.schemas import REPLICA_COLUMNS, Replica
 
 REPLICA_KEYS = REPLICA_COLUMNS
@@ -130,9 +130,8 @@ def _replica_of(row: Mapping[str, Any]) -> Replica:
 
 def small_table_rows(files: TableManifest) -> list[dict[str, Any]]:
     """Every row of a table of a few rows per partition, as dicts, read on the driver with
-    pyarrow from ``files`` (no Spark job)."""
-    dataset = manifest_dataset(files)
-    rows: list[dict[str, Any]] = [] if dataset is None else dataset.to_table().to_pylist()
+    pyarrow from ``files`` (``reading.read_table``: no Spark job)."""
+    rows: list[dict[str, Any]] = read_table(files).to_pylist()
     return rows
 
 

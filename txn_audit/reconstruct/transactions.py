@@ -72,7 +72,7 @@ from txn_audit.reconstruct.transaction_files import (
 )
 from txn_audit.replica_tasks import drop_table, finish_table, new_job, replicas_rows, start_table, tasks_over_items
 from txn_audit.replica_tasks.commit import TableFile, file_name
-from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, manifest_dataset, replica_file_items
+from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, item_int, read_table, replica_file_items
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS as STABILITY_READ
 from txn_audit.reconstruct.stability import manifest_extent, narrowed_candidates, partition_stability
 from txn_audit.schemas import (
@@ -573,11 +573,11 @@ def _snapshots_may_show_open(files: TableManifest, offsets: DataFrame) -> bool:
     replicas = files.replicas()
     if replicas is None:
         return True
-    dataset = manifest_dataset(files)
-    if dataset is None:
+    if not files.files:
         return False
-    entries = dataset.to_table(columns=[*REPLICA_COLUMNS, "snapshot_offset"],
-                               filter=(ds.field("current_txn_first_offset") >= 0) & ds.field("crc_ok")).to_pylist()
+    read = read_table(files, [*REPLICA_COLUMNS, "snapshot_offset", "current_txn_first_offset", "crc_ok"])
+    entries = read.filter((ds.field("current_txn_first_offset") >= 0) & ds.field("crc_ok")).select(
+        [*REPLICA_COLUMNS, "snapshot_offset"]).to_pylist()
     if not entries:
         return False
     bounds: dict[tuple[str, int, int | None], list[tuple[int | None, int | None]]] = {}
