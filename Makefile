@@ -11,6 +11,7 @@ FUZZ_SEED ?= 20261123
 KAFKA_VERSIONS ?= 2.8.2 3.6.2 3.9.2 4.0.2 4.1.2 4.4.0
 SCENARIOS ?= all
 CORPUS ?= tests/corpus
+EXECUTOR_ENV ?= dist/txn-audit-executor-env.tar.gz
 
 # the test tiers (docs/testing.md): `-m` expressions over the markers in pyproject.toml
 FAST_TIER := not spark and not corpus and not live
@@ -19,7 +20,7 @@ SPARK_TIER := spark and not corpus and not live
 NO_JAVA := JAVA_HOME=/nonexistent/the-fast-tier-starts-no-jvm
 
 .PHONY: env java browser kafka-tools lint demo test test-fast test-spark test-corpus test-live fuzz sample \
-	kafka-corpus clean help
+	kafka-corpus executor-env clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
@@ -34,7 +35,8 @@ help:
 	@echo "make sample - regenerate the bundled sample dump"
 	@echo "make kafka-corpus [KAFKA_VERSIONS='4.4.0 3.6.2'] [SCENARIOS='healthy crashed-producer']"
 	@echo "             - run real Kafka brokers on 127.0.0.1 and rewrite $(CORPUS)/kafka-<version>/<scenario>/"
-	@echo "make clean  - remove .venv and outputs"
+	@echo "make executor-env - pack txn_audit and its runtime dependencies for executors ($(EXECUTOR_ENV))"
+	@echo "make clean  - remove .venv, dist and outputs"
 
 env:
 	@PYTHON="$(PYTHON)" VENV="$(VENV)" scripts/ensure-env.sh
@@ -47,6 +49,10 @@ browser:
 
 kafka-tools:
 	@scripts/ensure-kafka-tools.sh
+
+# rebuilt only when pyproject.toml or txn_audit/ changed since (README: "On a real cluster")
+executor-env: env
+	@PYTHON="$(PYTHON)" VENV="$(VENV)" scripts/build-executor-env.sh $(EXECUTOR_ENV)
 
 lint: env
 	$(BIN)/ruff check txn_audit jobs
@@ -82,4 +88,4 @@ sample: env
 	$(BIN)/txn-audit sample --out $(SAMPLE_DIR) --force
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out dist .pytest_cache

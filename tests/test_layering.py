@@ -89,7 +89,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"quality", "report", "warehouse"}),
     frozenset({"stages"}),
     frozenset({"explore", "api"}),
-    frozenset({"cli"}),
+    frozenset({"cli", "executor_env"}),  # executor_env imports every module, by name
 )
 
 

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "nightly_audit.py"
+PROBE = Path(__file__).resolve().parent / "executor_probe.py"
+BUILD_EXECUTOR_ENV = REPO / "scripts" / "build-executor-env.sh"
+EXECUTOR_ENV = REPO / "dist" / "txn-audit-executor-env.tar.gz"
+BUILD_TIMEOUT_S = 1800
 AUDIT_DATE = date(2026, 11, 20)
 PART = partition_name(AUDIT_DATE)
 SUBMIT_TIMEOUT_S = 900
@@ -73,9 +77,9 @@ class Run:
         return "\n".join(self.output.splitlines()[-lines:])
 
 
-def _start(cmd: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _start(cmd: list[str], log: Path, env: dict[str, str], cwd: Path = REPO) -> subprocess.Popen[bytes]:
     with log.open("ab") as sink:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+        return subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                 start_new_session=True)
 
 
@@ -98,8 +102,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _submit(master: str, dump: Path, warehouse: str, tmp: Path, *extra: str) -> Run:
-    """``spark-submit jobs/nightly_audit.py`` with a lean JVM; its whole output is returned."""
+def _submit(master: str, dump: Path, warehouse: str, tmp: Path, *extra: str,
+            options: tuple[str, ...] = (), app: tuple[str, ...] = (str(JOB),)) -> Run:
+    """``spark-submit jobs/nightly_audit.py`` with a lean JVM; its whole output is returned.
+    ``options`` go to spark-submit, ``app`` replaces the job's path (another entry point and its
+    own arguments), ``extra`` follows the job's options."""
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "spark-submit.log"
     cmd = [
@@ -107,7 +114,7 @@ def _submit(master: str, dump: Path, warehouse: str, tmp: Path, *extra: str) -> 
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", "spark.executor.memory=1g", "--conf", f"spark.local.dir={tmp / 'local'}",
         "--conf", f"spark.driver.extraJavaOptions={LEAN_JVM}", "--conf", f"spark.executor.extraJavaOptions={LEAN_JVM}",
-        str(JOB), "--dump", str(dump), "--warehouse", warehouse, "--audit-date", AUDIT_DATE.isoformat(), *extra,
+        *options, *app, "--dump", str(dump), "--warehouse", warehouse, "--audit-date", AUDIT_DATE.isoformat(), *extra,
     ]
     proc = _start(cmd, log, _env(tmp))
     try:
@@ -154,6 +161,86 @@ def _assert_findings_match(warehouse: Path, sample: SampleScan) -> None:
     assert results  # the GX results came along
 
 
+# -- the executor environment: what executors elsewhere run ---------------------------------
+
+
+def _build_python() -> str:
+    """The interpreter the executor environment is made from: the one this environment was
+    made from, so executors run the driver's Python version."""
+    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+@pytest.fixture(scope="session")
+def executor_env() -> Path:
+    """``dist/txn-audit-executor-env.tar.gz``, built by ``scripts/build-executor-env.sh`` when it
+    is missing or older than pyproject.toml or txn_audit/ (a few minutes), else used as it is."""
+    env = os.environ | {"VENV": sys.prefix, "PYTHON": _build_python()}
+    try:
+        done = subprocess.run([str(BUILD_EXECUTOR_ENV), str(EXECUTOR_ENV)], capture_output=True, text=True,
+                              timeout=BUILD_TIMEOUT_S, env=env, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"scripts/build-executor-env.sh did not build {EXECUTOR_ENV} in {BUILD_TIMEOUT_S} s")
+    if done.returncode != 0 or not EXECUTOR_ENV.is_file():
+        pytest.fail(f"scripts/build-executor-env.sh could not build {EXECUTOR_ENV} "
+                    f"(exit code {done.returncode}):\n{(done.stdout + done.stderr)[-6000:]}")
+    return EXECUTOR_ENV
+
+
+def _development_paths() -> list[Path]:
+    """Where the development side lives: the source tree and the environment running the tests."""
+    return [REPO, Path(sys.prefix), Path(sys.prefix).resolve()]
+
+
+def _is_development(path: str) -> bool:
+    return any(Path(path) == dev or dev in Path(path).parents for dev in _development_paths())
+
+
+def _node_env(root: Path) -> dict[str, str]:
+    """What a worker node's processes see: the system's PATH without the development environment,
+    no PYTHONPATH and no PYSPARK_PYTHON; Spark from the node's own installation."""
+    env = {k: os.environ[k] for k in ("HOME", "USER", "LANG", "LC_ALL", "TZ", "JAVA_HOME") if k in os.environ}
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not _is_development(p))
+    (root / "local").mkdir(parents=True, exist_ok=True)
+    return env | {"PATH": path, "SPARK_HOME": str(root / "spark"), "SPARK_LOCAL_IP": "127.0.0.1",
+                  "SPARK_LOCAL_DIRS": str(root / "local"), "TMPDIR": str(root / "local")}
+
+
+def _install_spark(dest: Path) -> None:
+    """The nodes' Spark: a copy (hard links where the file system allows) of the Spark
+    distribution inside the driver's pyspark package, so no daemon runs from the driver's tree."""
+    def link_or_copy(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    shutil.copytree(_spark_home(), dest, symlinks=True, copy_function=link_or_copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+
+@pytest.mark.live
+def test_the_executor_environment_imports_what_executors_need(executor_env: Path, tmp_path: Path) -> None:
+    """The packed environment, unpacked elsewhere and run isolated (``-I``, a bare environment,
+    from a folder outside the source tree) imports txn_audit and every runtime dependency from
+    itself alone."""
+    target = tmp_path / "environment"
+    target.mkdir()
+    subprocess.run(["tar", "-xzf", str(executor_env), "-C", str(target)], check=True, timeout=600)
+    assert list(target.glob("lib/python*/site-packages/txn_audit/__init__.py"))
+    assert not list(target.glob("lib/python*/site-packages/pyspark/jars/*.jar"))  # the cluster's Spark has them
+    done = subprocess.run([str(target / "bin" / "python"), "-I", "-m", "txn_audit.executor_env"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout)
+    assert report["missing"] == {}
+    assert report["prefix"] == str(target)
+    assert report["version"] == ".".join(map(str, sys.version_info[:3]))  # the driver's: PySpark insists
+    for name, file in report["modules"].items():
+        assert Path(file).is_relative_to(target), f"{name} came from {file}, outside the executor environment"
+    assert not any(_is_development(entry) for entry in report["path"]), report["path"]
+
+
 # -- spark-submit, standalone cluster ------------------------------------------------------
 
 
@@ -180,13 +267,17 @@ class Cluster:
 
 @pytest.fixture
 def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """A master and two one-core workers on 127.0.0.1, from the Spark inside the pyspark package."""
+    """A master and two one-core workers on 127.0.0.1, as nodes apart from the development side:
+    they run a Spark installed for them (``_install_spark``), from their own folder, with an
+    environment that names neither the source tree nor the development environment
+    (``_node_env``); executors get their Python from the application (``--archives``)."""
     root = tmp_path / "cluster"
     logs = root / "logs"
     logs.mkdir(parents=True)
-    env = _env(root) | {"SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(root / "work"),
-                        "SPARK_DAEMON_MEMORY": "512m", "SPARK_DAEMON_JAVA_OPTS": LEAN_JVM}
-    spark_class = str(_spark_home() / "bin" / "spark-class")
+    _install_spark(root / "spark")
+    env = _node_env(root) | {"SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(root / "work"),
+                             "SPARK_DAEMON_MEMORY": "512m", "SPARK_DAEMON_JAVA_OPTS": LEAN_JVM}
+    spark_class = str(root / "spark" / "bin" / "spark-class")
     port, ui_port = _free_port(), _free_port()
     worker_dirs = [root / "work" / f"worker-{i}" for i in (1, 2)]
     procs: list[subprocess.Popen[bytes]] = []
@@ -206,14 +297,14 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
 
     try:
         procs.append(_start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                             "--port", str(port), "--webui-port", str(ui_port)], logs / "master.out", env))
+                             "--port", str(port), "--webui-port", str(ui_port)], logs / "master.out", env, root))
         wait_for(lambda: (_master_state(ui_port) or {}).get("status") == "ALIVE", "the master")
         for i, work in enumerate(worker_dirs, 1):
             work.mkdir(parents=True)
             procs.append(_start([spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
                                  "--host", "127.0.0.1", "--cores", "1", "--memory", "2g",
                                  "--webui-port", str(_free_port()), "--work-dir", str(work)],
-                                logs / f"worker-{i}.out", env))
+                                logs / f"worker-{i}.out", env, root))
         wait_for(lambda: (_master_state(ui_port) or {}).get("aliveworkers") == 2, "two workers to register")
         yield Cluster(f"spark://127.0.0.1:{port}", ui_port, worker_dirs)
     finally:
@@ -221,15 +312,43 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
             _stop(proc)
 
 
+def _assert_executors_ran_the_artifact(reports: list[dict[str, Any]], cluster: Cluster) -> None:
+    """Each report (one task's ``describe``) shows the Python of the unpacked ``environment``
+    in an executor's folder, every module from there or the node's Spark, and nothing of the
+    development side; the tasks ran on both workers."""
+    assert reports, "the probe ran no task"
+    workers = set()
+    for report in reports:
+        cwd = Path(report["cwd"])
+        worker = next((w for w in cluster.worker_dirs if w in cwd.parents), None)
+        assert worker is not None, f"a task ran in {cwd}, not in an executor's folder"
+        workers.add(worker)
+        assert report["missing"] == {}, report["missing"]
+        assert Path(report["executable"]) == cwd / "environment" / "bin" / "python"
+        assert Path(report["prefix"]) == cwd / "environment"
+        assert report["version"] == ".".join(map(str, sys.version_info[:3]))
+        assert Path(report["modules"]["txn_audit"]).is_relative_to(cwd / "environment")
+        node_spark = cluster.worker_dirs[0].parents[1] / "spark"
+        for name, file in report["modules"].items():
+            assert Path(file).is_relative_to(cwd / "environment") or Path(file).is_relative_to(node_spark), (name, file)
+        searched = [*report["path"], *report["pythonpath"].split(os.pathsep)]
+        development = [p for p in searched if p and _is_development(p)]
+        assert development == [], development
+    assert workers == set(cluster.worker_dirs), "the probe's tasks did not run on both workers"
+
+
 # -- spark-submit: local mode, then a standalone cluster, for one audit date -------------------
 
 
 @pytest.mark.live
 def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
-    spark: SparkSession, sample_scan: SampleScan, standalone_cluster: Cluster, tmp_path: Path
+    spark: SparkSession, sample_scan: SampleScan, executor_env: Path, standalone_cluster: Cluster, tmp_path: Path
 ) -> None:
     """One spark-submit in local mode, then a rerun of the same date on a standalone cluster
-    (given the warehouse as a file:// URI): the date's partitions are replaced, not appended."""
+    (given the warehouse as a file:// URI): the date's partitions are replaced, not appended.
+    On the cluster the executors run the packed executor environment (``--archives``, its
+    ``bin/python`` as ``spark.pyspark.python``), and a probe after the job, in the same
+    application, shows they did; the driver runs this environment's Python."""
     warehouse = tmp_path / "warehouse"
     expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
     assert expected == 1  # the sample has findings planted on purpose
@@ -242,12 +361,19 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     before = _snapshot(warehouse)
     assert sum(map(len, before.values())) > 0
 
-    second = _submit(standalone_cluster.url, sample_scan.dump, warehouse.as_uri(), tmp_path / "second")
+    probe = tmp_path / "executors.json"
+    second = _submit(
+        standalone_cluster.url, sample_scan.dump, warehouse.as_uri(), tmp_path / "second",
+        options=("--archives", f"{executor_env}#environment", "--conf", "spark.pyspark.python=./environment/bin/python",
+                 "--conf", f"spark.pyspark.driver.python={sys.executable}"),
+        app=(str(PROBE), str(probe)),
+    )
     assert second.code == expected, second.tail()
     state = _master_state(standalone_cluster.ui_port) or {}
     assert len(state.get("completedapps", [])) == 1, state  # the rerun ran on the cluster, not in local mode
     for work in standalone_cluster.worker_dirs:  # and both workers ran an executor for it
         assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work}"
+    _assert_executors_ran_the_artifact(json.loads(probe.read_text()), standalone_cluster)
     _assert_layout(warehouse)
     assert _snapshot(warehouse) == before
     _assert_findings_match(warehouse, sample_scan)
