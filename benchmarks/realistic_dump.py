@@ -30,19 +30,28 @@ arrival, a late record absorbed by the next transaction, a missing marker, a lon
 transaction, a coordinator stuck in ``PrepareCommit``, a sequence gap, a flipped bit in a batch
 and a torn last batch (the broker did not shut down cleanly).
 
+Laid out over more partitions (``--lanes N``, the issue of a broker with thousands of
+partitions): the copies are dealt to N lanes in turn, lane 0 on the topics above and lane ``L``
+on topics ``orders.l007``, ``payments.v2.l007``, ... (16 partitions a lane), all lanes writing at
+the same time; the block is made smaller (fewer transactions per producer) so every lane gets a
+copy, keeping the bytes, the producers' mix and the coordinator's share of them.
+
 Usage::
 
     python benchmarks/realistic_dump.py OUT --gib 0.05
+    python benchmarks/realistic_dump.py OUT --gib 0.25 --lanes 125   # 2,000 data partitions
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import random
 import struct
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,7 +59,11 @@ from typing import Any
 
 from txn_audit.formats.compression import CODEC_NAMES
 from txn_audit.formats.model import BatchHeader, TxnLogValue
+from crc32c import crc32c
+
 from txn_audit.formats.record_batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
     PRODUCER_ID_OFFSET,
     RECORDS_OFFSET,
 )
@@ -76,6 +89,7 @@ CODECS = ("gzip", "lz4", "zstd", "snappy", "none")
 PID_STRIDE = 1_000  # producer ids of copy c are the block's plus c * PID_STRIDE
 ANOMALY_PID = 900_000_000  # producer ids of the anomalies, simulated once after the copies
 _Q = struct.Struct(">q")
+_U = struct.Struct(">I")
 
 Actor = Generator[int, None, None]
 
@@ -102,6 +116,8 @@ class DumpShape:
     """What a generated dump holds (also written as ``shape.json`` beside ``broker-1``)."""
 
     copies: int = 0
+    lanes: int = 1
+    partitions: int = 0
     block_seconds: float = 0.0
     data_bytes: int = 0
     data_batches: int = 0
@@ -226,16 +242,25 @@ class _Plan:
     block: bytes
     headers: list[BatchHeader]
     offsets: int  # offsets per copy
+    aborted: list[Any]  # the block's aborted-transaction index entries
+    producers: list[ProducerState]  # the block's producer states at its end
 
 
 def _copy_tid(tid: str, copy: int) -> str:
     return f"{tid}.c{copy:05d}"
 
 
-def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer: int = 40, seed: int = 23,
-                         segment_max_bytes: int = 128 << 20) -> DumpShape:
-    """Write ``out/broker-1`` holding at least ``size_bytes`` of data and coordinator records."""
-    started = time.perf_counter()
+def lane_topic(topic: str, lane: int) -> str:
+    """The name of ``topic`` in lane ``lane`` (lane 0 keeps the block's names)."""
+    return topic if lane == 0 else f"{topic}.l{lane:03d}"
+
+
+def _topic_id(topic: str) -> str:
+    """A stable topic id per name (22 base64 characters, as ``partition.metadata`` holds)."""
+    return base64.urlsafe_b64encode(hashlib.md5(topic.encode()).digest()).decode()[:22]
+
+
+def _simulated_block(txns_per_producer: int, seed: int) -> tuple[Cluster, RecordingCoordinator, int]:
     rng = random.Random(seed)
     clock = Clock()
     clock.now = BASE_TIME_MS
@@ -250,6 +275,25 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
     cluster = Cluster({1: broker}, logs, clock, rng)
     coordinator = RecordingCoordinator(cluster)
     end = _simulate_block(cluster, coordinator, txns_per_producer)
+    return cluster, coordinator, end
+
+
+def _block_bytes(cluster: Cluster, coordinator: RecordingCoordinator) -> int:
+    data = sum(len(log.active.data) for log in cluster.logs.values() if log.topic != TXN_STATE_TOPIC)
+    return data + 170 * len(coordinator.writes)  # about 170 bytes a coordinator record batch
+
+
+def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer: int = 40, seed: int = 23,
+                         segment_max_bytes: int = 128 << 20, lanes: int = 1) -> DumpShape:
+    """Write ``out/broker-1`` holding at least ``size_bytes`` of data and coordinator records,
+    its copies of the block dealt to ``lanes`` sets of 16 data partitions."""
+    started = time.perf_counter()
+    cluster, coordinator, end = _simulated_block(txns_per_producer, seed)
+    if lanes > 1 and _block_bytes(cluster, coordinator) * lanes > size_bytes:  # a smaller block, a copy a lane
+        per_txn = _block_bytes(cluster, coordinator) / txns_per_producer
+        txns_per_producer = max(1, int(size_bytes / lanes / per_txn))
+        cluster, coordinator, end = _simulated_block(txns_per_producer, seed)
+    broker, logs, clock = cluster.brokers[1], cluster.logs, cluster.clock
     span = end - BASE_TIME_MS + 1_000
     shape = DumpShape(block_seconds=time.perf_counter() - started, txn_producers=TXN_PRODUCERS,
                       tv2_producers=sum(i % 3 == 2 for i in range(TXN_PRODUCERS)),
@@ -260,17 +304,15 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
     for log in data:
         block = bytes(log.active.data)
         plans.append(_Plan(log, block, [h for h in iter_batches(block) if isinstance(h, BatchHeader)],
-                           log.next_offset))
-    block_data = sum(len(p.block) for p in plans)
-    block_coord = 170 * len(coordinator.writes)  # about 170 bytes a record batch
-    copies = max(1, -(-size_bytes // (block_data + block_coord)))
-    shape.copies = copies
+                           log.next_offset, list(log.active.aborted), list(log.producers.values())))
+    copies = max(lanes, -(-size_bytes // _block_bytes(cluster, coordinator)))
+    shape.copies, shape.lanes = copies, lanes
 
-    # the coordinator's records of every copy, for the copy's ids, producer ids and times
+    # the coordinator's records of every copy, for the copy's ids, producer ids, topics and times
     coord_logs = [logs[f"{TXN_STATE_TOPIC}-{p}"] for p in range(TXN_STATE_PARTITIONS)]
     keys: dict[str, tuple[bytes, PartitionLog]] = {}
     for c in range(copies):
-        shift, pid_shift = c * span, c * PID_STRIDE
+        lane, shift, pid_shift = c % lanes, (c // lanes) * span, c * PID_STRIDE
         keys.clear()
         for tid, value, ts in coordinator.writes:
             if tid not in keys:
@@ -278,58 +320,46 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
                 keys[tid] = (encode_txn_log_key(name), coord_logs[txn_partition_for(name, TXN_STATE_PARTITIONS)])
             key, log = keys[tid]
             start = value.txn_start_timestamp
-            copy = replace(value, producer_id=value.producer_id + pid_shift,
+            listed = value.topic_partitions
+            if lane and listed:
+                listed = tuple(replace(tp, topic=lane_topic(tp.topic, lane)) for tp in listed)
+            copy = replace(value, producer_id=value.producer_id + pid_shift, topic_partitions=listed,
                            txn_last_update_timestamp=value.txn_last_update_timestamp + shift,
                            txn_start_timestamp=start + shift if start >= 0 else start)
             log.append([(key, encode_txn_log_value(copy), ts + shift)])
 
-    # data partitions: the copies' segments, then the anomalies in an active segment of their own
-    for plan in plans:
-        log = plan.log
-        per_segment = max(1, segment_max_bytes // max(1, len(plan.block)))
-        aborted = log.active.aborted
-        log.segments = [
-            Segment(first * plan.offsets, aborted=[
-                replace(a, producer_id=a.producer_id + r * PID_STRIDE, first_offset=a.first_offset + r * plan.offsets,
-                        last_offset=a.last_offset + r * plan.offsets,
-                        last_stable_offset=a.last_stable_offset + r * plan.offsets)
-                for r in range(first, min(first + per_segment, copies)) for a in aborted])
-            for first in range(0, copies, per_segment)
-        ]
-        block_producers = list(log.producers.values())
-        log.producers = {}
-        for r in range(copies):
-            for state in block_producers:
-                pid = state.producer_id + r * PID_STRIDE
-                log.producers[pid] = ProducerState(
-                    pid, state.epoch, state.last_sequence, state.last_offset + r * plan.offsets, state.offset_delta,
-                    state.timestamp + r * span, state.coordinator_epoch, -1)
-        log.next_offset = copies * plan.offsets
-        log.snapshots = {log.next_offset: [p.snapshot_entry() for p in log.producers.values()]}
-        log.segments.append(Segment(log.next_offset))
-        log.appends = []
+    # data partitions: each lane's copies in segments, then the anomalies in lane 0's active segments
+    lane_logs: list[tuple[_Plan, int, PartitionLog, range]] = []
+    for lane in range(lanes):
+        in_lane = range(0, len(range(lane, copies, lanes)))
+        for plan in plans:
+            log = plan.log if lane == 0 else broker.add(
+                PartitionLog(lane_topic(plan.log.topic, lane), plan.log.partition, segment_bytes=1 << 62))
+            _lay_out(plan, log, in_lane, lane, lanes, span, segment_max_bytes)
+            lane_logs.append((plan, lane, log, in_lane))
     coordinator.recording = False
-    clock.now = BASE_TIME_MS + copies * span
+    clock.now = BASE_TIME_MS + -(-copies // lanes) * span
     _simulate_anomalies(cluster, coordinator, clock.now)
     shape.anomalies = cluster.anomalies
 
     root = Path(out) / "broker-1"
-    broker.write(root, {t: f"YmVuY2gtdG9waWMtaWQt{i:02d}" for i, t in enumerate((*TOPICS, TXN_STATE_TOPIC))})
-    for plan in plans:
+    broker.write(root, {log.topic: _topic_id(log.topic) for log in broker.logs.values()})
+    for plan, lane, log, in_lane in lane_logs:
         per_segment = max(1, segment_max_bytes // max(1, len(plan.block)))
-        for first in range(0, copies, per_segment):
-            write_block_copies(root / plan.log.name, plan.block, plan.headers, plan.offsets, span,
-                               range(first, min(first + per_segment, copies)), _shift_producer_ids)
-        shape.data_batches += copies * len(plan.headers)
+        for first in range(0, len(in_lane), per_segment):
+            write_block_copies(root / log.name, _lane_block(plan, lane), plan.headers, plan.offsets, span,
+                               range(first, min(first + per_segment, len(in_lane))),
+                               _shift_producer_ids(lane, lanes))
+        shape.data_batches += len(in_lane) * len(plan.headers)
         for h in plan.headers:
             if h.is_control:
-                shape.markers += copies
+                shape.markers += len(in_lane)
             else:
                 name = CODEC_NAMES.get(h.compression, str(h.compression))
-                shape.codecs[name] = shape.codecs.get(name, 0) + copies
-    for log in data:
+                shape.codecs[name] = shape.codecs.get(name, 0) + len(in_lane)
         shape.data_bytes += sum((root / log.name / segment_file_name(s.base_offset, "log")).stat().st_size
                                 for s in log.segments)
+    shape.partitions = len(broker.logs)
     for log in coord_logs:
         shape.coordinator_bytes += sum(len(s.data) for s in log.segments)
         shape.coordinator_records += len(log.appends)
@@ -340,19 +370,68 @@ def write_realistic_dump(out: str | Path, *, size_bytes: int, txns_per_producer:
     return shape
 
 
-def _shift_producer_ids(buf: bytearray, h: BatchHeader, r: int) -> None:
-    """Copy ``r`` of the block is written by producers of ids shifted by ``r * PID_STRIDE``."""
-    if h.producer_id >= 0:
-        _Q.pack_into(buf, h.position + PRODUCER_ID_OFFSET, h.producer_id + r * PID_STRIDE)
+def _lay_out(plan: _Plan, log: PartitionLog, in_lane: range, lane: int, lanes: int, span: int,
+             segment_max_bytes: int) -> None:
+    """``log``'s segments, aborted-transaction index and producer states after ``in_lane``
+    copies of the block (copy ``k`` of lane ``lane`` is copy ``k * lanes + lane`` of the dump)."""
+    per_segment = max(1, segment_max_bytes // max(1, len(plan.block)))
+    aborted = plan.aborted
+
+    def pid(producer_id: int, k: int) -> int:
+        return producer_id + (k * lanes + lane) * PID_STRIDE
+
+    log.segments = [
+        Segment(first * plan.offsets, aborted=[
+            replace(a, producer_id=pid(a.producer_id, k), first_offset=a.first_offset + k * plan.offsets,
+                    last_offset=a.last_offset + k * plan.offsets,
+                    last_stable_offset=a.last_stable_offset + k * plan.offsets)
+            for k in range(first, min(first + per_segment, len(in_lane))) for a in aborted])
+        for first in range(0, len(in_lane), per_segment)
+    ]
+    log.producers = {}
+    for k in in_lane:
+        for state in plan.producers:
+            log.producers[pid(state.producer_id, k)] = ProducerState(
+                pid(state.producer_id, k), state.epoch, state.last_sequence, state.last_offset + k * plan.offsets,
+                state.offset_delta, state.timestamp + k * span, state.coordinator_epoch, -1)
+    log.next_offset = len(in_lane) * plan.offsets
+    log.snapshots = {log.next_offset: [p.snapshot_entry() for p in log.producers.values()]}
+    log.segments.append(Segment(log.next_offset))
+    log.appends = []
+
+
+def _lane_block(plan: _Plan, lane: int) -> bytes:
+    """The block as lane ``lane`` writes its first copy: producer ids shifted by ``lane *
+    PID_STRIDE`` (``write_block_copies`` rewrites every later copy, not the first), CRCs recomputed."""
+    if lane == 0:
+        return plan.block
+    buf = bytearray(plan.block)
+    for h in plan.headers:
+        if h.producer_id >= 0:
+            _Q.pack_into(buf, h.position + PRODUCER_ID_OFFSET, h.producer_id + lane * PID_STRIDE)
+            _U.pack_into(buf, h.position + CRC_OFFSET, crc32c(bytes(buf[h.position + ATTRIBUTES_OFFSET:
+                                                                        h.position + h.size_bytes])))
+    return bytes(buf)
+
+
+def _shift_producer_ids(lane: int, lanes: int) -> Callable[[bytearray, BatchHeader, int], None]:
+    """Copy ``k`` of lane ``lane`` is written by producers of ids shifted by ``(k * lanes + lane) *
+    PID_STRIDE``."""
+    def rewrite(buf: bytearray, h: BatchHeader, k: int) -> None:
+        if h.producer_id >= 0:
+            _Q.pack_into(buf, h.position + PRODUCER_ID_OFFSET, h.producer_id + (k * lanes + lane) * PID_STRIDE)
+    return rewrite
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--gib", type=float, default=1.0, help="size of data and coordinator log, GiB")
+    parser.add_argument("--lanes", type=int, default=1,
+                        help="sets of 16 data partitions the copies are dealt to (125: 2,000 partitions)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    shape = write_realistic_dump(args.out, size_bytes=int(args.gib * GIB))
+    shape = write_realistic_dump(args.out, size_bytes=int(args.gib * GIB), lanes=args.lanes)
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (block simulated in "
           f"{shape.block_seconds:.1f} s): {shape.summary()}")
 

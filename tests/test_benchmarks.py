@@ -112,6 +112,46 @@ def test_shape_and_planted_anomalies(dump: tuple[Path, realistic_dump.DumpShape]
     assert (out / "shape.json").exists()
 
 
+def _lane_of(topic: str) -> int:
+    """The lane of a data topic of the realistic dump (``realistic_dump.lane_topic``)."""
+    base, _, lane = topic.rpartition(".l")
+    return int(lane) if base and lane.isdigit() else 0
+
+
+def test_lanes_deal_each_copy_to_partitions_of_its_own(tmp_path: Path) -> None:
+    """With ``lanes``, copy ``c`` of the block writes to lane ``c % lanes``'s topics only, and its
+    coordinator records list that lane's partitions: the coordinator and the markers agree per lane."""
+    lanes = 3
+    shape = realistic_dump.write_realistic_dump(tmp_path, size_bytes=3 << 20, txns_per_producer=4, lanes=lanes)
+    root = tmp_path / "broker-1"
+    data = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]
+    assert shape.partitions == len(data) + realistic_dump.TXN_STATE_PARTITIONS == 16 * lanes + 50
+    assert shape.copies >= lanes and {_lane_of(p.name.rpartition("-")[0]) for p in data} == set(range(lanes))
+    listed_lanes: dict[int, set[int]] = {}
+    for path in root.glob(f"{realistic_dump.TXN_STATE_TOPIC}-*/*.log"):
+        for data_bytes, h in _batches(path):
+            for record in iter_records(data_bytes, h):
+                assert record.key is not None
+                tid = decode_txn_log_key(record.key).transactional_id
+                value = decode_txn_log_value(record.value)
+                if value is None or ".c" not in tid:
+                    continue
+                copy = int(tid.rpartition(".c")[2])
+                assert value.producer_id // realistic_dump.PID_STRIDE == copy
+                for listed in value.topic_partitions or ():
+                    listed_lanes.setdefault(copy, set()).add(_lane_of(listed.topic))
+    assert len(listed_lanes) == shape.copies
+    assert all(found == {copy % lanes} for copy, found in listed_lanes.items())
+    written: dict[int, set[int]] = {}
+    for folder in data:
+        for path in folder.glob("*.log"):
+            for _, h in _batches(path):
+                if 0 <= h.producer_id < realistic_dump.ANOMALY_PID:
+                    written.setdefault(h.producer_id // realistic_dump.PID_STRIDE, set()).add(
+                        _lane_of(folder.name.rpartition("-")[0]))
+    assert all(found == {copy % lanes} for copy, found in written.items() if copy < shape.copies)
+
+
 def _run(size: float, wall: float, worker_mib: int = 600, kinds: dict[str, int] | None = None) -> Any:
     return scan_bench.ScanRun(size, wall, 0, [], {"worker": worker_mib << 10}, 0, finding_kinds=kinds or {})
 
