@@ -19,8 +19,8 @@ SPARK_TIER := spark and not corpus and not live
 # the fast tier finds no Java: a test in it that starts a JVM fails
 NO_JAVA := JAVA_HOME=/nonexistent/the-fast-tier-starts-no-jvm
 
-.PHONY: env java browser kafka-tools lint demo test test-fast test-spark test-corpus test-live fuzz sample \
-	kafka-corpus executor-env clean help
+.PHONY: env java browser kafka-tools storage-servers lint demo test test-fast test-spark test-corpus test-live fuzz \
+	sample kafka-corpus executor-env clean help
 
 help:
 	@echo "make demo   - create .venv if needed, then ingest the bundled sample dump ($(SAMPLE_DIR))"
@@ -29,7 +29,8 @@ help:
 	@echo "make test-spark  - the Spark tier: tests on a local SparkSession, corpus and live tests apart"
 	@echo "make test-corpus - the corpus tier: scans of the real-broker corpora"
 	@echo "                   (one scenario: make test-corpus PYTEST_ARGS='-k 4.4.0/healthy')"
-	@echo "make test-live   - the live tier: Kafka from Maven, a standalone Spark cluster, Jupyter, Chromium"
+	@echo "make test-live   - the live tier: Kafka from Maven, a standalone Spark cluster, Jupyter, Chromium,"
+	@echo "                   S3Proxy and an HDFS minicluster from Maven"
 	@echo "make lint   - ruff and mypy --strict over txn_audit/ and jobs/"
 	@echo "make fuzz   - the long mutation run over every decoder ($(FUZZ_MUTATIONS) mutations; see docs/reliability.md)"
 	@echo "make sample - regenerate the bundled sample dump"
@@ -54,6 +55,9 @@ kafka-tools:
 executor-env: env
 	@PYTHON="$(PYTHON)" VENV="$(VENV)" scripts/build-executor-env.sh $(EXECUTOR_ENV)
 
+storage-servers: env
+	@VENV="$(VENV)" scripts/ensure-storage-servers.sh
+
 lint: env
 	$(BIN)/ruff check txn_audit jobs
 	$(BIN)/mypy
@@ -62,7 +66,7 @@ demo: env java
 	@test -f $(SAMPLE_DIR)/manifest.json || $(BIN)/txn-audit sample --out $(SAMPLE_DIR)
 	$(BIN)/txn-audit scan $(SAMPLE_DIR) --out $(DEMO_OUT) || test $$? -eq 1
 
-test: env java browser kafka-tools lint
+test: env java browser kafka-tools storage-servers lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: env
@@ -74,7 +78,7 @@ test-spark: env java
 test-corpus: env java
 	$(BIN)/python -m pytest -m corpus $(PYTEST_ARGS)
 
-test-live: env java browser kafka-tools
+test-live: env java browser kafka-tools storage-servers
 	$(BIN)/python -m pytest -m live $(PYTEST_ARGS)
 
 fuzz: env

@@ -2,8 +2,8 @@
 
     spark-submit jobs/nightly_audit.py --dump URI --warehouse URI [--audit-date YYYY-MM-DD]
 
-``--dump`` may be a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI; the warehouse is local
-(or ``file://``).
+``--dump`` and ``--warehouse`` may be local paths or ``file://``, ``s3://``, ``webhdfs://`` or
+``hdfs://`` URIs (``txn_audit.stores`` says how a warehouse on a store is published).
 
 Every table lands in ``<warehouse>/<table>/audit_date=YYYY-MM-DD/`` (a rerun of the same date
 replaces that partition in one step), the report, ``summary.json`` and the data-quality results
@@ -51,9 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         prog="nightly_audit.py",
         description="Scan a dump of Kafka log dirs and append the results to a warehouse by audit date.",
     )
-    parser.add_argument("--dump", required=True, help="folder of broker log dirs: a path or a file://, s3:// or "
-                        "hdfs:// URI (S3 settings from AWS_* variables, ~/.aws or ?endpoint_override=...)")
-    parser.add_argument("--warehouse", required=True, help="warehouse folder (path or file:// URI)")
+    parser.add_argument("--dump", required=True, help="folder of broker log dirs: a path or a file://, s3://, "
+                        "webhdfs:// or hdfs:// URI (S3 settings from AWS_* variables, ~/.aws or "
+                        "?endpoint_override=...)")
+    parser.add_argument("--warehouse", required=True, help="warehouse folder: a path, or a file://, s3://, "
+                        "webhdfs:// or hdfs:// URI (on S3 a date's runs/audit_date=D/run.json, written last, "
+                        "lists its files)")
     parser.add_argument("--audit-date", help="partition to write, YYYY-MM-DD (default: today, UTC)")
     add_audit_options(parser)
     parser.add_argument("--work-dir", help="scratch folder for the scan (default: the system's temporary folder; "

@@ -16,7 +16,7 @@ fi
 
 healthy() {
   [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] \
-    && "$VENV/bin/python" -c 'import txn_audit, pyspark, pyarrow, great_expectations, typer, plotly, crc32c, cramjam, pytest, hypothesis, playwright, PIL, papermill, ipykernel, moto.server, venv_pack' >/dev/null 2>&1 \
+    && "$VENV/bin/python" -c 'import txn_audit, pyspark, pyarrow, great_expectations, typer, plotly, crc32c, cramjam, pytest, hypothesis, playwright, PIL, papermill, ipykernel, fsspec, requests, venv_pack' >/dev/null 2>&1 \
     && [ -x "$VENV/bin/txn-audit" ] && [ -x "$VENV/bin/spark-submit" ]
 }
 

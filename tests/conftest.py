@@ -26,7 +26,13 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tools.stores.servers import HdfsServer, S3ProxyServer
     from txn_audit.api import ScanResult
+
+#: fixtures that start a storage server: a test that uses one is of the live tier
+STORE_FIXTURES = ("s3proxy", "minihdfs")
+#: what the storage servers of this run said when they started, shown in the run's summary
+STORE_STARTS: list[str] = []
 
 
 def fresh_python(script: str) -> list[str]:
@@ -40,8 +46,11 @@ def fresh_python(script: str) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers (``docs/testing.md``): a test that asks for the SparkSession, itself or through a
     fixture, is of the Spark tier; corpus and live tests start Spark too. Unmarked tests are the
-    fast tier, which ``make test-fast`` runs with no Java to be found."""
+    fast tier, which ``make test-fast`` runs with no Java to be found. A test that uses a storage
+    server (``STORE_FIXTURES``) is of the live tier."""
     for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in STORE_FIXTURES):
+            item.add_marker(pytest.mark.live)
         if ("spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("corpus") is not None
                 or item.get_closest_marker("live") is not None):
             item.add_marker(pytest.mark.spark)
@@ -75,3 +84,29 @@ def sample_scan(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     manifest = write_sample(dump, seed=7)
     out = tmp_path_factory.mktemp("sample-scan")
     return SampleScan(dump, manifest, api.scan(dump, out, spark=spark, options=api.AuditOptions(progress=False)), out)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in STORE_STARTS:
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def s3proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3ProxyServer]:
+    """S3Proxy (``tools/stores``) on a free loopback port, over an empty folder, for the whole run."""
+    from tools.stores.servers import S3ProxyServer
+
+    with S3ProxyServer(tmp_path_factory.mktemp("s3proxy")) as server:
+        STORE_STARTS.append(f"S3Proxy on {server.endpoint}: serving {server.started_s:.1f} s after launch")
+        yield server
+
+
+@pytest.fixture(scope="session")
+def minihdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HdfsServer]:
+    """A NameNode and a DataNode (``tools/stores``) on free loopback ports, empty, for the whole run."""
+    from tools.stores.servers import HdfsServer
+
+    with HdfsServer(tmp_path_factory.mktemp("minihdfs")) as server:
+        STORE_STARTS.append(f"HDFS NameNode on 127.0.0.1, RPC port {server.rpc_port}, HTTP (WebHDFS) port "
+                            f"{server.http_port}: serving {server.started_s:.1f} s after launch")
+        yield server

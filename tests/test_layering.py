@@ -84,7 +84,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"manifest"}),
     frozenset({"ledger"}),
     frozenset({"ingest", "sample", "tables", "replica_tasks"}),
-    frozenset({"reconstruct"}),
+    frozenset({"reconstruct", "stores"}),
     frozenset({"detect"}),
     frozenset({"quality", "report", "warehouse"}),
     frozenset({"stages"}),

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+    from txn_audit.stores import Store
     from txn_audit.warehouse import PublishedRun
 
 __all__ = [
@@ -72,7 +73,7 @@ def ingest_exit_code(result: IngestResult, *, strict: bool) -> ExitCode:
 
 
 def ingest(
-    dump: str | Path,  # a local path, or a file://, s3:// or hdfs:// URI (txn_audit.ingest.storage)
+    dump: str | Path,  # a local path, or a file://, s3://, webhdfs:// or hdfs:// URI (storage)
     out: str | Path,
     *,
     spark: SparkSession | None = None,
@@ -141,6 +142,9 @@ class ScanResult:
     #: one per root cause (``txn_audit.detect.incidents``), most severe first; every finding
     #: names its incident by ``incident_id``
     incidents: list[Incident] = field(default_factory=list)
+    #: where the output went when ``--out`` is a store (``txn_audit.stores``): the URI of the
+    #: complete output (on S3 the run's folder that the pointer names); ``out_dir`` is then None
+    out_uri: str | None = None
 
     def counts(self, min_severity: Severity = Severity.INFO) -> Counter[str]:
         """Findings by kind, of those at or above ``min_severity``."""
@@ -182,7 +186,8 @@ class ScanResult:
             "decode_issues": self.ingest.issue_counts,
             "table_rows": self.ingest.row_counts,
             "options": self.options.durations(),
-            "tables": None if self.out_dir is None else str(self.out_dir / "tables"),
+            "tables": (f"{self.out_uri.split('?')[0]}/tables" if self.out_uri
+                       else None if self.out_dir is None else str(self.out_dir / "tables")),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -267,16 +272,21 @@ def scan(
     """Ingest, reconstruct and detect; then the data-quality suites (``out/quality/``) and the
     HTML report (``out/report.html``), as ``options`` ask. Tables go to ``out/tables/``, the JSON
     to ``out/summary.json``; without ``out`` everything is computed in a temporary folder that is
-    removed afterwards. ``dump`` is a local path or a ``file://``, ``s3://`` or ``hdfs://`` URI.
+    removed afterwards. ``dump`` is a local path or a ``file://``, ``s3://``, ``webhdfs://`` or ``hdfs://`` URI.
 
     The dump and ``out`` are checked before Spark starts (``UsageError``), as ``options`` were
     when built; Spark's own log lines stay off the console unless ``options.verbose``."""
+    from txn_audit import stores
+
     check_dump(dump, options.input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
     check_out(out)
+    store = stores.check_output(out) if isinstance(out, str) and stores.is_remote(out) else None
     inventory = discover(dump, options.input_kind)
     if spark is None:  # while the JVM starts
         _import_early(quality=options.quality, report=options.report and out is not None)
     spark = spark or build_session(verbose=options.verbose, input_bytes=inventory.input_bytes)
+    if store is not None:
+        return _scan_to_store(spark, inventory, store, options, on_stage)
     if out is None:
         with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
             return _scan(Scan(spark, inventory, Path(tmp), replace(options, report=False), on_stage))
@@ -285,6 +295,26 @@ def scan(
         _link_previous(target, stage)
         result = _scan(Scan(spark, inventory, stage, options, on_stage, out_dir=target))
     result.ingest.tables_dir = target / "tables"
+    return result
+
+
+def _scan_to_store(spark: SparkSession, inventory: Any, store: Store, options: AuditOptions,
+                   on_stage: Callable[[str], None] | None) -> ScanResult:
+    """``scan`` with ``out`` on a store: the output is built in a local temporary folder, then
+    published whole (``stores.publish_folder``); the local folder is removed afterwards."""
+    from txn_audit import stores
+
+    with tempfile.TemporaryDirectory(prefix="txn-audit-out-") as tmp, sized_for(spark, inventory.input_bytes):
+        work = Path(tmp) / "out"
+        work.mkdir()
+        (work / MARKER).write_text("written by txn-audit; the whole folder is replaced by the next run\n")
+        result = _scan(Scan(spark, inventory, work, options, on_stage))
+        run = stores.new_run_id()
+        result.out_uri = stores.output_uri(store, run)
+        write_json_atomic(work / "summary.json", result.to_json())  # names where the tables will be
+        if on_stage:
+            on_stage(f"publishing to {store.display}")
+        stores.publish_folder(work, store, run=run)
     return result
 
 
@@ -359,6 +389,8 @@ class NightlyResult:
     def summary_lines(self) -> list[str]:
         """What the nightly job logs: verdict, each incident at or above the chosen severity (its
         cause, place and fix), findings by kind, where the run went."""
+        from txn_audit.warehouse import partition_name
+
         published = self.published
         by_kind = ", ".join(f"{kind}={n}" for kind, n in sorted(self.scan.counts().items())) or "none"
         rows = sum(published.row_counts.values())
@@ -373,7 +405,7 @@ class NightlyResult:
             *incidents,
             f"findings by kind: {by_kind}",
             f"audit date {published.audit_date.isoformat()}: {len(published.tables)} tables, {rows} rows, "
-            f"in {published.warehouse}/<table>/{published.tables['findings'].name}/",
+            f"in {published.warehouse}/<table>/{partition_name(published.audit_date)}/",
             f"report, summary and data-quality results: {published.run_dir}",
             f"exit code {int(self.exit_code)} ({self.exit_code.name.lower()})",
         ]
@@ -385,11 +417,11 @@ def _nightly_source(dump: str | Path, warehouse: str | Path) -> str | Path:
     that is missing, or a file, is refused: the job takes a folder of log dirs only."""
     from txn_audit.ingest.storage import DIR, resolve_dump
     from txn_audit.usage import check_dump as check_dump_argument
-    from txn_audit.warehouse import resolve
+    from txn_audit.warehouse import check_location
 
     check_dump_argument(dump, InputKind.LOGDIRS)
     location = resolve_dump(dump)
-    resolve(warehouse)  # refuse an unsupported location before the scan, not after
+    check_location(warehouse)  # refuse an unusable warehouse before the scan, not after
     if location.info().kind != DIR:
         raise UsageError(f"dump not found or not a folder: {location.display}")
     return Path(location.root) if location.is_local else str(dump)

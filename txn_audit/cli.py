@@ -69,9 +69,10 @@ INPUT_KIND_HELP = (
 
 DUMP_HELP = (
     "Folder holding broker log dir(s): one log dir, several log dirs of one broker, or several brokers "
-    "side by side (told apart by meta.properties). A local path or a file://, s3:// or hdfs:// URI, e.g. "
-    "s3://bucket/dumps/2026-11-20 (S3 settings from AWS_* variables or ~/.aws; an S3-compatible server via "
-    "AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http). Or a folder (or one file) of "
+    "side by side (told apart by meta.properties). A local path or a file://, s3://, webhdfs:// or hdfs:// "
+    "URI, e.g. s3://bucket/dumps/2026-11-20 (S3 settings from AWS_* variables or ~/.aws; an S3-compatible server "
+    "via AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http) or webhdfs://namenode:9870/dumps/2026-11-20 "
+    "(HDFS over the NameNode's HTTP port; hdfs:// needs Hadoop's libhdfs). Or a folder (or one file) of "
     "kafka-dump-log.sh text output, with kafka-transactions.sh outputs and an offsets file beside it."
 )
 
@@ -196,10 +197,13 @@ def scan_command(
         ),
     ],
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--out", "-o", help="Keep the results: DIR/tables/<table>/ (Parquet), DIR/summary.json, "
                      "DIR/report.html and DIR/quality/ (results.json, Data Docs). DIR is replaced as a whole "
-                     "when the run is complete; an ingest already in DIR from the same input is reused."),
+                     "when the run is complete; an ingest already in DIR from the same input is reused. DIR is a "
+                     "local path or a store's URI: s3://bucket/folder (the output is published under a run "
+                     "folder that DIR/.txn-audit-output names, written last), webhdfs://namenode:9870/folder or "
+                     "hdfs://namenode:8020/folder (swapped in by renames); the run is built locally first."),
     ] = None,
     as_of: AsOfOption = None,
     max_transaction_timeout: MaxTransactionTimeoutOption = DEFAULT_MAX_TRANSACTION_TIMEOUT,
@@ -295,7 +299,8 @@ def _print_heading(console: Console, result: ScanResult, min_severity: Severity)
            "report's Replicas section say which and why)"
            if (several := sum(1 for p in result.partitions if p.replicas > 1)) else "")
         + f", {result.ingest.files} files"
-        + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "") + "[/]"
+        + (f"; tables in {result.out_dir / 'tables'}" if result.out_dir else "")
+        + (f"; tables in {result.out_uri.split('?')[0]}/tables" if result.out_uri else "") + "[/]"
     )
     console.print(f"[dim]audit time {format_time_ms(result.as_of_ms)}: {result.audit_time.how}[/]")
     if result.audit_time.warning:

@@ -194,7 +194,15 @@ def _holds_a_file(folder: Path) -> bool:
     return False
 
 
+#: schemes of the stores ``--out`` may name (``txn_audit.stores``, which checks them: ``api.scan``
+#: runs its check before Spark starts)
+STORE_SCHEMES = ("s3", "webhdfs", "hdfs")
+
+
 def check_out(out: str | os.PathLike[str] | None) -> None:
-    """``--out``: a folder that is new, empty or written by txn-audit (``outputs.check_target``)."""
+    """``--out``: a local folder that is new, empty or written by txn-audit
+    (``outputs.check_target``); a store's URI is left to ``stores.check_output``."""
+    if isinstance(out, str) and urlsplit(out).scheme.lower() in STORE_SCHEMES:
+        return
     if out is not None:
         check_target(Path(out).absolute())

@@ -10,6 +10,12 @@ Publishing a date replaces each of its partition folders in one step (built in a
 sibling, then swapped in), so readers see the old partition or the new one, never a mix; a
 rerun of the same date leaves one copy, and other dates are never touched. The run folder is
 published last: a date is listed by ``audit_dates`` once its run is complete.
+
+The warehouse may also be an ``s3://``, ``webhdfs://`` or ``hdfs://`` URI: the scan's output is
+still built locally, then published by ``txn_audit.stores`` (HDFS: the same swap, by renames in
+the NameNode; S3: fresh file names and the date's ``runs/audit_date=D/run.json`` written last as
+the commit point, which ``audit_dates`` lists dates by; that module's docstring says what a
+reader listing the folders can see meanwhile).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -47,10 +54,10 @@ class PublishedRun:
     """Where one audit date went: a partition folder and a row count per table, and the run folder."""
 
     audit_date: date
-    warehouse: Path
-    tables: dict[str, Path]
+    warehouse: Path | str  # a local folder, or the URI of a store
+    tables: dict[str, Path | str]
     row_counts: dict[str, int]
-    run_dir: Path
+    run_dir: Path | str
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,11 +75,8 @@ def partition_name(audit_date: date) -> str:
 
 
 def resolve(location: str | Path) -> Path:
-    """A local folder from a path or a ``file://`` URI.
-
-    Other schemes (``s3://``, ``hdfs://``) are refused for now; they would need a store over
-    ``pyarrow.fs`` with the same two operations (publish a folder, list partitions).
-    """
+    """A local folder from a path or a ``file://`` URI; other schemes are refused (a warehouse on a
+    store is handled by ``txn_audit.stores``, see ``check_location``)."""
     if isinstance(location, Path):
         return location.absolute()
     parsed = urlparse(location)
@@ -85,19 +89,38 @@ def resolve(location: str | Path) -> Path:
     return Path(location).absolute()
 
 
-def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Path, audit_date: date) -> PublishedRun:
+def check_location(warehouse: str | Path) -> None:
+    """Refuse a warehouse that cannot be used (``UsageError``) before a scan, not after: a bad
+    path or URI, a store that cannot be reached."""
+    from txn_audit import stores
+
+    if stores.is_remote(warehouse):
+        assert isinstance(warehouse, str)
+        stores.check_warehouse(warehouse)
+    else:
+        resolve(warehouse)
+
+
+def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Path, audit_date: date,
+                run: str | None = None) -> PublishedRun:
     """Publish a scan's output folder (``txn-audit scan --out``) as ``audit_date`` of ``warehouse``.
 
     Every table of ``scan_out/tables/`` becomes ``<warehouse>/<table>/audit_date=.../`` (its
     files in a fixed order under fixed names, so the same scan gives the same partition), then
     the report, ``summary.json`` and ``quality/`` go to ``<warehouse>/runs/audit_date=.../``.
     ``spark``, when given, forgets what it had listed of these tables, so it reads the new files.
+    ``run`` names the run on a store (``stores.new_run_id``, fresh by default).
     """
+    from txn_audit import stores
+
     source = Path(scan_out)
-    root = resolve(warehouse)
     missing = [name for name in ALL_TABLES if not (source / "tables" / name).is_dir()]
     if missing or not (source / "summary.json").is_file():
         raise UsageError(f"{source} is not a complete scan output (missing: {', '.join(missing) or 'summary.json'})")
+    if stores.is_remote(warehouse):
+        assert isinstance(warehouse, str)
+        return _publish_to_store(source, warehouse, audit_date, run)
+    root = resolve(warehouse)
     if root.exists() and not root.is_dir():
         raise UsageError(f"warehouse {root} is a file, not a folder")
     part = partition_name(audit_date)
@@ -105,7 +128,7 @@ def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Pat
         if target.is_dir() and any(target.iterdir()) and not (target / MARKER).exists():
             raise UsageError(f"{target} holds files that txn-audit did not write; move them away or use another "
                              "warehouse")
-    tables: dict[str, Path] = {}
+    tables: dict[str, Path | str] = {}
     row_counts: dict[str, int] = {}
     for name, schema in ALL_TABLES.items():
         if PARTITION_COLUMN in schema.names:
@@ -135,8 +158,49 @@ def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Pat
     return PublishedRun(audit_date=audit_date, warehouse=root, tables=tables, row_counts=row_counts, run_dir=run_dir)
 
 
+def _publish_to_store(source: Path, warehouse: str, audit_date: date, run: str | None) -> PublishedRun:
+    """``publish_run`` to a store: each table's files in row order and the run's files (linked
+    into a local folder of this run), handed to ``stores.publish_date``."""
+    from txn_audit import stores
+
+    store = stores.check_warehouse(warehouse)
+    tables: dict[str, list[Path]] = {}
+    row_counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="txn-audit-publish-") as tmp:
+        for name, schema in ALL_TABLES.items():
+            if PARTITION_COLUMN in schema.names:
+                raise ValueError(f"table {name} has a column named {PARTITION_COLUMN}, the warehouse's partition "
+                                 "column")
+            files = _data_files(source / "tables" / name)
+            row_counts[name] = sum(pq.read_metadata(file).num_rows for file in files)
+            if not files:  # an empty table still has its schema in the warehouse
+                empty = Path(tmp) / "empty" / f"{name}.parquet"
+                empty.parent.mkdir(exist_ok=True)
+                pq.write_table(schema.empty_table(), empty)
+                files = [empty]
+            tables[name] = files
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        for run_file in RUN_FILES:
+            if (source / run_file).is_file():
+                _link_or_copy(source / run_file, run_dir / run_file)
+        for folder in RUN_FOLDERS:
+            if (source / folder).is_dir():
+                link_tree(source / folder, run_dir / folder)
+        uris = stores.publish_date(store, tables, run_dir, audit_date,
+                                   {"audit_date": audit_date.isoformat(), "row_counts": row_counts}, run)
+    return PublishedRun(audit_date=audit_date, warehouse=store.display,
+                        tables={name: uris[name] for name in ALL_TABLES}, row_counts=row_counts,
+                        run_dir=uris["runs"])
+
+
 def audit_dates(warehouse: str | Path) -> list[date]:
     """The dates whose run is complete in ``warehouse``, oldest first."""
+    from txn_audit import stores
+
+    if stores.is_remote(warehouse):
+        assert isinstance(warehouse, str)
+        return stores.audit_dates(stores.open_store(warehouse, "--warehouse"))
     runs = resolve(warehouse) / RUNS
     if not runs.is_dir():
         return []

@@ -1,8 +1,10 @@
-"""Dumps read through pyarrow.fs: local paths, file:// URIs, and a real S3-compatible server.
+"""Dumps read through pyarrow.fs: local paths, file:// URIs, and real storage servers.
 
-The S3 tests run moto in server mode on 127.0.0.1 (a real HTTP server that pyarrow's AWS SDK
-talks to); credentials are fake values set only here, instance-metadata lookups are disabled and
-no other address is contacted.
+The S3 tests run S3Proxy (an S3 API server over a local folder) and the HDFS tests a NameNode and
+a DataNode of Apache Hadoop (MiniDFSCluster, read over WebHDFS), both from Maven Central on
+127.0.0.1 (``tools/stores``, the ``s3proxy`` and ``minihdfs`` fixtures of ``tests/conftest.py``:
+the live tier). S3 credentials are the fixed test key S3Proxy checks, set only here;
+instance-metadata lookups are disabled and no other address is contacted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.realcorpus import needs_corpus, scenario_dir
+from tests.storeenv import FAKE_AWS, aws_env
+from tools.stores.servers import S3_ACCESS_KEY
 from txn_audit.cli import app
 from txn_audit.errors import UsageError
 from txn_audit.ingest import storage
@@ -30,22 +34,14 @@ from txn_audit.ingest.worker import decode_task
 
 if TYPE_CHECKING:
     from tests.conftest import SampleScan
+    from tools.stores.servers import HdfsServer, S3ProxyServer
+    from txn_audit.api import ScanResult
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "dump"
 JOB = REPO / "jobs" / "nightly_audit.py"
 BUCKET = "kafka-dumps"
 PREFIX = "nightly/2026-11-20 dump"  # a space: keys are quoted in the URIs handed to workers
-#: what the SDK must see, on the driver and on the Spark workers: fake keys, no instance metadata
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "txn-audit-test-key",
-    "AWS_SECRET_ACCESS_KEY": "txn-audit-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-}
-UNSET_AWS = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_REGION")
 
 
 def _inventory_view(inv: Inventory) -> dict[str, Any]:
@@ -125,55 +121,53 @@ def test_symlinks_are_listed_not_followed(tmp_path: Path) -> None:
     [
         ("ftp://host/dump", "not ftp://"),
         ("file://otherhost/dump", "must name a local path"),
-        ("hdfs://namenode:8020/dumps", "libhdfs"),
+        ("hdfs://namenode:8020/dumps", "libhdfs.*webhdfs://namenode:<http port>"),
+        ("webhdfs:///dumps", "no NameNode host"),
+        ("webhdfs://namenode/dumps?token=x", "unknown webhdfs:// option 'token'"),
         ("s3://bucket/dump?no_such_option=1", "cannot read the dump s3://bucket/dump"),
     ],
 )
 def test_unsupported_locations_are_usage_errors(dump: str, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HADOOP_HOME", "ARROW_LIBHDFS_DIR"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(UsageError, match=message.replace("?", r"\?")):
+    with pytest.raises(UsageError, match=message.replace("?", r"\?").replace("/<", "/.*<")):
         discover(dump)
 
 
-# -- a real S3-compatible server on 127.0.0.1 ----------------------------------------------
+# -- S3Proxy on 127.0.0.1 -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class S3Server:
     query: str  # what points pyarrow at the server: ?endpoint_override=127.0.0.1:port&...
     admin: pafs.S3FileSystem
+    endpoint: str
 
     def __str__(self) -> str:
         return self.query
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    """moto's S3 server on a free loopback port, with the sample dump uploaded."""
-    from moto.server import ThreadedMotoServer  # the dev extra's moto[server]
-
-    with pytest.MonkeyPatch.context() as env:
-        for name, value in FAKE_AWS.items():
-            env.setenv(name, value)
-        for name in UNSET_AWS:
-            env.delenv(name, raising=False)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        try:
-            host, port = server.get_host_and_port()
-            assert host == "127.0.0.1"
-            admin = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="us-east-1",
-                                      allow_bucket_creation=True)
-            admin.create_dir(BUCKET)
-            pafs.copy_files(str(SAMPLE), f"{BUCKET}/{PREFIX}", destination_filesystem=admin)
-            yield S3Server(f"endpoint_override={host}:{port}&scheme=http&region=us-east-1", admin)
-        finally:
-            server.stop()
+def s3(s3proxy: S3ProxyServer) -> Iterator[S3Server]:
+    """The session's S3Proxy, with the test key in the environment and the sample dump uploaded."""
+    with aws_env():
+        admin = pafs.S3FileSystem(endpoint_override=s3proxy.endpoint, scheme="http", region="us-east-1",
+                                  allow_bucket_creation=True)
+        admin.create_dir(BUCKET)
+        pafs.copy_files(str(SAMPLE), f"{BUCKET}/{PREFIX}", destination_filesystem=admin)
+        yield S3Server(s3proxy.query, admin, s3proxy.endpoint)
 
 
 def _uri(server: S3Server, key: str = PREFIX) -> str:
     return f"s3://{BUCKET}/{key.replace(' ', '%20')}?{server.query}"
+
+
+def test_s3proxy_checks_signatures(s3: S3Server) -> None:
+    # a wrong secret is refused: the tests' requests are signed and checked as on AWS
+    wrong = pafs.S3FileSystem(endpoint_override=s3.endpoint, scheme="http", region="us-east-1",
+                              access_key=S3_ACCESS_KEY, secret_key="not-the-secret")
+    with pytest.raises(OSError):
+        wrong.get_file_info(pafs.FileSelector(BUCKET))
 
 
 def test_s3_discovery_and_worker_reads_equal_local(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,35 +196,41 @@ def test_s3_text_dumps_read_like_local_ones(s3: S3Server) -> None:
     assert _decoded_rows(remote) == _decoded_rows(local)
 
 
-def test_s3_missing_bucket_and_key_are_usage_errors(s3: str) -> None:
+def test_s3_missing_bucket_and_key_are_usage_errors(s3: S3Server) -> None:
     with pytest.raises(UsageError, match="bucket 'no-such-bucket' not found"):
         discover(f"s3://no-such-bucket/dump?{s3.query}")
     with pytest.raises(UsageError, match="dump not found: s3://kafka-dumps/missing"):
         discover(_uri(s3, "missing"))
 
 
-def test_cli_scan_of_a_missing_bucket_exits_2(s3: str) -> None:
+def test_cli_scan_of_a_missing_bucket_exits_2(s3: S3Server) -> None:
     result = CliRunner().invoke(app, ["scan", f"s3://no-such-bucket/dump?{s3.query}", "--no-progress"])
     assert result.exit_code == 2, result.output
     assert "bucket 'no-such-bucket' not found" in " ".join(result.output.split())
     assert "Traceback" not in result.output
 
 
-def test_cli_unreachable_endpoint_exits_2(s3: str) -> None:
+def test_cli_unreachable_endpoint_exits_2() -> None:
     # port 1 on the loopback: nothing listens there, the SDK gives up after its retries
-    result = CliRunner().invoke(app, ["ingest", "s3://bucket/dump?endpoint_override=127.0.0.1:1&scheme=http"
-                                      "&region=us-east-1", "--out", os.devnull])
+    with aws_env():
+        result = CliRunner().invoke(app, ["ingest", "s3://bucket/dump?endpoint_override=127.0.0.1:1&scheme=http"
+                                          "&region=us-east-1", "--out", os.devnull])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "cannot read the dump s3://bucket/dump" in text and "endpoint" in text
     assert "Traceback" not in result.output
 
 
-def test_nightly_job_takes_an_s3_dump(s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("nightly_audit_job_s3", JOB)
+def _nightly_job() -> Any:
+    spec = importlib.util.spec_from_file_location("nightly_audit_job_storage", JOB)
     assert spec is not None and spec.loader is not None
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
+    return job
+
+
+def test_nightly_job_takes_an_s3_dump(s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = _nightly_job()
     code = job.main(["--dump", _uri(s3, "not-there"), "--warehouse", str(tmp_path / "wh"),
                      "--audit-date", "2026-11-20"])
     assert code == 2
@@ -240,24 +240,7 @@ def test_nightly_job_takes_an_s3_dump(s3: S3Server, tmp_path: Path, capsys: pyte
     assert "--dump" in job._parser().format_help() and "s3://" in job._parser().format_help()
 
 
-@pytest.mark.spark
-def test_scan_on_s3_gives_the_local_findings(s3: S3Server, spark: Any, sample_scan: SampleScan) -> None:
-    from txn_audit import api
-
-    # the dump of the suite's shared local scan, uploaded as it is
-    pafs.copy_files(str(sample_scan.dump), f"{BUCKET}/scanned", destination_filesystem=s3.admin)
-    # the Spark workers are separate processes: they get the same fake settings through the
-    # executor environment (spark.executorEnv.*), as a cluster's executors would
-    environment = spark.sparkContext.environment
-    saved = dict(environment)
-    environment.update(FAKE_AWS)
-    try:
-        remote = api.scan(_uri(s3, "scanned"), spark=spark, options=api.AuditOptions(progress=False, quality=False, report=False))
-    finally:
-        environment.clear()
-        environment.update(saved)
-    local = sample_scan.result
-    assert remote.input == f"s3://{BUCKET}/scanned?{s3.query}"
+def _assert_findings_equal(remote: ScanResult, local: ScanResult) -> None:
     assert remote.ingest.row_counts == local.ingest.row_counts
     assert remote.ingest.issue_counts == local.ingest.issue_counts
     assert remote.as_of_ms == local.as_of_ms
@@ -268,8 +251,75 @@ def test_scan_on_s3_gives_the_local_findings(s3: S3Server, spark: Any, sample_sc
     assert remote.findings == expected
 
 
+def test_scan_on_s3_gives_the_local_findings(s3: S3Server, spark: Any, sample_scan: SampleScan) -> None:
+    from txn_audit import api
+
+    # the dump of the suite's shared local scan, uploaded as it is
+    pafs.copy_files(str(sample_scan.dump), f"{BUCKET}/scanned", destination_filesystem=s3.admin)
+    # the Spark workers are separate processes: they get the same settings through the
+    # executor environment (spark.executorEnv.*), as a cluster's executors would
+    environment = spark.sparkContext.environment
+    saved = dict(environment)
+    environment.update(FAKE_AWS)
+    try:
+        remote = api.scan(_uri(s3, "scanned"), spark=spark,
+                          options=api.AuditOptions(progress=False, quality=False, report=False))
+    finally:
+        environment.clear()
+        environment.update(saved)
+    assert remote.input == f"s3://{BUCKET}/scanned?{s3.query}"
+    _assert_findings_equal(remote, sample_scan.result)
+
+
+# -- HDFS (a NameNode and a DataNode on 127.0.0.1), read over WebHDFS ------------------------
+
+HDFS_DUMP = "/dumps/nightly/2026-11-20 dump"
+
+
+@pytest.fixture(scope="module")
+def hdfs(minihdfs: HdfsServer) -> str:
+    """The session's HDFS with the sample dump uploaded: the ``webhdfs://`` URI of its NameNode."""
+    filesystem = storage.webhdfs_filesystem(f"127.0.0.1:{minihdfs.http_port}")
+    pafs.copy_files(str(SAMPLE), HDFS_DUMP, destination_filesystem=filesystem)
+    return minihdfs.webhdfs
+
+
+def test_webhdfs_discovery_and_worker_reads_equal_local(hdfs: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    local, remote = discover(SAMPLE), discover(hdfs + HDFS_DUMP.replace(" ", "%20"))
+    view_local, view_remote = _inventory_view(local), _inventory_view(remote)
+    for key in ("issues", "replicas", "offsets", "tasks", "segments"):
+        assert view_remote[key] == view_local[key], key
+    assert all(t.path.startswith(f"{hdfs}/dumps/nightly/2026-11-20%20dump/") for t in remote.tasks)
+    assert len(view_remote["mtimes"]) == len(view_local["mtimes"])  # HDFS keeps modification times
+    monkeypatch.setattr(storage, "IN_MEMORY_LIMIT", 4096)
+    monkeypatch.setattr(storage, "SPOOL_CHUNK", 1000)
+    assert any(t.size_bytes > 4096 for t in remote.tasks)
+    assert _decoded_rows(remote) == _decoded_rows(local)
+
+
+def test_webhdfs_missing_path_and_dead_namenode_are_usage_errors(hdfs: str) -> None:
+    with pytest.raises(UsageError, match=f"dump not found: {hdfs}/no/such/dump"):
+        discover(f"{hdfs}/no/such/dump")
+    result = CliRunner().invoke(app, ["scan", "webhdfs://127.0.0.1:1/dumps/x", "--no-progress"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "cannot read the dump webhdfs://127.0.0.1:1/dumps/x" in text and "NameNode's HTTP address" in text
+    assert "Traceback" not in result.output
+
+
+def test_scan_on_hdfs_gives_the_local_findings(minihdfs: HdfsServer, spark: Any, sample_scan: SampleScan) -> None:
+    from txn_audit import api
+
+    filesystem = storage.webhdfs_filesystem(f"127.0.0.1:{minihdfs.http_port}")
+    pafs.copy_files(str(sample_scan.dump), "/scanned", destination_filesystem=filesystem)
+    remote = api.scan(f"{minihdfs.webhdfs}/scanned", spark=spark,
+                      options=api.AuditOptions(progress=False, quality=False, report=False))
+    assert remote.input == f"{minihdfs.webhdfs}/scanned"
+    _assert_findings_equal(remote, sample_scan.result)
+
+
 def test_help_names_the_uris() -> None:
     for command in ("scan", "ingest"):
         result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0
-        assert all(scheme in result.output for scheme in ("file://", "s3://", "hdfs://")), command
+        assert all(scheme in result.output for scheme in ("file://", "s3://", "webhdfs://", "hdfs://")), command

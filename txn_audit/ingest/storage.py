@@ -1,4 +1,5 @@
-"""Where a dump lives: a local folder, ``file://``, ``s3://`` or ``hdfs://``, read through ``pyarrow.fs``.
+"""Where a dump lives: a local folder, ``file://``, ``s3://``, ``webhdfs://`` or ``hdfs://``, read through
+``pyarrow.fs``.
 
 ``resolve_dump`` turns the dump argument into a ``DumpLocation`` (a pyarrow ``FileSystem`` and the
 root path in it); ``DumpLocation.listing`` lists the whole tree once, and discovery works on that
@@ -13,6 +14,18 @@ and ``AWS_ENDPOINT_URL`` for an S3-compatible server; URI query parameters such 
 file's URI to the executors. Credentials are never put into the URIs txn-audit builds, and a
 ``user:secret@`` part of the dump URI is removed from everything it prints or writes.
 
+HDFS is reached two ways. ``webhdfs://namenode:<http port>/path`` speaks Hadoop's WebHDFS REST API,
+served by the NameNode's HTTP port (9870 by default) with the data streamed from the DataNodes'
+HTTP ports, so it needs nothing on this machine but Python: fsspec's ``WebHDFS`` client wrapped as a
+``pyarrow.fs.PyFileSystem`` (``webhdfs_filesystem``). The Hadoop user is ``?user=NAME`` in the URI,
+else ``HADOOP_USER_NAME``, else the login name, as Hadoop's own client picks it (simple
+authentication; a Kerberized cluster needs a delegation token, not handled here). ``webhdfs://`` is
+also a scheme Hadoop's client in Spark reads, so a warehouse written there is readable by Spark as
+it is. ``hdfs://namenode:<rpc port>/path`` uses pyarrow's ``HadoopFileSystem``, which needs Hadoop's
+native ``libhdfs`` and a JVM on every host (``HADOOP_HOME`` or ``ARROW_LIBHDFS_DIR``): it is taken
+when they are set, and refused with a ``UsageError`` that points at ``webhdfs://`` when they are not.
+The DataNodes' addresses the NameNode hands out must be reachable from where the dump is read.
+
 Local paths keep their special handling: symbolic links are listed (by ``lstat``), never followed,
 and the listing stops at them; pyarrow's ``LocalFileSystem`` would follow them.
 """
@@ -20,6 +33,7 @@ and the listing stops at them; pyarrow's ``LocalFileSystem`` would follow them.
 from __future__ import annotations
 
 import errno
+import getpass
 import io
 import mmap
 import os
@@ -32,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO, TypeVar
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
@@ -40,7 +54,9 @@ from txn_audit.errors import UsageError
 from txn_audit.usage import local_path
 
 #: Schemes a dump may be read from, besides a plain local path.
-REMOTE_SCHEMES = ("s3", "hdfs")
+REMOTE_SCHEMES = ("s3", "hdfs", "webhdfs")
+#: the port of ``webhdfs://host/...`` without one: the NameNode's default HTTP port
+WEBHDFS_DEFAULT_PORT = 9870
 #: Remote files up to this size are read into memory whole; larger ones are copied in
 #: ``SPOOL_CHUNK`` pieces to a local scratch file and memory-mapped, so a worker's memory stays
 #: bounded by the chunk, not the segment (a 1 GiB segment costs 1 GiB of local disk instead).
@@ -268,6 +284,9 @@ def _storage_hint(display: str, err: Exception) -> str:
     if display.startswith("s3://"):
         hint = ("; check the bucket, the endpoint (AWS_ENDPOINT_URL or ?endpoint_override=host:port&scheme=http) "
                 "and the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE)")
+    elif display.startswith("webhdfs://"):
+        hint = ("; check the NameNode's HTTP address (webhdfs://namenode:9870/path), that WebHDFS is enabled "
+                "(dfs.webhdfs.enabled) and that the DataNodes are reachable")
     return f"cannot read the dump {display}: {text}{hint}"
 
 
@@ -278,8 +297,8 @@ def is_remote_path(path: str) -> bool:
 
 
 def resolve_dump(dump: str | os.PathLike[str] | DumpLocation) -> DumpLocation:
-    """The storage and root of a dump argument: a local path, ``file://``, ``s3://`` or ``hdfs://``
-    URI (a ``DumpLocation`` is returned as it is). Raises ``UsageError`` for an unknown scheme or
+    """The storage and root of a dump argument: a local path, ``file://``, ``s3://``, ``webhdfs://``
+    or ``hdfs://`` URI (a ``DumpLocation`` is returned as it is). Raises ``UsageError`` for an unknown scheme or
     storage that cannot be reached; a root that does not exist is reported by the caller
     (``info().kind == "other"``)."""
     if isinstance(dump, DumpLocation):
@@ -293,16 +312,19 @@ def resolve_dump(dump: str | os.PathLike[str] | DumpLocation) -> DumpLocation:
     if scheme == "file":  # of another host
         raise UsageError(f"{dump}: a file:// URI must name a local path (file:///path)")
     if scheme not in REMOTE_SCHEMES:
-        raise UsageError(f"{dump}: dumps are read from local paths, file://, s3:// or hdfs:// URIs, not {scheme}://")
+        raise UsageError(f"{dump}: dumps are read from local paths, file://, s3://, webhdfs:// or hdfs:// URIs, "
+                         f"not {scheme}://")
     netloc = parts.netloc.rsplit("@", 1)[-1]  # user:secret@ stays out of what is printed
     display = urlunsplit((scheme, netloc, parts.path, parts.query, ""))
-    if scheme == "hdfs" and not (os.environ.get("HADOOP_HOME") or os.environ.get("ARROW_LIBHDFS_DIR")):
-        raise UsageError(f"{display}: reading hdfs:// needs Hadoop's libhdfs and a JVM on this machine "
-                         "(set HADOOP_HOME, or ARROW_LIBHDFS_DIR to the folder of libhdfs.so, and "
-                         "CLASSPATH=$(hadoop classpath --glob))")
+    if scheme == "hdfs":
+        check_libhdfs(display)
     try:
-        filesystem, root = pafs.FileSystem.from_uri(dump)
-        base_fs, fs_base = _filesystem(scheme, parts.netloc, parts.query)
+        if scheme == "webhdfs":
+            filesystem, fs_base = _filesystem(scheme, parts.netloc, parts.query)
+            root = unquote(parts.path) or "/"
+        else:
+            filesystem, root = pafs.FileSystem.from_uri(dump)
+            _, fs_base = _filesystem(scheme, parts.netloc, parts.query)
     except (OSError, ValueError) as err:  # pyarrow.ArrowInvalid is a ValueError
         raise UsageError(_storage_hint(display, err)) from None
     location = DumpLocation(filesystem, root.rstrip("/") or root, display, scheme, netloc, parts.query, fs_base)
@@ -315,6 +337,35 @@ def resolve_dump(dump: str | os.PathLike[str] | DumpLocation) -> DumpLocation:
     return location
 
 
+def check_libhdfs(display: str) -> None:
+    """``UsageError`` unless pyarrow's ``HadoopFileSystem`` can find Hadoop's native libhdfs."""
+    if os.environ.get("HADOOP_HOME") or os.environ.get("ARROW_LIBHDFS_DIR"):
+        return
+    raise UsageError(f"{display}: hdfs:// needs Hadoop's libhdfs and a JVM on this machine "
+                     "(set HADOOP_HOME, or ARROW_LIBHDFS_DIR to the folder of libhdfs.so, and "
+                     "CLASSPATH=$(hadoop classpath --glob)); without them use webhdfs://namenode:<http port>/path "
+                     "(the NameNode's WebHDFS REST API, port 9870 by default)")
+
+
+def webhdfs_filesystem(netloc: str, query: str = "") -> pafs.FileSystem:
+    """A ``pyarrow.fs`` file system over the WebHDFS REST API of the NameNode at ``netloc``
+    (``host[:port]``); ``query`` may name the Hadoop user (``user=NAME``)."""
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    from txn_audit.ingest.webhdfs import WebHdfs
+
+    parts = urlsplit(f"//{netloc}")
+    if not parts.hostname:
+        raise ValueError(f"webhdfs://{netloc}: no NameNode host")
+    settings = dict(parse_qsl(query))
+    unknown = sorted(set(settings) - {"user"})
+    if unknown:
+        raise ValueError(f"unknown webhdfs:// option {unknown[0]!r} (only user=NAME)")
+    user = settings.get("user") or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    client = WebHdfs(parts.hostname, port=parts.port or WEBHDFS_DEFAULT_PORT, user=user)
+    return PyFileSystem(FSSpecHandler(client))
+
+
 def _local(path: Path) -> DumpLocation:
     absolute = str(path.resolve()) if os.path.lexists(path) else str(path.absolute())
     return DumpLocation(pafs.LocalFileSystem(), absolute, str(path))
@@ -324,6 +375,8 @@ def _local(path: Path) -> DumpLocation:
 def _filesystem(scheme: str, netloc: str, query: str) -> tuple[pafs.FileSystem, str]:
     """One filesystem per storage and settings in a process (S3 clients are not free), with the
     path of its ``scheme://netloc/`` (for S3 the bucket)."""
+    if scheme == "webhdfs":
+        return webhdfs_filesystem(netloc.rsplit("@", 1)[-1], query), ""
     filesystem, base = pafs.FileSystem.from_uri(urlunsplit((scheme, netloc, "/", query, "")))
     return filesystem, base.rstrip("/")
 

@@ -84,7 +84,7 @@ def open_readonly(path: str) -> Iterator[bytes | mmap.mmap]:
     """A regular file's bytes, read or mapped read-only (see ``READ_LIMIT``); never written.
 
     Raises ``OSError`` for anything but a regular file (see ``open_regular``). A remote URI
-    (``s3://``, ``hdfs://``) is read through ``pyarrow.fs`` (see ``storage.open_buffer``).
+    (``s3://``, ``webhdfs://``, ``hdfs://``) is read through ``pyarrow.fs`` (see ``storage.open_buffer``).
     """
     if is_remote_path(path):
         with open_buffer(path) as remote:
