@@ -17,6 +17,7 @@ one is described with ``replica`` None, and its table gives no extents. No pyspa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,18 +70,34 @@ class FileEntry:
     replicas: frozenset[Replica] | None
     row_groups: tuple[RowGroupEntry, ...]
 
+    @functools.cached_property
+    def by_replica(self) -> dict[Replica | None, tuple[RowGroupEntry, ...]]:
+        """Its row groups by replica (None: those of no known replica), each in file order: a file
+        holds a row group per replica and segment, and each replica's are looked up, so the file
+        is gone over once, not once per replica (thousands of partitions)."""
+        found: dict[Replica | None, list[RowGroupEntry]] = {}
+        for group in self.row_groups:
+            found.setdefault(group.replica, []).append(group)
+        return {replica: tuple(groups) for replica, groups in found.items()}
+
     def rows_of(self, replica: Replica, where: Callable[[RowGroupEntry], bool] | None = None) -> int:
         """How many rows of ``replica`` the file may hold: its row groups' (those ``where`` keeps,
         when given), a row group of no known replica counting for every replica of the file (an
         upper bound)."""
         if self.replicas is None or replica not in self.replicas:
             return 0
-        return sum(g.rows for g in self.row_groups if g.replica in (replica, None) and (where is None or where(g)))
+        groups = (*self.by_replica.get(replica, ()), *self.by_replica.get(None, ()))
+        return sum(g.rows for g in groups if where is None or where(g))
 
     @property
     def rows(self) -> int:
         """How many rows the file holds."""
         return sum(group.rows for group in self.row_groups)
+
+    @functools.cached_property
+    def as_json(self) -> dict[str, Any]:
+        """``file_json``: the entry as JSON, made once."""
+        return _file_json(self)
 
 
 @dataclass(frozen=True)
@@ -178,7 +195,13 @@ class Manifest:
 
 
 def file_json(entry: FileEntry) -> dict[str, Any]:
-    """``entry`` as JSON (``ledger.Ledger`` saves its tables' files so)."""
+    """``entry`` as JSON (``ledger.Ledger`` saves its tables' files so), made once per entry: the
+    ledger is saved after every stage, and a raw table's entries (a row group per replica and
+    segment) do not change after ingest."""
+    return entry.as_json
+
+
+def _file_json(entry: FileEntry) -> dict[str, Any]:
     replicas = None if entry.replicas is None else sorted(
         ([*r] for r in entry.replicas), key=lambda r: [(v is None, v if v is not None else 0) for v in r])
     return {"path": entry.path, "replicas": replicas, "row_groups": [

@@ -113,10 +113,10 @@ def replica_groups(table: TableManifest, replica: Replica) -> list[dict[str, Any
     unless every row group of its files names its one replica."""
     found = []
     for entry in table.files_of(replica):
-        for group in entry.row_groups:
-            if group.replica is None:
-                return None
-            if group.replica != replica or not group.rows:
+        if None in entry.by_replica:
+            return None
+        for group in entry.by_replica.get(replica, ()):
+            if not group.rows:
                 continue
             low, high = group.offsets if group.offsets is not None else (None, None)
             producer_low, producer_high = group.producer_ids if group.producer_ids is not None else (None, None)
