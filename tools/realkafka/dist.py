@@ -20,6 +20,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.maven import copy_dependencies
+
 __all__ = ["Dist", "HarnessError", "cache_root", "fetch", "fetch_artifact", "version_tuple"]
 
 DRIVER_SOURCE = Path(__file__).resolve().parent / "driver" / "TxnDriver.java"
@@ -154,18 +156,9 @@ def fetch(version: str, *, log: bool = True) -> Dist:
         (home / "pom.xml").write_text(_pom(version))
         if log:
             print(f"[realkafka] fetching Kafka {version} from Maven Central into {home}", flush=True)
-        tmp_lib = home / "lib.partial"
-        shutil.rmtree(tmp_lib, ignore_errors=True)
-        run = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-             f"-DoutputDirectory={tmp_lib}", "-DincludeScope=runtime"],
-            capture_output=True, text=True,
-        )
-        if run.returncode != 0:
-            errors = [line for line in run.stdout.splitlines() + run.stderr.splitlines() if "ERROR" in line]
-            raise HarnessError(f"Maven could not fetch Kafka {version}:\n" + "\n".join(errors[:5]))
-        shutil.rmtree(dist.lib, ignore_errors=True)
-        tmp_lib.rename(dist.lib)
+        errors = copy_dependencies(mvn, home / "pom.xml", dist.lib)
+        if errors:
+            raise HarnessError(f"Maven could not fetch Kafka {version}:\n" + "\n".join(errors))
         stamp.write_text(version + "\n")
     _compile_driver(dist)
     return dist

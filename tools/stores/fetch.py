@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.maven import copy_dependencies
+
 __all__ = ["HADOOP_VERSION", "S3PROXY_VERSION", "HdfsDist", "StoreToolError", "cache_root", "fetch_hdfs",
            "fetch_s3proxy", "java_binary"]
 
@@ -83,18 +85,9 @@ def _maven_copy(home: Path, name: str, dependencies: list[str], *, log: bool) ->
 """)
     if log:
         print(f"[stores] fetching {name} from Maven Central into {home}", flush=True)
-    partial = home / "lib.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    run = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-         f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
-        capture_output=True, text=True,
-    )
-    if run.returncode != 0:
-        errors = [line for line in run.stdout.splitlines() + run.stderr.splitlines() if "ERROR" in line]
-        raise StoreToolError(f"Maven could not fetch {name}:\n" + "\n".join(errors[:5]))
-    shutil.rmtree(lib, ignore_errors=True)
-    partial.rename(lib)
+    errors = copy_dependencies(mvn, home / "pom.xml", lib)
+    if errors:
+        raise StoreToolError(f"Maven could not fetch {name}:\n" + "\n".join(errors))
     stamp.write_text(name + "\n")
     return lib
 
