@@ -24,6 +24,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import pair_bench  # noqa: E402
 import realistic_dump  # noqa: E402
+import scale_bench  # noqa: E402
 import scan_bench  # noqa: E402
 
 PREPARE_OR_COMPLETE = {2: "COMMIT", 3: "ABORT", 4: "COMMIT", 5: "ABORT"}
@@ -150,6 +151,44 @@ def test_lanes_deal_each_copy_to_partitions_of_its_own(tmp_path: Path) -> None:
                     written.setdefault(h.producer_id // realistic_dump.PID_STRIDE, set()).add(
                         _lane_of(folder.name.rpartition("-")[0]))
     assert all(found == {copy % lanes} for copy, found in written.items() if copy < shape.copies)
+
+
+def test_the_replicated_dump_is_every_partition_once_per_broker(tmp_path: Path) -> None:
+    """``scale_bench.replicated``: three log dirs of hard links to the one broker's files, each
+    ``meta.properties`` naming its own node; the input files are not changed."""
+    one = tmp_path / "one"
+    realistic_dump.write_realistic_dump(one, size_bytes=1 << 20, txns_per_producer=2)
+    source = one / "broker-1"
+    before = (source / "meta.properties").read_text()
+    three = scale_bench.replicated(one)
+    assert sorted(p.name for p in three.iterdir() if p.is_dir()) == ["broker-1", "broker-2", "broker-3"]
+    for node in (1, 2, 3):
+        copy = three / f"broker-{node}"
+        assert f"node.id={node}" in (copy / "meta.properties").read_text()
+        assert scale_bench.partitions_of(three) == sum(1 for p in source.iterdir() if p.is_dir())
+        for log in source.glob("*/*.log"):
+            assert (copy / log.relative_to(source)).stat().st_ino == log.stat().st_ino
+    assert (source / "meta.properties").read_text() == before
+    assert scale_bench.replicated(one) == three  # written once
+
+
+def test_the_scale_table_gives_the_ratios_and_the_cost_per_partition_copy() -> None:
+    def layout(name: str, partitions: int, copies: int, walls: list[float], cpu: float, driver_mib: int) -> Any:
+        runs = [scan_bench.ScanRun(0.25, wall, 0, [], {"driver": driver_mib << 10, "jvm": 1 << 20}, 0,
+                                   cpu_s={"driver": cpu / 4, "worker": cpu * 3 / 4}) for wall in walls]
+        return scale_bench.Layout(name, Path(name), partitions, copies, runs)
+
+    lines = scale_bench.table({"few": layout("few", 66, 1, [10.0, 12.0, 11.0], 20.0, 400),
+                               "many": layout("many", 2066, 1, [31.0, 29.0, 30.0], 60.0, 900),
+                               "rf3": layout("rf3", 66, 3, [20.0, 21.0, 22.0], 40.0, 500)})
+    many = next(line for line in lines if line.startswith("| many"))
+    # median 30 s against 11 s; 19 s and 40 s of CPU (10 of the driver) over 2,000 more partitions
+    assert "| 30.0 s | 2.73× | 9.5 ms | 15.0 / 60.0 s | 5.0 / 20.0 ms | 900 / 1024 MiB |" in many
+    rf3 = next(line for line in lines if line.startswith("| rf3"))
+    assert "| 21.0 s | 1.91× | 75.8 ms |" in rf3  # (21 - 11) s over 132 more partition copies
+    assert any("2.73× (target <= 1.5×): NOT met" in line for line in lines)
+    assert any("1.91× (target <= 3.0×): met" in line for line in lines)
+    assert any("900 MiB (target <= 2048 MiB at 10,000): met here" in line for line in lines)
 
 
 def _run(size: float, wall: float, worker_mib: int = 600, kinds: dict[str, int] | None = None) -> Any:
