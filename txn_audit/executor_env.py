@@ -21,7 +21,7 @@ from typing import Any
 DEPENDENCY_MODULES: tuple[str, ...] = (
     "pyspark", "pyspark.daemon", "pyspark.worker", "pyspark.sql.pandas.serializers",
     "great_expectations", "pyarrow", "pyarrow.parquet", "pandas", "numpy", "typer", "rich", "plotly",
-    "crc32c", "cramjam", "numba", "llvmlite",
+    "crc32c", "cramjam", "numba", "llvmlite", "fsspec", "requests",
 )
 
 

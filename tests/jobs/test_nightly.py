@@ -469,8 +469,17 @@ def test_publish_run_layout_readers_and_rerun(spark: SparkSession, sample_scan: 
 def test_a_failed_publish_leaves_whole_partitions(
     sample_scan: SampleScan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the scan's batches in two files, so that a table is published file after file
+    scan = tmp_path / "scan"
+    shutil.copytree(sample_scan.out, scan)
+    folder = scan / "tables" / "batches"
+    (written,) = [p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith(("_", "."))]
+    rows = pq.read_table(written)
+    for index, part in enumerate((rows.slice(0, rows.num_rows // 2), rows.slice(rows.num_rows // 2))):
+        pq.write_table(part, folder / f"part-{index:05d}-split.parquet")
+    written.unlink()
     warehouse = tmp_path / "wh"
-    publish_run(None, sample_scan.out, warehouse, AUDIT_DATE)
+    publish_run(None, scan, warehouse, AUDIT_DATE)
     names = {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES}
     before = _snapshot(warehouse)
     # fail on the second file of the first table that has several: after some tables were
@@ -488,7 +497,7 @@ def test_a_failed_publish_leaves_whole_partitions(
 
     monkeypatch.setattr(wh_module, "_link_or_copy", failing)
     with pytest.raises(OSError, match="No space"):
-        publish_run(None, sample_scan.out, warehouse, AUDIT_DATE)
+        publish_run(None, scan, warehouse, AUDIT_DATE)
     assert {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES} == names
     assert _snapshot(warehouse) == before
     assert _hidden(warehouse) == []
