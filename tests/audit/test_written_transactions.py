@@ -85,17 +85,22 @@ def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize(("chunk_rows", "round_producers"), [(10**6, None), (3, None), (10**6, 1)])
+@pytest.mark.parametrize(("chunk_rows", "round_producers", "share_rows"),
+                         [(10**6, None, 1), (3, None, 1), (10**6, 1, 1), (10**6, None, 10**9), (3, None, 10**9)])
 def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, chunk_rows: int,
-                                                    round_producers: int | None,
+                                                    round_producers: int | None, share_rows: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(transaction_files, "CHUNK_ROWS", chunk_rows)  # last writes carried across chunks
     if round_producers is not None:  # a task passes over its producers in rounds, into one file
         monkeypatch.setattr(pass_files, "ROUND_PRODUCERS", round_producers)
     tables = _tables(seed)
-    items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=1)
+    items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=share_rows)
              if item["log_dir"] == LEADER_DIR]
     assert any(len(pass_files.producer_rounds(item)) > 1 for item in items) == (round_producers is not None)
+    # whole replicas (no shares): small ones passed over together, in runs of several
+    grouped = [len(group) for half in (items[: len(items) // 2], items[len(items) // 2:])
+               for group in transaction_files.item_groups(half)]
+    assert (max(grouped) > 1) == (share_rows > 1 and round_producers is None)
     producers = sorted({r["producer_id"] for r in tables["batches"] if r["producer_id"] >= 0})
     # some producers' transactional ids known (none for seed 2: a dump without a transaction log)
     ids = {} if seed == 2 else {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import ExitStack
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 
@@ -28,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from txn_audit.reconstruct.pass_files import item_pass
+from txn_audit.reconstruct.ordered_pass import transaction_pass
+from txn_audit.reconstruct.pass_files import item_pass, pass_input_rows, producer_rounds
 from txn_audit.reconstruct.prepare_follows import (
     FOLLOW_FIELDS,
     FOLLOW_WRITER_OPTIONS,
@@ -98,6 +100,7 @@ class TransactionFile:
     def __init__(self, written: TableFile, transactional_ids: _Lookup) -> None:
         self.written, self.transactional_ids = written, transactional_ids
         self.rows = 0
+        self._closed = False
         self._spill: tempfile.TemporaryDirectory[str] | None = None
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._pending: list[pa.RecordBatch] = []
@@ -143,9 +146,10 @@ class TransactionFile:
         self._pending, self._pending_rows = [], 0
 
     def close(self) -> int:
-        """Hand the completed rows to the task's file; the number of rows."""
-        if not self.rows:
-            return 0
+        """Hand the completed rows to the task's file, once; the number of rows."""
+        if not self.rows or self._closed:
+            return self.rows
+        self._closed = True
         last_writes = self._last_writes()
         if self._writer is None:  # every row held
             for batch in self._pending:
@@ -199,7 +203,8 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
     its first item's ``task``). Item ``strays_task`` also writes a row, with no marker, for each
     record on none of ``read_partitions`` (every item's partition), so that every Prepare*
     record is followed once per partition it lists. ``producer_ids``: every known producer id and
-    its transactional id (``schemas.PRODUCER_IDS``' first two columns), which the rows written take."""
+    its transactional id (``schemas.PRODUCER_IDS``' first two columns), which the rows written take.
+    Small items are passed over together (``item_groups``)."""
     work = [item for batch in items for item in batch.to_pylist()]
     if not work:
         return
@@ -208,19 +213,97 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
     name = file_name(item_int(work[0], "task"), job)
     with TableFile(follows_dir, name, FOLLOW_FIELDS, FOLLOW_WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as follows, \
             TableFile(directory, name, PARTITION_TRANSACTIONS, WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as task_file:
-        for item in work:
-            follower = PrepareFollower(_prepares_of(item, prepares))
-            with TransactionFile(task_file, known) as written:
-                for out in item_pass(item, late_tolerance_ms=late_tolerance_ms,
-                                     unsequenced_topics=unsequenced_topics, seen=follower.add):
+        for group in item_groups(work):
+            followers = [PrepareFollower(_prepares_of(item, prepares)) for item in group]
+            with ExitStack() as stack:
+                files = [stack.enter_context(TransactionFile(task_file, known)) for _ in group]
+                for out in _group_pass(group, followers, late_tolerance_ms, unsequenced_topics):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
                         yield out.cast(output)  # every batch of one task's output has one schema
                     else:
-                        written.add(pa.RecordBatch.from_struct_array(txn))
-            follows.add(follower.rows())
-            if item_int(item, "task") == strays_task:
-                follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
+                        _route(pa.RecordBatch.from_struct_array(txn), group, files)
+                for written in files:  # in the items' order
+                    written.close()
+            for item, follower in zip(group, followers, strict=True):
+                follows.add(follower.rows())
+                if item_int(item, "task") == strays_task:
+                    follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
+
+
+#: items of fewer rows than this are passed over together, up to about this many rows in all: a
+#: pass costs a few milliseconds of Arrow calls however few its rows, and a broker of thousands
+#: of partitions is mostly small ones (``scale_bench.py``)
+GROUP_ROWS = 65_536
+
+
+def item_groups(work: Sequence[Mapping[str, object]],
+                group_rows: int | None = None) -> Iterator[list[Mapping[str, object]]]:
+    """``work``'s items in runs passed over together, in their order: consecutive items of one
+    replica each (not a share of one), of fewer than ``group_rows`` rows (default ``GROUP_ROWS``)
+    and passed over in one round (``pass_files.producer_rounds``), until the run holds that many
+    rows; any other item alone. The pass keeps each (topic, partition, producer, broker)'s state
+    apart, so replicas of different partitions may follow one another in its input."""
+    limit = GROUP_ROWS if group_rows is None else group_rows
+    run: list[Mapping[str, object]] = []
+    rows = 0
+    for item in work:
+        small = (item_int(item, "shares") == 1 and item_int(item, "rows") < limit
+                 and len(producer_rounds(item)) == 1)
+        if not small:
+            if run:
+                yield run
+                run, rows = [], 0
+            yield [item]
+            continue
+        if run and rows + item_int(item, "rows") > limit:
+            yield run
+            run, rows = [], 0
+        run.append(item)
+        rows += item_int(item, "rows")
+    if run:
+        yield run
+
+
+def _group_pass(group: list[Mapping[str, object]], followers: list[PrepareFollower], late_tolerance_ms: int,
+                unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
+    """``transaction_pass`` over ``group``: one item's rounds (``item_pass``), or the input rows
+    of several items one after another, in one batch (each item's shown to its follower first):
+    the pass costs a few milliseconds per batch, however few its rows (300 items of ``scale_bench``'s
+    2,050-partition dump: 2.2-2.7 s passed one by one, 1.1-1.2 s together)."""
+    if len(group) == 1:
+        yield from item_pass(group[0], late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics,
+                             seen=followers[0].add)
+        return
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        held: list[pa.RecordBatch] = []  # the items' batches, passed on together: the pass costs per batch
+        for item, follower in zip(group, followers, strict=True):
+            for batch in pass_input_rows(item):
+                follower.add(batch)
+                held.append(batch)
+        if held:  # one schema: the raw tables' types (``pass_input``), unless a file holds a column as nulls
+            together = pa.concat_tables([pa.Table.from_batches([batch]) for batch in held],
+                                        promote_options="permissive")
+            yield from together.combine_chunks().to_batches()
+
+    yield from transaction_pass(rows(), late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
+
+
+def _route(txns: pa.RecordBatch, group: list[Mapping[str, object]], files: list[TransactionFile]) -> None:
+    """Hand each of ``txns`` to the file of its item (by topic and partition: one replica each),
+    keeping their order."""
+    if len(group) == 1:
+        files[0].add(txns)
+        return
+    place = {(item["topic"], item["partition"]): index for index, item in enumerate(group)}
+    owners = np.fromiter((place[key] for key in zip(txns.column("topic").to_pylist(),
+                                                    txns.column("partition").to_pylist(), strict=True)),
+                         dtype=np.int64, count=txns.num_rows)
+    order = np.argsort(owners, kind="stable")
+    cuts = np.flatnonzero(np.diff(owners[order])) + 1
+    for rows in np.split(order, cuts):
+        files[int(owners[rows[0]])].add(txns.take(pa.array(rows)))
 
 
 def _prepares_of(item: Mapping[str, object], prepares: pa.Table) -> pa.Table:
