@@ -29,6 +29,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,7 @@ def table(layouts: dict[str, Layout]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/txn-audit-scale-bench"))
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "txn-audit-scale-bench")
     parser.add_argument("--gib", type=float, default=0.25, help="bytes of each dump (one copy), GiB")
     parser.add_argument("--lanes", type=int, default=125, help="sets of 16 data partitions of the many dump")
     parser.add_argument("--repeat", type=int, default=1, help="scans of each dump, taking turns")
