@@ -6,7 +6,10 @@ offsets and producer ids (``ROW_GROUP``). Row groups of one replica that do not 
 rows in log order (``log_order``); otherwise the rows are read with a filter on the replica
 (``replica_filter``) and, when too many to hold at once, in windows cut at a sample of their
 offsets (``sampled_cuts``). ``merge_in_log_order`` reads several tables' row groups of one
-replica as one stream in log order.
+replica as one stream in log order; ``replica_tables`` reads a replica's row groups in file
+order (``REPLICA_FILES_ITEM``). Files are opened once per process (``OpenedFiles``): a footer
+lists a row group per replica and segment. On the driver, ``read_table`` and ``table_batches``
+read a whole table file by file.
 """
 
 from __future__ import annotations
