@@ -174,6 +174,21 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     assert {r["state"] for r in written.to_pylist()} == {"committed", "aborted", "ended", "open"}
 
 
+def test_small_replicas_run_together_one_per_partition() -> None:
+    """``item_groups``: consecutive small whole replicas in runs of at most ``group_rows`` rows,
+    never two replicas of one partition in a run; a share, or a replica of ``group_rows`` rows or
+    more, alone; the items' order kept."""
+    def item(topic: str, partition: int, rows: int, shares: int = 1) -> dict[str, Any]:
+        return {"topic": topic, "partition": partition, "rows": rows, "shares": shares, "share": 0}
+
+    work = [item("a", 0, 10), item("a", 1, 10), item("a", 0, 10), item("b", 0, 50), item("b", 1, 10),
+            item("c", 0, 100), item("c", 1, 5), item("c", 2, 30, shares=2), item("d", 0, 1)]
+    groups = [[(i["topic"], i["partition"]) for i in group] for group in transaction_files.item_groups(work, 60)]
+    # a second a-0 starts a run; b-1 would pass 60 rows; c-0 is too large, c-2 a share
+    assert groups == [[("a", 0), ("a", 1)], [("a", 0), ("b", 0)], [("b", 1)], [("c", 0)], [("c", 1)], [("c", 2)],
+                      [("d", 0)]]
+
+
 def test_a_table_no_task_wrote_gets_an_empty_file(tmp_path: Path) -> None:
     directory = str(tmp_path / "t")
     start_table(directory)

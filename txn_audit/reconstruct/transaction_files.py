@@ -242,8 +242,9 @@ def item_groups(work: Sequence[Mapping[str, object]],
     """``work``'s items in runs passed over together, in their order: consecutive items of one
     replica each (not a share of one), of fewer than ``group_rows`` rows (default ``GROUP_ROWS``)
     and passed over in one round (``pass_files.producer_rounds``), until the run holds that many
-    rows; any other item alone. The pass keeps each (topic, partition, producer, broker)'s state
-    apart, so replicas of different partitions may follow one another in its input."""
+    rows or a second replica of one partition; any other item alone. The pass keeps each (topic,
+    partition, producer, broker)'s state apart, so replicas of different partitions may follow one
+    another in its input."""
     limit = GROUP_ROWS if group_rows is None else group_rows
     run: list[Mapping[str, object]] = []
     rows = 0
@@ -256,13 +257,18 @@ def item_groups(work: Sequence[Mapping[str, object]],
                 run, rows = [], 0
             yield [item]
             continue
-        if run and rows + item_int(item, "rows") > limit:
+        # a run holds one replica per partition: its transactions go back to their item by partition
+        if run and (rows + item_int(item, "rows") > limit or _partition(item) in map(_partition, run)):
             yield run
             run, rows = [], 0
         run.append(item)
         rows += item_int(item, "rows")
     if run:
         yield run
+
+
+def _partition(item: Mapping[str, object]) -> tuple[object, object]:
+    return item["topic"], item["partition"]
 
 
 def _group_pass(group: list[Mapping[str, object]], followers: list[PrepareFollower], late_tolerance_ms: int,
