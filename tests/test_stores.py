@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from tests.nightlyjob import JOB, nightly_job
 from tests.storeenv import FAKE_AWS, aws_env
 from tools.stores.servers import HdfsServer, S3ProxyServer
 from txn_audit import stores
@@ -48,7 +49,6 @@ pytestmark = pytest.mark.live
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data" / "dump"
-JOB = REPO / "jobs" / "nightly_audit.py"
 BUCKET = "outputs"
 D1, D2 = date(2026, 11, 20), date(2026, 11, 21)
 #: a publishing process, killed by the tests halfway
@@ -312,16 +312,6 @@ def _server_uri(kind: str, server: S3ProxyServer | HdfsServer, path: str) -> str
     return f"{server.webhdfs}/{path}"
 
 
-def _nightly_job() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("nightly_audit_job_stores", JOB)
-    assert spec is not None and spec.loader is not None
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
-    return job
-
-
 # -- scans and the warehouse, with Spark --------------------------------------------------
 
 
@@ -460,5 +450,5 @@ def test_help_names_the_store_uris() -> None:
     result = CliRunner().invoke(app, ["scan", "--help"], env={"COLUMNS": "200"})
     text = " ".join(result.output.split())
     assert all(s in text for s in ("s3://bucket/folder", "webhdfs://", "hdfs://")), result.output
-    help_text = " ".join(_nightly_job()._parser().format_help().split())
+    help_text = " ".join(nightly_job()._parser().format_help().split())
     assert "--warehouse" in help_text and all(s in help_text for s in ("s3://", "webhdfs://", "hdfs://"))

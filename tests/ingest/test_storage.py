@@ -9,7 +9,6 @@ instance-metadata lookups are disabled and no other address is contacted.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from txn_audit.ingest.discover import Inventory, discover
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, resolve_dump
 from txn_audit.ingest.tasks import TableRows
 from txn_audit.ingest.worker import decode_task
+from tests.nightlyjob import nightly_job
 
 if TYPE_CHECKING:
     from tests.conftest import SampleScan
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "sample_data" / "dump"
-JOB = REPO / "jobs" / "nightly_audit.py"
 BUCKET = "kafka-dumps"
 PREFIX = "nightly/2026-11-20 dump"  # a space: keys are quoted in the URIs handed to workers
 
@@ -221,16 +220,8 @@ def test_cli_unreachable_endpoint_exits_2() -> None:
     assert "Traceback" not in result.output
 
 
-def _nightly_job() -> Any:
-    spec = importlib.util.spec_from_file_location("nightly_audit_job_storage", JOB)
-    assert spec is not None and spec.loader is not None
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
-    return job
-
-
 def test_nightly_job_takes_an_s3_dump(s3: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    job = _nightly_job()
+    job = nightly_job()
     code = job.main(["--dump", _uri(s3, "not-there"), "--warehouse", str(tmp_path / "wh"),
                      "--audit-date", "2026-11-20"])
     assert code == 2
