@@ -217,12 +217,13 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
             followers = [PrepareFollower(_prepares_of(item, prepares)) for item in group]
             with ExitStack() as stack:
                 files = [stack.enter_context(TransactionFile(task_file, known)) for _ in group]
+                place = {_partition(item): index for index, item in enumerate(group)}  # one item per partition
                 for out in _group_pass(group, followers, late_tolerance_ms, unsequenced_topics):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
                         yield out.cast(output)  # every batch of one task's output has one schema
                     else:
-                        _route(pa.RecordBatch.from_struct_array(txn), group, files)
+                        _route(pa.RecordBatch.from_struct_array(txn), files, place)
                 for written in files:  # in the items' order
                     written.close()
             for item, follower in zip(group, followers, strict=True):
@@ -247,6 +248,7 @@ def item_groups(work: Sequence[Mapping[str, object]],
     another in its input."""
     limit = GROUP_ROWS if group_rows is None else group_rows
     run: list[Mapping[str, object]] = []
+    partitions: set[tuple[object, object]] = set()  # of the run's items
     rows = 0
     for item in work:
         small = (item_int(item, "shares") == 1 and item_int(item, "rows") < limit
@@ -254,14 +256,15 @@ def item_groups(work: Sequence[Mapping[str, object]],
         if not small:
             if run:
                 yield run
-                run, rows = [], 0
+                run, partitions, rows = [], set(), 0
             yield [item]
             continue
         # a run holds one replica per partition: its transactions go back to their item by partition
-        if run and (rows + item_int(item, "rows") > limit or _partition(item) in map(_partition, run)):
+        if run and (rows + item_int(item, "rows") > limit or _partition(item) in partitions):
             yield run
-            run, rows = [], 0
+            run, partitions, rows = [], set(), 0
         run.append(item)
+        partitions.add(_partition(item))
         rows += item_int(item, "rows")
     if run:
         yield run
@@ -296,13 +299,12 @@ def _group_pass(group: list[Mapping[str, object]], followers: list[PrepareFollow
     yield from transaction_pass(rows(), late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
 
 
-def _route(txns: pa.RecordBatch, group: list[Mapping[str, object]], files: list[TransactionFile]) -> None:
-    """Hand each of ``txns`` to the file of its item (by topic and partition: one replica each),
-    keeping their order."""
-    if len(group) == 1:
+def _route(txns: pa.RecordBatch, files: list[TransactionFile], place: Mapping[tuple[object, object], int]) -> None:
+    """Hand each of ``txns`` to ``files[place[(topic, partition)]]``, the file of its item (a run's
+    items are one replica each: ``item_groups``), keeping their order."""
+    if len(files) == 1:
         files[0].add(txns)
         return
-    place = {(item["topic"], item["partition"]): index for index, item in enumerate(group)}
     owners = np.fromiter((place[key] for key in zip(txns.column("topic").to_pylist(),
                                                     txns.column("partition").to_pylist(), strict=True)),
                          dtype=np.int64, count=txns.num_rows)
