@@ -143,6 +143,21 @@ def test_the_driver_writes_its_rows_of_a_raw_table_the_same_way(tmp_path: Path) 
     assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [20, 20, 10]
 
 
+def test_a_table_only_the_driver_writes_is_one_row_group(sample_scan: Any, tmp_path: Path) -> None:
+    """The driver's own tables (``segments``, ``partition_offsets``, ...) are read whole, never
+    replica by replica: one row group, the footer still naming every replica of its rows."""
+    table = pq.read_table(sample_scan.out / "tables" / "partition_offsets")
+    rows = table.select(RAW_TABLES["partition_offsets"].names).to_pylist()
+    assert len({tuple(r[c] for c in REPLICA_COLUMNS) for r in rows}) > 1
+    path = tmp_path / "part-driver.parquet"
+    _write_driver_table(path, rows, RAW_TABLES["partition_offsets"], per_replica=False)
+    assert pq.read_metadata(path).num_row_groups == 1
+    assert pq.read_table(path).to_pylist() == rows
+    assert replicas_from_metadata(pq.read_metadata(path).metadata) == _replicas_of_rows(path)
+    published = sorted((sample_scan.out / "tables" / "segments").glob("*.parquet"))
+    assert [pq.read_metadata(p).num_row_groups for p in published] == [1]
+
+
 def _replicas_of_rows(path: Path) -> set[tuple[Any, ...]]:
     table = pq.read_table(path, columns=list(REPLICA_COLUMNS))
     return set(zip(*(table.column(name).to_pylist() for name in REPLICA_COLUMNS), strict=True))

@@ -22,7 +22,7 @@ import os
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -72,7 +72,9 @@ TASK_FIELDS: tuple[str, ...] = tuple(FileTask.__dataclass_fields__)
 
 
 def task_rows(tasks: list[FileTask]) -> list[dict[str, Any]]:
-    return [asdict(t) for t in tasks]
+    """``tasks`` as rows of ``TASK_FIELDS`` (their fields are scalars: no copy is needed, and
+    ``dataclasses.asdict`` would copy each value, 0.2 ms a task on thousands of files)."""
+    return [{name: getattr(t, name) for name in TASK_FIELDS} for t in tasks]
 
 
 #: Files up to this size are read into memory, larger ones memory-mapped (see the module doc).
