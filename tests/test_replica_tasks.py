@@ -215,3 +215,56 @@ def test_a_file_is_opened_once_and_again_once_it_changes(tmp_path: Path) -> None
     assert len(files._files) == 1 and source.closed  # the newest only; the one let go is closed
     files.close()
     assert not files._files
+
+
+class _CountingFile(pq.ParquetFile):
+    """A Parquet reader that counts its reads, one call each however many row groups."""
+
+    reads: list[list[int]]
+
+    def read_row_group(self, i: int, *args: Any, **kwargs: Any) -> pa.Table:
+        self.reads.append([i])
+        return super().read_row_group(i, *args, **kwargs)
+
+    def read_row_groups(self, row_groups: Any, *args: Any, **kwargs: Any) -> pa.Table:
+        self.reads.append(list(row_groups))
+        return super().read_row_groups(row_groups, *args, **kwargs)
+
+
+def test_a_tasks_planned_row_groups_of_a_file_are_read_together(tmp_path: Path) -> None:
+    """``reading.ReadAhead``: a row group is read with the file's next planned ones up to
+    ``rows`` rows, in one call; each read gives exactly that row group's rows, whether read ahead,
+    alone (not planned), or again after it was dropped to keep at most ``kept_rows``."""
+    from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, ReadAhead, planned_groups
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": list(range(50)), "y": [str(n) for n in range(50)]}), path, row_group_size=5)
+    uri = path.as_uri()
+    items = [{"groups": [{"uri": uri, "index": i} for i in (1, 2, 3)]},
+             {"groups": [{"uri": uri, "index": i} for i in (4, 5, 7)]}]
+    planned = list(planned_groups(items, pa.schema([REPLICA_FILES_ITEM.field("groups")])))
+    assert planned == [(uri, i) for i in (1, 2, 3, 4, 5, 7)]
+    alone = pq.ParquetFile(path)
+    opened = _CountingFile(path)
+    opened.reads = []
+    ahead = ReadAhead(rows=20, kept_rows=100)
+    ahead.plan(planned)
+    for index in (1, 2, 3, 4, 5, 7, 9, 2):
+        got = ahead.read(opened, uri, index, ["x", "y"])
+        assert got.equals(alone.read_row_group(index, columns=["x", "y"])), index
+    # 1-4 in one read (20 rows), 5 and 7 in another; 9 was not planned; 2 had been read already
+    assert opened.reads == [[1, 2, 3, 4], [5, 7], [9], [2, 3, 4, 5]]
+    assert ahead.read(opened, uri, 3, ["x"]).equals(alone.read_row_group(3, columns=["x"]))  # other columns
+    small = ReadAhead(rows=10, kept_rows=10)  # keeps two row groups read ahead
+    small.plan(planned)
+    opened.reads = []
+    for index in (1, 3, 5):
+        assert small.read(opened, uri, index, ["x"]).equals(alone.read_row_group(index, columns=["x"])), index
+    assert opened.reads == [[1, 2], [3, 4], [5, 7]]  # 2, read ahead first, was dropped for 7
+    for index in (4, 7, 2):
+        assert small.read(opened, uri, index, ["x"]).equals(alone.read_row_group(index, columns=["x"])), index
+    assert opened.reads == [[1, 2], [3, 4], [5, 7], [2, 3]]  # 4 and 7 were kept; 2 is read again
+    small.clear()
+    opened.reads = []
+    assert small.read(opened, uri, 4, ["x"]).equals(alone.read_row_group(4, columns=["x"]))
+    assert opened.reads == [[4]]  # nothing planned: alone

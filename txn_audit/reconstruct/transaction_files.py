@@ -23,6 +23,7 @@ import tempfile
 from contextlib import ExitStack
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from txn_audit.reconstruct.ordered_pass import transaction_pass
-from txn_audit.reconstruct.pass_files import item_pass, pass_input_rows, producer_rounds
+from txn_audit.reconstruct.pass_files import PASS_ITEM, item_pass, pass_input_rows, producer_rounds
 from txn_audit.reconstruct.prepare_follows import (
     FOLLOW_FIELDS,
     FOLLOW_WRITER_OPTIONS,
@@ -39,7 +40,7 @@ from txn_audit.reconstruct.prepare_follows import (
     unfollowed,
 )
 from txn_audit.replica_tasks.commit import TableFile, file_name
-from txn_audit.replica_tasks.reading import item_int
+from txn_audit.replica_tasks.reading import READ_AHEAD, item_int, planned_groups
 from txn_audit.schemas import PARTITION_TRANSACTIONS, repeating_columns, writer_options
 
 #: a transaction's state from its marker's type: any other type of marker still ends it
@@ -208,6 +209,20 @@ def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance
     work = [item for batch in items for item in batch.to_pylist()]
     if not work:
         return
+    READ_AHEAD.plan(planned_groups(work, PASS_ITEM))  # the row groups the items read, a file's run at a time
+    try:
+        yield from _pass_writing(work, late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics,
+                                 directory=directory, job=job, output=output, prepares_dir=prepares_dir,
+                                 follows_dir=follows_dir, strays_task=strays_task, read_partitions=read_partitions,
+                                 producer_ids=producer_ids)
+    finally:
+        READ_AHEAD.clear()
+
+
+def _pass_writing(work: list[dict[str, Any]], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...],
+                  directory: str, job: str, output: pa.Schema, prepares_dir: str, follows_dir: str, strays_task: int,
+                  read_partitions: Sequence[tuple[str, int]], producer_ids: pa.Table) -> Iterator[pa.RecordBatch]:
+    """``pass_writing_transactions`` over its task's items ``work``."""
     known = known_ids(producer_ids)
     prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item in work})
     name = file_name(item_int(work[0], "task"), job)

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from txn_audit.manifest import TableManifest
 from txn_audit.replica_tasks.commit import commit_file, drop_table, file_name, finish_table, new_job, start_table
-from txn_audit.replica_tasks.reading import item_int
+from txn_audit.replica_tasks.reading import READ_AHEAD, item_int, planned_groups
 from txn_audit.schemas import Replica, spark_schema
 
 if TYPE_CHECKING:
@@ -109,18 +109,23 @@ def pack(items: Sequence[Mapping[str, object]], tasks: int,
 def each_item(batches: Iterator[pa.RecordBatch], *, body: Body) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body of ``tasks_over_items``' tasks: each task's row (its items as a list)
     becomes one batch per item, as ``body`` reads them: the item's fields."""
-    def items() -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for packed in batch.column(ITEMS_COLUMN):
-                members = packed.values
-                if members is None:
-                    continue
-                fields = members.flatten()  # the fields' arrays, as many rows as the items
-                names = [field.name for field in members.type]
-                for index in range(len(members)):
-                    yield pa.RecordBatch.from_arrays([array.slice(index, 1) for array in fields], names=names)
+    tasks = [packed.values for batch in batches for packed in batch.column(ITEMS_COLUMN)
+             if packed.values is not None]
 
-    yield from body(items())
+    def items() -> Iterator[pa.RecordBatch]:
+        for members in tasks:
+            fields = members.flatten()  # the fields' arrays, as many rows as the items
+            names = [field.name for field in members.type]
+            for index in range(len(members)):
+                yield pa.RecordBatch.from_arrays([array.slice(index, 1) for array in fields], names=names)
+
+    # the row groups the items will read, read a file's run at a time (``reading.ReadAhead``)
+    READ_AHEAD.plan(group for members in tasks
+                    for group in planned_groups(members.to_pylist(), pa.schema(list(members.type))))
+    try:
+        yield from body(items())
+    finally:
+        READ_AHEAD.clear()
 
 
 def tasks_over_items(spark: SparkSession, items: Sequence[Mapping[str, object]], item_schema: pa.Schema,
