@@ -276,3 +276,56 @@ def test_describe_outputs_stand_in_for_a_missing_transaction_log(
     without = api.scan(tools, spark=spark, options=options)
     assert {(f.kind, f.partition) for f in without.findings if f.topic == "crash"
             and f.kind.endswith("transaction")} == {("hanging_transaction", 0), ("hanging_transaction", 1)}
+
+
+# -- the scenario folder as it is: log dirs with Kafka's tools' outputs beside them ----------------
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_tool_outputs_beside_the_log_dirs_are_read_and_agree(
+    spark: Any, scans: OnDemand[Any], scenario: str, tmp_path: Any
+) -> None:
+    """The scenario's folder (``logdirs/``, ``tools/``, ``expected.json``): the log dirs give the
+    verdicts of the log dirs alone, and the kafka-transactions.sh outputs beside them are read as
+    a text dump's are, find-hanging's compared with the verdicts: Kafka's tools agree, so no
+    ``tool_disagreement``. The dump-log text beside the log dirs is listed, not decoded a second time."""
+    import pyarrow.parquet as pq
+
+    from txn_audit import api
+    from txn_audit.ingest.text import discover_text
+
+    result = api.scan(scenario_dir(scenario), tmp_path, spark=spark, options=api.AuditOptions(
+        as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False))
+    assert _finding_keys(result) == _finding_keys(scans[scenario])
+    assert "tool_disagreement" not in {f.kind for f in result.findings}
+    tables = tmp_path / "tables"
+    reported = pq.read_table(tables / "reported_transactions").to_pylist()
+    from_text = discover_text(scenario_dir(scenario) / "tools").reported  # the tools folder as a text dump
+    assert sorted((r["tool"], r["file"].split("/")[-1], r["line"]) for r in reported) == \
+        sorted((r["tool"], r["file"].split("/")[-1], r["line"]) for r in from_text)
+    listed = {r["path"]: r for r in pq.read_table(tables / "segments").to_pylist() if r["log_dir"] == "."}
+    dump_logs = [r for path, r in listed.items() if path.startswith("tools/dump-log/")]
+    assert dump_logs and not any(r["decoded"] for r in dump_logs)
+    assert listed["expected.json"]["decoded"] is False and listed["tools/offsets.json"]["decoded"] is True
+
+
+def test_a_find_hanging_beside_the_log_dirs_that_disagrees_is_explained(spark: Any, tmp_path: Any) -> None:
+    """find-hanging's output beside the log dirs lists a transaction the log shows closed: a
+    ``tool_disagreement`` finding, as for a text dump."""
+    import shutil
+
+    from txn_audit import api
+
+    scenario = "crashed-producer"
+    folder = tmp_path / scenario
+    shutil.copytree(scenario_dir(scenario), folder)
+    found = folder / "tools" / "kafka-transactions-find-hanging.txt"
+    header = [line for line in found.read_text().splitlines() if line.startswith("#")]
+    found.write_text("\n".join([*header, "Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\t"
+                                "StartOffset\tLastTimestamp\tDuration(min)",
+                                "crash\t2\t0\t0\t0\t0\t1795377598000\t1"]) + "\n")
+    result = api.scan(folder, tmp_path / "out", spark=spark, options=api.AuditOptions(
+        as_of_ms=_find_hanging_time(scenario), max_transaction_timeout_ms=ONE_MINUTE, progress=False, quality=False))
+    (disagreement,) = [f for f in result.findings if f.kind == "tool_disagreement"]
+    assert (disagreement.topic, disagreement.partition, disagreement.first_offset) == ("crash", 2, 0)
+    assert "txn-audit does not call it hanging" in disagreement.evidence

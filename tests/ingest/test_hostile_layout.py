@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fuzz.targets import rows_of
+from txn_audit.errors import UsageError
 from txn_audit.formats.model import Record
 from txn_audit.formats.record_batch import encode_batch, encode_control_batch
 from txn_audit.ingest import worker
@@ -319,3 +320,17 @@ def test_scan_of_a_hostile_dump(spark: Any, tmp_path: Path) -> None:
     batches = spark.read.parquet(str(result.ingest.tables_dir / "batches"))
     topics = {r["topic"]: r["count"] for r in batches.groupBy("topic").count().collect()}
     assert topics == {"zamówienia": 4, "orders": 4}
+
+
+def test_a_dump_of_links_alone_names_them_in_its_error(tmp_path: Path) -> None:
+    """A dump whose only log dir is a symbolic link (out of the dump: not followed) stops with
+    an error that names the link and where it points, not only "no Kafka log dir found"."""
+    outside = _log_dir(tmp_path / "elsewhere" / "ld", {"secret-0": _segment()}, node_id=9)
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    os.symlink(outside, dump / "b9")
+    with pytest.raises(UsageError) as raised:
+        discover(dump)
+    message = str(raised.value)
+    assert message.startswith("no Kafka log dir found under ")
+    assert f"symbolic links are not followed: b9 -> {outside}" in message

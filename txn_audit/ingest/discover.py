@@ -45,7 +45,7 @@ from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, Li
 from txn_audit.ingest.inventory import Inventory as Inventory  # what discover() returns: importable from here
 from txn_audit.ingest.inventory import LogDir, PartitionReplica, issue_row
 from txn_audit.ingest.tasks import FileTask
-from txn_audit.ingest.text import discover_text
+from txn_audit.ingest.text import discover_text, read_tool_outputs
 
 #: Partitions whose contents say nothing about transactions: inventoried, not decoded, and not
 #: audited partitions (no ``partition_offsets`` row).
@@ -127,26 +127,46 @@ def discover(dump: str | os.PathLike[str] | DumpLocation, input_kind: str = "aut
         found_dirs.append(".")
         only = {root_name}
     inv = Inventory(root=location.task_path("."), location=location)
+    beside: list[Entry] = []  # files outside every log dir: the tools' outputs, if any
     if only is None:
-        _walk(inv, listing, ".", found_dirs)
+        _walk(inv, listing, ".", found_dirs, beside)
     if not found_dirs and input_kind == "auto":
         try:
             return discover_text(location)
         except UsageError:
             pass
     if not found_dirs:
+        links = [i["file"] for i in inv.issues if i["kind"] == IssueKind.NOT_AUDITED and "symbolic link" in i["detail"]]
+        shown = "; symbolic links are not followed: " + ", ".join(
+            f"{rel} -> {_link_target(location, rel)}" for rel in links[:SHOWN_LINKS]) + \
+            (f" and {len(links) - SHOWN_LINKS} more" if len(links) > SHOWN_LINKS else "") + \
+            " (scan what they point to, or copy it into the dump)" if links else ""
         raise UsageError(
             f"no Kafka log dir found under {location.display}: expected folders holding meta.properties, "
-            "checkpoint files and <topic>-<partition> folders"
+            f"checkpoint files and <topic>-<partition> folders{shown}"
         )
     for rel in sorted(found_dirs):
         _scan_log_dir(inv, listing, rel, only)
+    read_tool_outputs(inv, location, beside)
     inv.tasks.sort(key=lambda t: (-t.size_bytes, t.rel_path))
     return inv
 
 
-def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
-    """Find the log dirs under ``rel`` top-down; a log dir's own folders are not searched further."""
+#: symbolic links a "no Kafka log dir found" error names
+SHOWN_LINKS = 3
+
+
+def _link_target(location: DumpLocation, rel: str) -> str:
+    """Where the symbolic link ``rel`` of a local dump points ("?" when it cannot be read)."""
+    try:
+        return os.readlink(location.fs_path(rel))
+    except OSError:
+        return "?"
+
+
+def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str], beside: list[Entry]) -> None:
+    """Find the log dirs under ``rel`` top-down; a log dir's own folders are not searched further.
+    The files outside every log dir go to ``beside``."""
     if rel in listing.errors:
         inv.issues.append(issue_row(None, ".", None, None, rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
                                      f"cannot list folder: {listing.errors[rel]}"))
@@ -158,7 +178,9 @@ def _walk(inv: Inventory, listing: Listing, rel: str, found: list[str]) -> None:
         if _not_utf8(child.name):
             _not_utf8_issue(inv, None, ".", None, None, child.rel)
         elif child.kind == DIR:
-            _walk(inv, listing, child.rel, found)
+            _walk(inv, listing, child.rel, found, beside)
+        elif child.kind == FILE:
+            beside.append(child)
         elif child.kind == SYMLINK:  # listed, never entered
             inv.issues.append(issue_row(None, ".", None, None, child.rel, IssueKind.NOT_AUDITED, Severity.WARNING,
                                          "symbolic link not followed: what it points to is not part of the audit"))

@@ -212,6 +212,53 @@ def discover_text(dump: str | os.PathLike[str] | DumpLocation) -> Inventory:
     return inv
 
 
+def read_tool_outputs(inv: Inventory, holder: DumpLocation, files: list[Entry]) -> None:
+    """Read the Kafka tools' outputs among ``files``, the files of a dump of log dirs outside
+    every log dir (a scenario's ``tools/`` beside its ``logdirs/``): kafka-transactions.sh
+    outputs go to ``reported_transactions`` (``find-hanging``'s is compared with the verdicts:
+    ``tool_disagreement``), offsets files give a partition's high watermark and log start where
+    the log dir's checkpoints do not. Every file is listed in ``segments``, with why it was not
+    read when it was not: a kafka-dump-log text beside the log dirs is not read (the log dirs
+    are what it printed), nor a JSON document that holds no partition's offsets."""
+    reported_hw: dict[tuple[str, int], tuple[int, str]] = {}
+    reported_start: dict[tuple[str, int], int] = {}
+    for entry in files:
+        inv.mtimes[entry.rel] = entry.mtime_ns
+        try:
+            text = holder.read_bytes(entry.rel, input_kind.SNIFF_BYTES)
+        except OSError as err:
+            inv.issues.append(issue_row(None, ".", None, None, entry.rel, IssueKind.UNREADABLE_FILE, Severity.ERROR,
+                                         f"cannot read: {err.strerror or err}"))
+            continue
+        kind = input_kind.sniff_bytes(text, entry.name)
+        skip = None
+        if kind == input_kind.DUMP_LOG:
+            skip = "kafka-dump-log text beside the log dirs: the log dirs themselves are audited"
+        elif kind == input_kind.OFFSETS_JSON and not _offsets_entries(holder, entry.rel):
+            skip = "JSON without partition offsets: not an offsets file"
+        elif kind not in (input_kind.OFFSETS_JSON, input_kind.GET_OFFSETS) and not kind.startswith(
+                input_kind.TRANSACTIONS_PREFIX):
+            skip = f"{kind} file beside the log dirs: not a Kafka tool's output that txn-audit reads"
+        inv.segments.append(_segment_row(entry, kind, skip is None, skip))
+        if skip is None:
+            _read_side_file(inv, holder, entry.rel, kind, reported_hw, reported_start)
+    for replica in inv.replicas:
+        key = (replica.topic, replica.partition)
+        if key in reported_hw:
+            replica.reported_high_watermark = reported_hw[key][0]
+        if key in reported_start:
+            replica.reported_log_start_offset = reported_start[key]
+
+
+def _offsets_entries(holder: DumpLocation, rel: str) -> bool:
+    """Whether the JSON file ``rel`` names at least one partition's offsets."""
+    try:
+        entries, _ = parse_offsets_json(holder.read_bytes(rel).decode("utf-8", errors="replace"))
+    except OSError:
+        return True  # read again, and its error reported, by ``_read_side_file``
+    return bool(entries)
+
+
 def _read_metadata_text(inv: Inventory, files: dict[str, list[tuple[int, int, MetadataRecord]]]) -> None:
     """One copy's ``__cluster_metadata-0`` as ``--cluster-metadata-decoder`` printed it (file name
     -> its records), read as the binary log is (``discover._read_metadata_log``): the newest
