@@ -8,9 +8,12 @@
 Every table lands in ``<warehouse>/<table>/audit_date=YYYY-MM-DD/`` (a rerun of the same date
 replaces that partition in one step), the report, ``summary.json`` and the data-quality results
 in ``<warehouse>/runs/audit_date=YYYY-MM-DD/``. A summary is logged on stderr (spark-submit
-relays it on its standard output). Exit codes are the scan's: 0 clean, 1 findings at or above
-``--min-severity``, 2 usage or environment error, 3 corrupt input under ``--strict``; any other
-failure prints its traceback and exits with 70.
+relays it on its standard output). Exit codes are ``txn-audit scan``'s
+(``txn_audit.usage.ExitCode``, the README's table): 0 clean, 1 warnings, 4 a critical finding
+(findings at or above ``--fail-on``, default ``--min-severity``); 2 a usage or environment
+error, 3 corrupt input under ``--strict``, 73 a scratch folder that cannot be written (a full
+disk, a permission denied), 75 the scratch output in use by another run; any other failure
+prints its traceback and exits with 70.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import logging
 import sys
 from typing import Any, TextIO
 
-USAGE, SOFTWARE = 2, 70  # the usage code of every txn-audit command; EX_SOFTWARE for a crash
+#: ``ExitCode.USAGE``, for when txn_audit itself cannot be imported
+USAGE = 2
 
 log = logging.getLogger("txn_audit.nightly")
 HANDLER_NAME = "txn-audit-nightly-stderr"
@@ -86,15 +90,16 @@ def main(argv: list[str] | None = None) -> int:
                                              verbose=args.verbose)
         result = api.run_nightly(
             args.dump, args.warehouse, parse_date(args.audit_date), options=options,
-            min_severity=api.Severity.parse(args.min_severity), strict=args.strict, work_dir=args.work_dir,
-            on_stage=lambda stage: log.info("%s", stage),
+            min_severity=api.Severity.parse(args.min_severity), fail_on=args.fail_on, strict=args.strict,
+            work_dir=args.work_dir, on_stage=lambda stage: log.info("%s", stage),
         )
     except TxnAuditError as err:
-        log.error("error: %s", err)
-        return int(api.ExitCode.USAGE)
+        code = api.ExitCode.of_error(err)
+        log.error("error: %s (exit code %d)", err, code)
+        return int(code)
     except Exception:
-        log.exception("the nightly audit failed")
-        return SOFTWARE
+        log.exception("the nightly audit failed (a bug in txn-audit; exit code %d)", api.ExitCode.INTERNAL)
+        return int(api.ExitCode.INTERNAL)
     for line in result.summary_lines():
         log.info("%s", line)
     return int(result.exit_code)

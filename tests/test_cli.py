@@ -139,7 +139,7 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     out = str(tmp_path / "hang")  # the later scans reuse this ingest: same dump, same fingerprint
     table = runner.invoke(app, ["scan", hang, "--as-of", str(at), "--max-transaction-timeout", "1m",
                                 "--no-progress", "--out", out])
-    assert table.exit_code == 1
+    assert table.exit_code == 4  # critical
     assert table.stdout.startswith("CRITICAL")
     assert "hanging_transaction" in table.output and "--start-offset 0" in table.output
     assert "Partitions whose LSO is below the high watermark" in table.output
@@ -149,7 +149,7 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     as_json = runner.invoke(app, ["scan", hang, "--as-of", "2026-11-22T20:01:26.713Z",
                                   "--max-transaction-timeout", "1m", "--format", "json", "--out", out,
                                   "--no-quality", "--no-report"])
-    assert as_json.exit_code == 1
+    assert as_json.exit_code == 4
     doc = json.loads(as_json.stdout)
     # the output is replaced as a whole: what this run did not write is gone
     assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
@@ -318,7 +318,7 @@ def test_scan_into_a_pipe_cuts_no_name_and_prints_each_fix_whole(tmp_path: Path)
     done = subprocess.run([sys.executable, "-m", "txn_audit.cli", "scan", str(SAMPLE), "--out", str(out),
                            "--no-quality", "--no-report"], capture_output=True, text=True, timeout=900,
                           env=_cli_env())
-    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.returncode == 4, done.stderr[-3000:]  # the sample's planted hanging transactions are critical
     doc = json.loads((out / "summary.json").read_text())
     lines = done.stdout.splitlines()
     assert lines[0] == doc["summary"]["verdict"]

@@ -96,3 +96,57 @@ def test_sigkill_at_any_moment_leaves_old_or_new(tmp_path: Path) -> None:
         recover(out)  # what the next run does first
         values = {v for k, v in _tree(out).items() if k.startswith("part-")}
         assert len(values) == 1 and len(list(out.glob("part-*"))) == 20
+
+
+def test_a_second_writer_stops_at_once_and_leaves_the_first_ones_staging(tmp_path: Path) -> None:
+    """While a run holds ``out`` (another process), a second one raises ``OutputInUseError``
+    naming it and deletes nothing; once the first has ended, the lock is free and gone."""
+    from txn_audit.errors import OutputInUseError
+
+    out = tmp_path / "out"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from txn_audit.outputs import staged_output
+        with staged_output(Path({str(out)!r})) as stage:
+            (stage / "a.txt").write_text("first")
+            print(stage, flush=True)
+            sys.stdin.readline()
+        """
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        staging = Path(holder.stdout.readline().strip())
+        with pytest.raises(OutputInUseError, match=f"pid {holder.pid} "), staged_output(out):
+            pass
+        assert (staging / "a.txt").read_text() == "first"  # not taken for a killed run's leftover
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(60) == 0
+    finally:
+        holder.kill()
+    assert (out / "a.txt").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with staged_output(out) as stage:
+        (stage / "a.txt").write_text("second")
+    assert (out / "a.txt").read_text() == "second"
+
+
+def test_storage_failures_arriving_as_text_are_output_errors(tmp_path: Path) -> None:
+    """A Spark task's error carries the OSError only as text: still an ``OutputError`` naming the
+    output; any other failure is left as it is."""
+    import errno
+
+    from txn_audit.outputs import write_failure
+
+    out = tmp_path / "out"
+    told = RuntimeError(f"Job aborted: PythonException: OSError: [Errno 28] {os.strerror(errno.ENOSPC)}")
+    failure = write_failure(told, out)
+    assert failure is not None and str(failure).startswith(f"cannot write the output {out}: no space left")
+    direct = write_failure(PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out / "x")), out)
+    assert direct is not None and f"(writing {out / 'x'})" in str(direct)
+    assert write_failure(RuntimeError("a bug"), out) is None
+    assert write_failure(KeyError("x"), out) is None

@@ -38,6 +38,7 @@ from txn_audit.errors import UsageError
 from txn_audit.outputs import MARKER
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.stores import StoreError
+from txn_audit.usage import ExitCode
 from txn_audit.warehouse import RUNS, audit_dates, partition_name, publish_run
 
 if TYPE_CHECKING:
@@ -278,12 +279,12 @@ def test_store_crashing_mid_publish_is_one_line_and_keeps_the_output(kind: str, 
             assert message.endswith("the previous output is unchanged"), message  # it failed uploading
             # the command line and the nightly job say it in one line, without a traceback
             result = CliRunner().invoke(app, ["scan", str(SAMPLE), "--out", uri, "--no-progress"])
-            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+            assert result.exit_code == ExitCode.OUTPUT and "Traceback" not in result.output, result.output
             lines = [line for line in result.output.splitlines() if line.strip()]
             assert len(lines) == 1 and lines[0].startswith(f"error: --out {uri.split('?')[0]}"), result.output
             done = subprocess.run([sys.executable, str(JOB), "--dump", str(SAMPLE), "--warehouse", uri],
                                   env=_env(), cwd=REPO, capture_output=True, text=True, timeout=300)
-            assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+            assert done.returncode == ExitCode.OUTPUT and "Traceback" not in done.stderr, done.stderr
             assert f"error: --warehouse {uri.split('?')[0]}" in done.stderr, done.stderr
         finally:
             server.stop()

@@ -13,6 +13,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,16 +89,18 @@ def ingest(
     kafka-transactions.sh text output) or ``auto`` (log dirs when there are any, else text).
 
     ``out`` is replaced as a whole, in one step, once every table is written; until then (and
-    if the run fails or is killed) the previous content of ``out`` stays as it was. The dump,
+    if the run fails or is killed) the previous content of ``out`` stays as it was. One run at a
+    time writes ``out`` (``OutputInUseError``); a write its storage refuses is ``OutputError``
+    (``outputs.staged_output``). The dump,
     ``out`` and what the dump holds are checked before Spark starts (``UsageError``); Spark's own
     log lines stay off the console unless ``verbose``.
     """
     target = Path(out)
     check_dump(dump, input_kind)
     check_out(target)
-    inventory = discover(dump, input_kind)
-    spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
-    with staged_output(target) as stage:
+    with staged_output(target) as stage:  # its lock taken before Spark starts
+        inventory = discover(dump, input_kind)
+        spark = spark or build_session(verbose=verbose, input_bytes=inventory.input_bytes)
         _, result = ingest_tables(spark, inventory, stage, progress=progress, on_stage=on_stage)
     result.tables_dir = target
     return result
@@ -231,12 +234,14 @@ def verdict(result: ScanResult, min_severity: Severity) -> str:
             f"{findings} finding{'s' if findings != 1 else ''})")
 
 
-def scan_exit_code(result: ScanResult, *, min_severity: Severity, strict: bool) -> ExitCode:
-    """3 under ``strict`` when anything could not be decoded, else 1 when there are findings at or
-    above ``min_severity``, else 0."""
+def scan_exit_code(result: ScanResult, *, fail_on: Severity, strict: bool) -> ExitCode:
+    """3 under ``strict`` when anything could not be decoded, else the verdict's code
+    (``ExitCode.of_verdict``): 4 for a critical finding, 1 for other findings at or above
+    ``fail_on``, else 0."""
     if strict and result.ingest.total_issues:
         return ExitCode.CORRUPT_INPUT
-    return ExitCode.FINDINGS if result.at_or_above(min_severity) else ExitCode.OK
+    worst = max((f.severity for f in result.findings), default=None)
+    return ExitCode.of_verdict(worst, Severity(fail_on))
 
 
 def _import_early(*, quality: bool, report: bool) -> threading.Thread | None:
@@ -275,25 +280,30 @@ def scan(
     removed afterwards. ``dump`` is a local path or a ``file://``, ``s3://``, ``webhdfs://`` or ``hdfs://`` URI.
 
     The dump and ``out`` are checked before Spark starts (``UsageError``), as ``options`` were
-    when built; Spark's own log lines stay off the console unless ``options.verbose``."""
+    when built, and a local ``out``'s lock is taken (``OutputInUseError`` while another run
+    writes it); a write its storage refuses is ``OutputError`` (``outputs.staged_output``);
+    Spark's own log lines stay off the console unless ``options.verbose``."""
     from txn_audit import stores
 
     check_dump(dump, options.input_kind)  # a missing dump or unreachable storage is a usage error before Spark starts
     check_out(out)
     store = stores.check_output(out) if isinstance(out, str) and stores.is_remote(out) else None
-    inventory = discover(dump, options.input_kind)
-    if spark is None:  # while the JVM starts
-        _import_early(quality=options.quality, report=options.report and out is not None)
-    spark = spark or build_session(verbose=options.verbose, input_bytes=inventory.input_bytes)
-    if store is not None:
-        return _scan_to_store(spark, inventory, store, options, on_stage)
-    if out is None:
-        with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
-            return _scan(Scan(spark, inventory, Path(tmp), replace(options, report=False), on_stage))
-    target = Path(out)
-    with staged_output(target) as stage, sized_for(spark, inventory.input_bytes):
-        _link_previous(target, stage)
-        result = _scan(Scan(spark, inventory, stage, options, on_stage, out_dir=target))
+    target = None if out is None or store is not None else Path(out)
+    # a local output's lock is taken before Spark starts: a run into an output another run is
+    # writing stops at once (``outputs.staged_output``)
+    with staged_output(target) if target is not None else nullcontext(None) as stage:
+        inventory = discover(dump, options.input_kind)
+        if spark is None:  # while the JVM starts
+            _import_early(quality=options.quality, report=options.report and out is not None)
+        spark = spark or build_session(verbose=options.verbose, input_bytes=inventory.input_bytes)
+        if store is not None:
+            return _scan_to_store(spark, inventory, store, options, on_stage)
+        if target is None or stage is None:
+            with tempfile.TemporaryDirectory(prefix="txn-audit-") as tmp, sized_for(spark, inventory.input_bytes):
+                return _scan(Scan(spark, inventory, Path(tmp), replace(options, report=False), on_stage))
+        with sized_for(spark, inventory.input_bytes):
+            _link_previous(target, stage)
+            result = _scan(Scan(spark, inventory, stage, options, on_stage, out_dir=target))
     result.ingest.tables_dir = target / "tables"
     return result
 
@@ -383,6 +393,7 @@ STAGES = (*AUDIT_STAGES, Stage(None, _report))
 class NightlyResult:
     scan: ScanResult
     published: PublishedRun
+    #: the incidents listed are those at or above it
     min_severity: Severity
     exit_code: ExitCode
 
@@ -407,7 +418,7 @@ class NightlyResult:
             f"audit date {published.audit_date.isoformat()}: {len(published.tables)} tables, {rows} rows, "
             f"in {published.warehouse}/<table>/{partition_name(published.audit_date)}/",
             f"report, summary and data-quality results: {published.run_dir}",
-            f"exit code {int(self.exit_code)} ({self.exit_code.name.lower()})",
+            f"exit code {int(self.exit_code)} ({self.exit_code.name.lower().replace('_', ' ')})",
         ]
 
 
@@ -435,6 +446,7 @@ def run_nightly(
     options: AuditOptions = DEFAULTS,
     spark: SparkSession | None = None,
     min_severity: Severity = Severity.WARNING,
+    fail_on: Severity | None = None,
     strict: bool = False,
     work_dir: str | Path | None = None,
     on_stage: Callable[[str], None] | None = None,
@@ -443,10 +455,13 @@ def run_nightly(
     URI) in a temporary folder (under ``work_dir``, which
     executors on other hosts must be able to write to), publish it as ``audit_date`` of the
     warehouse (``txn_audit.warehouse.publish_run``) and give the scan's exit code. ``options``:
-    the scan's (the job shows no progress bar). Spark's own log lines
-    stay off the console unless ``options.verbose``."""
+    the scan's (the job shows no progress bar); ``fail_on`` (default: ``min_severity``) the
+    lowest severity that makes the exit code non-zero, as ``scan``'s (``usage.ExitCode``).
+    Spark's own log lines stay off the console unless ``options.verbose``."""
+    from txn_audit.usage import fail_on_severity
     from txn_audit.warehouse import publish_run, resolve
 
+    threshold = fail_on_severity(fail_on, min_severity)
     min_severity = Severity.parse(min_severity)
     options = replace(options, progress=False)
     source = _nightly_source(dump, warehouse)
@@ -464,5 +479,4 @@ def run_nightly(
         if on_stage:
             on_stage("publishing to the warehouse")
         published = publish_run(spark, out, warehouse, audit_date)
-    return NightlyResult(result, published, min_severity, scan_exit_code(result, min_severity=min_severity,
-                                                                         strict=strict))
+    return NightlyResult(result, published, min_severity, scan_exit_code(result, fail_on=threshold, strict=strict))

@@ -1,7 +1,10 @@
 """``txn-audit`` command line: a thin shell over ``txn_audit.api``.
 
-Exit codes: 0 clean, 1 findings at or above the chosen severity, 2 usage or environment
-error, 3 unreadable/corrupt input under ``--strict``.
+Exit codes: ``txn_audit.usage.ExitCode`` (0 clean, 1 warnings, 4 critical findings at or
+above ``--fail-on``; 2 a usage error, click's own included, each told on one ``error:`` line;
+3 corrupt input under ``--strict``; 73 an output that cannot be written, 75 an output another
+run is writing, 70 a failure inside txn-audit). Help is click's plain formatter: it reads at 80
+columns, option names whole.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import inspect
 import json
 import os
 import sys
+import traceback
 import typing
 from collections.abc import Callable, Iterable
 from enum import StrEnum
@@ -22,27 +26,150 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from typer._click.core import Context as ClickContext
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._click.formatting import HelpFormatter
+from typer.core import TyperCommand, TyperGroup
 from typer.models import OptionInfo
 
+from txn_audit import __version__
 from txn_audit.errors import TxnAuditError
 from txn_audit.severity import Severity
-from txn_audit.usage import DEFAULTS, AuditOptions, ExitCode, InputKind, check_dump, check_out, default_text
+from txn_audit.usage import (
+    DEFAULTS,
+    AuditOptions,
+    ExitCode,
+    InputKind,
+    check_dump,
+    check_out,
+    default_text,
+    fail_on_severity,
+)
 
 if TYPE_CHECKING:
     # txn_audit.api (and pyspark, pyarrow, numba) is imported once the options are checked
     from txn_audit.api import IngestResult, ScanResult
     from txn_audit.results import Incident
 
-app = typer.Typer(
-    name="txn-audit",
-    help="Audit Apache Kafka transactions offline, from copies of broker log directories.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+#: the name the console script runs under (usage lines, shell completion's variable)
+PROG_NAME = "txn-audit"
 
 out_console = Console()
 err_console = Console(stderr=True)
+
+
+def _error_line(message: str) -> None:
+    """``error: message`` on stderr, one line however long (a log keeps it whole)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", " ".join(message.split())), soft_wrap=True)
+
+
+#: stands for a hyphen while click wraps help text, so that no line breaks inside a word at one
+#: (an option name, find-hanging's)
+_KEEP_HYPHEN = "\u2011"
+
+
+class WholeWordsFormatter(HelpFormatter):
+    """click's help formatter, wrapping at spaces only: an option name in a sentence stays whole."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", _KEEP_HYPHEN))
+
+    def write_dl(self, rows: typing.Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        super().write_dl([(term, text.replace("-", _KEEP_HYPHEN)) for term, text in rows], col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_KEEP_HYPHEN, "-")
+
+
+class HelpContext(typer.Context):
+    """A command's context, its help written by ``WholeWordsFormatter``."""
+
+    formatter_class = WholeWordsFormatter
+
+
+class Command(TyperCommand):
+    """A txn-audit command: its arguments shown by their metavar alone (``DUMP``), in the usage
+    line and in the help, as click's convention has it."""
+
+    context_class = HelpContext
+
+    def collect_usage_pieces(self, ctx: ClickContext) -> list[str]:
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((param.metavar or (param.name or "").upper(), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class Commands(TyperGroup):
+    """txn-audit's command group. Run standalone (the console script, ``CliRunner``), a usage
+    error click finds itself (a bad choice, a missing argument, an unknown option or command)
+    is one ``error:`` line and exit code 2, as every mistake txn-audit finds; anything raised
+    that no command turned into an exit code is a failure inside txn-audit: its traceback,
+    an ``error:`` line and exit code 70."""
+
+    def main(self, args: typing.Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: typing.Any) -> typing.Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        code: typing.Any
+        try:  # exits (typer.Exit, --help) come back as their code; usage errors are raised
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except NoArgsIsHelpError as err:  # no command at all: the help, as click gives it
+            err.show()
+            code = err.exit_code
+        except ClickException as err:
+            _error_line(err.format_message().replace(": Value error, ", ": "))
+            code = ExitCode.USAGE if err.exit_code == 2 else err.exit_code
+        except Exception as err:  # noqa: BLE001 - the last resort: a bug, told as one
+            traceback.print_exc()
+            _error_line(f"internal failure, {type(err).__name__}: {err} (a bug in txn-audit; exit code "
+                        f"{int(ExitCode.INTERNAL)})")
+            code = ExitCode.INTERNAL
+        sys.exit(int(code) if isinstance(code, int) else 0)
+
+
+Commands.context_class = HelpContext
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out_console.print(f"{PROG_NAME} {__version__}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+app = typer.Typer(
+    name=PROG_NAME,
+    cls=Commands,
+    help="Audit Apache Kafka transactions offline, from copies of broker log directories.",
+    no_args_is_help=True,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's formatter: full option names, paragraphs re-wrapped to the terminal
+    context_settings={"max_content_width": 100},
+)
+
+
+@app.callback()
+def _commands(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="Print txn-audit's version and exit.")] = False,
+) -> None:
+    """Audit Apache Kafka transactions offline, from copies of broker log directories."""
 #: the width of output that is not a terminal (a pipe, a file, a CI log): as wide as each line
 #: needs, so that no name is cut and no command is wrapped
 UNBOUNDED_WIDTH = 100_000
@@ -78,8 +205,18 @@ DUMP_HELP = (
 
 
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
-    err_console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)  # one line in a log
+    _error_line(message)
     return typer.Exit(int(code))
+
+
+def _failed(err: TxnAuditError) -> typer.Exit:
+    """A run that ended with ``err``: its line, and its code (``ExitCode.of_error``)."""
+    return _fail(str(err), ExitCode.of_error(err))
+
+
+def _exit_codes_help(codes: Iterable[ExitCode]) -> str:
+    """``codes`` and their meanings, a line each, kept as they are by click's formatter (``\\b``)."""
+    return "\b\nExit codes:\n" + "\n".join(f"  {int(c):>2}  {c.meaning}" for c in codes)
 
 
 # -- the audit options, shared by ``scan`` and the nightly job (``argparse_audit_options``) ----
@@ -90,37 +227,48 @@ DEFAULT_LATE_TOLERANCE = default_text(DEFAULTS.late_tolerance_ms)
 
 AsOfOption = Annotated[
     str | None,
-    typer.Option("--as-of", help="Audit time: ISO-8601, epoch milliseconds (not seconds) or 'now'; ages are "
+    typer.Option("--as-of", metavar="TIME",
+                 help="Audit time: ISO-8601, epoch milliseconds (not seconds) or 'now'; ages are "
                  "measured to it. Default: when the copy was taken, as the dump shows it (the KRaft metadata "
                  "log's newest record, else the files' times where they agree with the records, else the newest "
                  "record), so a dump audits the same any day. What the dump proves (a transaction the "
                  "coordinator ended without a partition) does not depend on it."),
 ]
 MaxTransactionTimeoutOption = Annotated[
-    str, typer.Option("--max-transaction-timeout", help="An open transaction whose producer last wrote longer "
+    str, typer.Option("--max-transaction-timeout", metavar="DURATION",
+                      help="An open transaction whose producer last wrote longer "
                       "ago than this, and that the coordinator does not list, is hanging (find-hanging's rule; "
                       "Kafka's default transaction.max.timeout.ms).")
 ]
 LateToleranceOption = Annotated[
-    str, typer.Option("--late-tolerance", help="How much earlier than the previous marker a batch may be "
+    str, typer.Option("--late-tolerance", metavar="DURATION",
+                      help="How much earlier than the previous marker a batch may be "
                       "created before it counts as a late arrival (clients stamp records at send time, "
                       "so healthy traffic shows ~0.1 s).")
 ]
 MinSeverityOption = Annotated[
-    Severity, typer.Option("--min-severity", help="Findings at or above this severity (info, warning, critical) "
-                           "are listed and make the exit code 1.")
+    Severity, typer.Option("--min-severity", metavar="SEVERITY", help="List the incidents and findings at or "
+                           "above this severity: info, warning or critical.")
+]
+FailOnOption = Annotated[
+    Severity | None, typer.Option("--fail-on", metavar="SEVERITY", show_default=False, help="The lowest severity "
+                                  "that makes the exit code non-zero (info, warning or critical; not below "
+                                  "--min-severity): 4 when a critical finding is found, else 1. Default: "
+                                  "--min-severity's.")
 ]
 StrictOption = Annotated[
-    bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded.")
+    bool, typer.Option("--strict", help="Exit with code 3 if any file or byte could not be decoded, whatever "
+                       "the findings.")
 ]
-InputKindOption = Annotated[InputKind, typer.Option("--input-kind", help=INPUT_KIND_HELP)]
+InputKindOption = Annotated[InputKind, typer.Option("--input-kind", metavar="KIND", help=INPUT_KIND_HELP)]
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", help="Show Spark's own log lines on stderr (the JVM's start-up notices, "
                        "Spark's warnings); without it they stay off the screen.")
 ]
 
 #: the ``scan`` options the nightly job takes too, with the same names, defaults and help
-AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "strict", "verbose")
+AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "fail_on", "strict",
+                 "verbose")
 
 
 def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AUDIT_OPTIONS) -> None:
@@ -132,6 +280,7 @@ def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AU
         param = parameters[name]
         kind, info = typing.get_args(param.annotation)[:2]  # Annotated[type, typer.Option(...)]
         assert isinstance(info, OptionInfo), name
+        kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind)  # X | None: X
         # typer.Option("--flag", ...) in an Annotated hint: the first name is held as the default
         flags = [d for d in (info.default, *(info.param_decls or ())) if isinstance(d, str) and d.startswith("-")]
         help_text = (info.help or "").replace("%", "%%")  # argparse formats help with %
@@ -140,21 +289,18 @@ def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AU
             continue
         default = param.default.value if isinstance(param.default, StrEnum) else param.default
         choices = [c.value for c in kind] if isinstance(kind, type) and issubclass(kind, StrEnum) else None
-        parser.add_argument(*flags, dest=name, default=default, choices=choices,
+        parser.add_argument(*flags, dest=name, default=default, choices=choices, metavar=info.metavar,
                             help=help_text if default is None else f"{help_text} (default: {default})")
 
 
-@app.command("ingest")
+@app.command("ingest", cls=Command, short_help="Decode a dump into raw Parquet tables.",
+             epilog=_exit_codes_help((ExitCode.OK, ExitCode.USAGE, ExitCode.CORRUPT_INPUT, ExitCode.INTERNAL,
+                                      ExitCode.OUTPUT, ExitCode.BUSY)))
 def ingest_command(
-    dump: Annotated[
-        str,
-        typer.Argument(
-            help=DUMP_HELP,
-            show_default=False,
-        ),
-    ],
+    dump: Annotated[str, typer.Argument(metavar="DUMP", help=DUMP_HELP, show_default=False)],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Folder to write the Parquet tables to (DIR/<table>/).")
+        Path, typer.Option("--out", "-o", metavar="DIR", help="Folder to write the Parquet tables to "
+                           "(DIR/<table>/).")
     ],
     strict: StrictOption = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
@@ -163,21 +309,21 @@ def ingest_command(
 ) -> None:
     """Decode a dump of Kafka log dirs into raw Parquet tables and print a row count per table.
 
-    The tables are the README's (segments, batches, control_markers, txn_log, ...): one folder
-    each under OUT. Input files are only read, never changed.
+    The tables are the README's (segments, batches, control_markers, txn_log and the rest): one folder
+    each under DIR. Input files are only read, never changed.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
         check_dump(dump, input_kind)
         check_out(out)
     except TxnAuditError as err:
-        raise _fail(str(err)) from None
+        raise _failed(err) from None
     from txn_audit import api
 
     try:
         result = api.ingest(dump, out, progress=progress, on_stage=_stage_printer(), input_kind=input_kind,
                             verbose=verbose)
     except TxnAuditError as err:
-        raise _fail(str(err)) from None
+        raise _failed(err) from None
     _print_ingest(result)
     code = api.ingest_exit_code(result, strict=strict)
     if code is ExitCode.CORRUPT_INPUT:
@@ -187,30 +333,28 @@ def ingest_command(
 
 
 
-@app.command("scan")
+@app.command("scan", cls=Command, short_help="Audit every transaction in a dump.", epilog=_exit_codes_help(ExitCode))
 def scan_command(
-    dump: Annotated[
-        str,
-        typer.Argument(
-            help=DUMP_HELP,
-            show_default=False,
-        ),
-    ],
+    dump: Annotated[str, typer.Argument(metavar="DUMP", help=DUMP_HELP, show_default=False)],
     out: Annotated[
         str | None,
-        typer.Option("--out", "-o", help="Keep the results: DIR/tables/<table>/ (Parquet), DIR/summary.json, "
+        typer.Option("--out", "-o", metavar="DIR",
+                     help="Keep the results: DIR/tables/<table>/ (Parquet), DIR/summary.json, "
                      "DIR/report.html and DIR/quality/ (results.json, Data Docs). DIR is replaced as a whole "
                      "when the run is complete; an ingest already in DIR from the same input is reused. DIR is a "
                      "local path or a store's URI: s3://bucket/folder (the output is published under a run "
                      "folder that DIR/.txn-audit-output names, written last), webhdfs://namenode:9870/folder or "
-                     "hdfs://namenode:8020/folder (swapped in by renames); the run is built locally first."),
+                     "hdfs://namenode:8020/folder (swapped in by renames); the run is built locally first. One run "
+                     "at a time writes a local DIR: another stops at once (exit code 75)."),
     ] = None,
     as_of: AsOfOption = None,
     max_transaction_timeout: MaxTransactionTimeoutOption = DEFAULT_MAX_TRANSACTION_TIMEOUT,
     late_tolerance: LateToleranceOption = DEFAULT_LATE_TOLERANCE,
     min_severity: MinSeverityOption = Severity.WARNING,
+    fail_on: FailOnOption = None,
     output_format: Annotated[
-        OutputFormat, typer.Option("--format", help="table: a verdict and tables on the terminal; json: the JSON "
+        OutputFormat, typer.Option("--format", metavar="FORMAT",
+                                   help="table: a verdict and tables on the terminal; json: the JSON "
                                    "contract documented in the README, on stdout.")
     ] = OutputFormat.TABLE,
     strict: StrictOption = False,
@@ -225,30 +369,32 @@ def scan_command(
 
     Prints a verdict line that counts incidents, the incidents (one per root cause: what
     happened, its findings beneath it and the repair commands, or why none is needed) and the
-    partitions whose last stable offset is behind the high watermark. Exit code 0 when clean,
-    1 when there are findings at or above --min-severity, 2 on usage errors, 3 on corrupt
-    input under --strict. When stdout is not a terminal, nothing is cut or wrapped and every
-    repair command is printed whole on a line of its own, below the incidents.
+    partitions whose last stable offset is behind the high watermark. When stdout is not a
+    terminal, nothing is cut or wrapped and every repair command is printed whole on a line of
+    its own, below the incidents. The exit code says the verdict to a monitor: 0 clean, 1
+    warnings, 4 a critical finding, counting the findings at or above --fail-on; a failure has a
+    code of its own.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
         options = AuditOptions.from_text(
             as_of, max_transaction_timeout, late_tolerance, progress=progress and output_format is OutputFormat.TABLE,
             quality=quality, report=report, input_kind=InputKind(input_kind).value, verbose=verbose)
+        threshold = fail_on_severity(fail_on, min_severity)
         check_dump(dump, input_kind)
         check_out(out)
     except TxnAuditError as err:
-        raise _fail(str(err)) from None
+        raise _failed(err) from None
     from txn_audit import api
 
     try:
         result = api.scan(dump, out, options=options, on_stage=_stage_printer())
     except TxnAuditError as err:
-        raise _fail(str(err)) from None
+        raise _failed(err) from None
     if output_format is OutputFormat.JSON:
         sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n")
     else:
         _print_scan(result, min_severity)
-    code = api.scan_exit_code(result, min_severity=min_severity, strict=strict)
+    code = api.scan_exit_code(result, fail_on=threshold, strict=strict)
     if code is ExitCode.CORRUPT_INPUT:
         err_console.print(f"[bold red]--strict:[/] {result.ingest.total_issues} decode issue(s); exit code 3")
     raise typer.Exit(int(code))
@@ -370,16 +516,16 @@ def _held_table(result: ScanResult, terminal: bool) -> Table:
     return table
 
 
-@app.command("sample")
+@app.command("sample", cls=Command, short_help="Write a small dump with planted anomalies.")
 def sample_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the sample dump to.")],
-    seed: Annotated[int, typer.Option(help="Random seed: the same seed writes the same bytes.")] = 7,
-    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it already holds a dump.")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Folder to write the sample dump to.")],
+    seed: Annotated[int, typer.Option(metavar="N", help="Random seed: the same seed writes the same bytes.")] = 7,
+    force: Annotated[bool, typer.Option("--force", help="Replace DIR if it already holds a dump.")] = False,
 ) -> None:
     """Write a small, realistic dump of two brokers' log dirs with planted anomalies.
 
-    OUT/manifest.json lists every planted anomaly (kind, topic, partition, producer, offsets),
-    so a scan of OUT can be checked against it.
+    DIR/manifest.json lists every planted anomaly (kind, topic, partition, producer, offsets),
+    so a scan of DIR can be checked against it.
     """
     from txn_audit.sample import write_sample
 
@@ -433,7 +579,7 @@ def main() -> None:
     (``end_process``)."""
     code: int | str | None
     try:
-        app()
+        app(prog_name=PROG_NAME)
         code = 0
     except KeyboardInterrupt:
         err_console.print("interrupted")

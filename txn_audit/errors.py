@@ -11,6 +11,15 @@ class UsageError(TxnAuditError):
     """The user asked for something that cannot be done (bad path, bad option value)."""
 
 
+class OutputError(TxnAuditError):
+    """An output could not be written: a full disk, a permission denied, its folder removed
+    while it was written. The message names the path; the previous output is left as it was."""
+
+
+class OutputInUseError(TxnAuditError):
+    """Another run is writing the same output folder (``txn_audit.outputs.staged_output``'s lock)."""
+
+
 class CorruptInputError(TxnAuditError):
     """Bytes that do not decode as the format they claim to be.
 

@@ -65,7 +65,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
-from txn_audit.errors import UsageError
+from txn_audit.errors import OutputError, UsageError
 from txn_audit.outputs import MARKER
 
 __all__ = [
@@ -88,8 +88,10 @@ CHUNK = 8 << 20
 T = TypeVar("T")
 
 
-class StoreError(UsageError):
-    """A remote store could not be written or read; the message is one line naming the URI."""
+class StoreError(OutputError, UsageError):
+    """A remote store could not be written or read; the message is one line naming the URI. An
+    output that cannot be written (``usage.ExitCode.OUTPUT``), whether found before the scan or
+    while publishing."""
 
 
 def is_remote(location: str | os.PathLike[str] | None) -> bool:

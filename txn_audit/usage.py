@@ -1,6 +1,6 @@
 """What a command may be asked for, checked before Spark starts.
 
-The exit codes, the input kinds, and the checks of the options (the dump, ``--out``, the audit
+The exit codes (``ExitCode``), the input kinds, and the checks of the options (the dump, ``--out``, the audit
 times) that every command runs first, so that a mistake is a usage error (exit code 2) within a
 second or two instead of after the JVM has started. Standard library only: the command line
 imports this module, not ``txn_audit.api``, until the options are known to be good.
@@ -15,18 +15,77 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from txn_audit.errors import UsageError
+from txn_audit.errors import CorruptInputError, OutputError, OutputInUseError, TxnAuditError, UsageError
 from txn_audit.formats.layout import parse_log_file_name, parse_partition_dir
 from txn_audit.outputs import check_target
+from txn_audit.severity import Severity
 
 
 class ExitCode(IntEnum):
-    """Process exit codes of every txn-audit command (also the nightly job's)."""
+    """Process exit codes of every txn-audit command and of the nightly job: the contract a
+    monitor (cron, a CI job, Nagios through a wrapper) reads, the README's table. A verdict's
+    codes (0, 1, 4) rise with the worst finding at or above ``--fail-on``; every failure has a
+    code of its own, never one of a verdict's."""
 
-    OK = 0  # clean
-    FINDINGS = 1  # findings at or above the chosen severity
-    USAGE = 2  # bad arguments, missing input, or an environment problem (no Java)
+    OK = 0  # clean: no finding at or above --fail-on
+    WARNING = 1  # findings at or above --fail-on, none critical
+    USAGE = 2  # bad arguments (the command line's own errors too), a missing dump, no Java
     CORRUPT_INPUT = 3  # unreadable or corrupt input under --strict
+    CRITICAL = 4  # a critical finding (at or above --fail-on)
+    INTERNAL = 70  # a failure inside txn-audit: a bug, its traceback printed (sysexits' EX_SOFTWARE)
+    OUTPUT = 73  # the output could not be written: a full disk, a permission denied, its folder removed
+    BUSY = 75  # another run is writing the same output: nothing changed, run again later (EX_TEMPFAIL)
+
+    @property
+    def meaning(self) -> str:
+        """What the code says, as ``--help`` and the README's table say it."""
+        return _EXIT_MEANINGS[self]
+
+    @classmethod
+    def of_verdict(cls, worst: Severity | None, fail_on: Severity) -> ExitCode:
+        """The code of a verdict whose worst finding is ``worst`` (None: no finding): 0 below
+        ``fail_on``, else 4 for a critical finding and 1 for any other."""
+        if worst is None or worst < fail_on:
+            return cls.OK
+        return cls.CRITICAL if worst is Severity.CRITICAL else cls.WARNING
+
+    @classmethod
+    def of_error(cls, err: TxnAuditError) -> ExitCode:
+        """The code of a run that ended with ``err``."""
+        if isinstance(err, OutputInUseError):
+            return cls.BUSY
+        if isinstance(err, OutputError):
+            return cls.OUTPUT
+        if isinstance(err, CorruptInputError):
+            return cls.CORRUPT_INPUT
+        return cls.USAGE
+
+
+_EXIT_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "clean: no finding at or above --fail-on",
+    ExitCode.WARNING: "findings at or above --fail-on, none critical",
+    ExitCode.USAGE: "usage error: a bad option or argument, a missing dump, no Java",
+    ExitCode.CORRUPT_INPUT: "unreadable or corrupt input, under --strict",
+    ExitCode.CRITICAL: "a critical finding",
+    ExitCode.INTERNAL: "internal failure (a bug): its traceback is printed",
+    ExitCode.OUTPUT: "output not written (disk full, permission denied, folder removed)",
+    ExitCode.BUSY: "another run is writing the same output; nothing was changed",
+}
+
+
+def fail_on_severity(fail_on: str | None, min_severity: str = Severity.WARNING) -> Severity:
+    """The lowest severity that makes the exit code non-zero: ``--fail-on``, else
+    ``--min-severity`` (what is listed is what fails, as before ``--fail-on`` existed).
+    ``UsageError`` for a ``--fail-on`` below ``--min-severity``: a finding that decides the exit
+    code is always listed."""
+    floor = Severity.parse(min_severity, "--min-severity")
+    if fail_on is None:
+        return floor
+    chosen = Severity.parse(fail_on, "--fail-on")
+    if chosen < floor:
+        raise UsageError(f"--fail-on {chosen.value} is below --min-severity {floor.value}: the findings that set "
+                         f"the exit code would not be listed; give --min-severity {chosen.value} too")
+    return chosen
 
 
 class InputKind(StrEnum):

@@ -25,6 +25,8 @@ import pytest
 
 from txn_audit import warehouse as wh_module
 from txn_audit.api import scan_exit_code
+from txn_audit.severity import Severity
+from txn_audit.usage import ExitCode
 from txn_audit.errors import UsageError
 from txn_audit.schemas import ALL_TABLES, FINDINGS
 from txn_audit.warehouse import (
@@ -350,12 +352,12 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     ``bin/python`` as ``spark.pyspark.python``), and a probe after the job, in the same
     application, shows they did; the driver runs this environment's Python."""
     warehouse = tmp_path / "warehouse"
-    expected = int(scan_exit_code(sample_scan.result, min_severity="warning", strict=False))
-    assert expected == 1  # the sample has findings planted on purpose
+    expected = int(scan_exit_code(sample_scan.result, fail_on=Severity.WARNING, strict=False))
+    assert expected == ExitCode.CRITICAL  # the sample has critical findings planted on purpose
 
     first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
     assert first.code == expected, first.tail()
-    assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 1 (findings)" in first.output
+    assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 4 (critical)" in first.output
     assert "nightly_audit audit time " in first.output and ": given with --as-of" not in first.output
     _assert_layout(warehouse)
     before = _snapshot(warehouse)
@@ -606,5 +608,6 @@ def test_a_crash_is_exit_code_70_with_its_traceback(
 
     monkeypatch.setattr(api, "run_nightly", crash)
     assert job.main(["--dump", str(tmp_path), "--warehouse", str(tmp_path / "wh"), "--audit-date", "2026-11-20"]) == 70
+    assert ExitCode.INTERNAL == 70
     err = capsys.readouterr().err
     assert "Traceback" in err and "executor lost" in err
