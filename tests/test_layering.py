@@ -86,7 +86,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ingest", "sample", "tables", "replica_tasks"}),
     frozenset({"reconstruct", "stores"}),
     frozenset({"detect"}),
-    frozenset({"quality", "report", "warehouse"}),
+    frozenset({"quality", "report", "warehouse", "fixes"}),
     frozenset({"stages"}),
     frozenset({"explore", "api"}),
     frozenset({"cli", "executor_env"}),  # executor_env imports every module, by name

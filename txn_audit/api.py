@@ -20,9 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.audit_time import AuditTime
 from txn_audit.errors import UsageError
+from txn_audit.fixes import (
+    FIXES_SCRIPT,
+    UNKNOWN_RELEASE,
+    BrokerRelease,
+    Connection,
+    Fix,
+    broker_release,
+    fixes,
+    fixes_json,
+    fixes_script,
+)
 from txn_audit.ingest.discover import discover
 from txn_audit.ledger import LEDGER_FILE, Ledger
-from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
+from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic, write_text_atomic
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import SEVERITIES, Severity
@@ -148,6 +159,24 @@ class ScanResult:
     #: where the output went when ``--out`` is a store (``txn_audit.stores``): the URI of the
     #: complete output (on S3 the run's folder that the pointer names); ``out_dir`` is then None
     out_uri: str | None = None
+    #: the release of the dump's brokers, which decides the commands' form (``txn_audit.fixes``)
+    release: BrokerRelease = UNKNOWN_RELEASE
+
+    @property
+    def connection(self) -> Connection:
+        """How the commands name the cluster (``--bootstrap-server``, ``--command-config``)."""
+        return Connection(self.options.bootstrap_server, self.options.command_config)
+
+    def fixes(self, incidents: list[Incident] | None = None) -> list[Fix]:
+        """The fix of each incident (of ``incidents``; default: all) that has a command, in the
+        form of the dump's brokers and naming the cluster as the options give it."""
+        return fixes(self.incidents if incidents is None else incidents, self.findings, self.release,
+                     self.connection)
+
+    def fixes_script(self) -> str:
+        """``fixes.sh``: every fix, for an operator to review, then run (``txn_audit.fixes``)."""
+        return fixes_script(self.fixes(), self.findings, dump=self.input, as_of_ms=self.as_of_ms,
+                            release=self.release, connection=self.connection)
 
     def counts(self, min_severity: Severity = Severity.INFO) -> Counter[str]:
         """Findings by kind, of those at or above ``min_severity``."""
@@ -189,12 +218,16 @@ class ScanResult:
             "decode_issues": self.ingest.issue_counts,
             "table_rows": self.ingest.row_counts,
             "options": self.options.durations(),
+            # the release of the dump's brokers as far as the commands' form goes (txn_audit.fixes)
+            "brokers_release": self.release.to_json(),
             "tables": (f"{self.out_uri.split('?')[0]}/tables" if self.out_uri
                        else None if self.out_dir is None else str(self.out_dir / "tables")),
         }
 
     def to_json(self) -> dict[str, Any]:
         several = {(r.topic, r.partition) for r in self.replicas if r.replica_rank > 1}
+        by_incident = {fix.incident.incident_id: fix for fix in self.fixes()}
+        connection = self.connection
         return {
             "as_of_ms": self.as_of_ms,
             "audit_time": self.audit_time.to_json(),
@@ -202,8 +235,11 @@ class ScanResult:
             "partitions": [_pick(p, JSON_PARTITION_KEYS) for p in self.partitions],
             # the copies of the partitions the dump holds several of, each audited on its own data
             "replicas": [_pick(r, JSON_REPLICA_KEYS) for r in self.replicas if (r.topic, r.partition) in several],
-            "incidents": [_pick(i, JSON_INCIDENT_KEYS) for i in self.incidents],
-            "findings": [_pick(f, JSON_FINDING_KEYS) for f in self.findings],
+            # commands filled, in the form of the dump's brokers (txn_audit.fixes)
+            "incidents": [fixes_json(by_incident.get(i.incident_id), _pick(i, JSON_INCIDENT_KEYS)
+                                     | {"remediation": connection.fill_text(i.remediation)}) for i in self.incidents],
+            "findings": [_pick(f, JSON_FINDING_KEYS) | {"remediation": connection.fill_text(f.remediation)}
+                         for f in self.findings],
             "summary": self.summary(),
         }
 
@@ -366,12 +402,15 @@ def scan_result(scan: Scan) -> ScanResult:
                       key=lambda r: (r.topic or "", r.partition or 0, r.replica_rank))
     return ScanResult(input=scan.ingested.dump, as_of_ms=scan.options.audit_ms, options=scan.options,
                       audit_time=scan.audit_time, partitions=scan.partitions, replicas=replicas,
-                      findings=scan.findings, ingest=scan.ingested, out_dir=scan.out_dir, incidents=scan.incidents)
+                      findings=scan.findings, ingest=scan.ingested, out_dir=scan.out_dir, incidents=scan.incidents,
+                      release=broker_release(scan.inventory))
 
 
 def _report(scan: Scan, ledger: Ledger) -> Ledger:
-    """``summary.json``, and ``report.html`` when the options ask for it."""
-    write_json_atomic(scan.work / "summary.json", scan_result(scan).to_json())
+    """``summary.json``, ``fixes.sh``, and ``report.html`` when the options ask for it."""
+    result = scan_result(scan)
+    write_json_atomic(scan.work / "summary.json", result.to_json())
+    write_text_atomic(scan.work / FIXES_SCRIPT, result.fixes_script() + "\n")
     if scan.options.report:
         from txn_audit.report import write_report
 

@@ -364,21 +364,33 @@ def scan_command(
     progress: Annotated[bool, typer.Option(help="Show a progress bar on a terminal.")] = True,
     input_kind: InputKindOption = InputKind.AUTO,
     verbose: VerboseOption = False,
+    bootstrap_server: Annotated[
+        str | None, typer.Option("--bootstrap-server", metavar="HOST:PORT",
+                                 help="The cluster the printed fixes name (HOST:PORT, or several separated by commas); "
+                                 "without it they say <broker>.")
+    ] = None,
+    command_config: Annotated[
+        str | None, typer.Option("--command-config", metavar="FILE",
+                                 help="The client properties file the printed fixes pass to Kafka's tools (a "
+                                 "secured cluster's credentials).")
+    ] = None,
 ) -> None:
     """Audit every transaction in a dump: hanging, open, late, absorbed, stuck LSOs and more.
 
     Prints a verdict line that counts incidents, the incidents (one per root cause: what
     happened, its findings beneath it and the repair commands, or why none is needed) and the
-    partitions whose last stable offset is behind the high watermark. When stdout is not a
-    terminal, nothing is cut or wrapped and every repair command is printed whole on a line of
-    its own, below the incidents. The exit code says the verdict to a monitor: 0 clean, 1
+    partitions whose last stable offset is behind the high watermark. Every repair command is
+    printed whole on a line of its own, below the incidents; when stdout is not a terminal,
+    nothing is cut or wrapped. With --out, DIR/fixes.sh holds every fix, commented out, for an
+    operator to review and run. The exit code says the verdict to a monitor: 0 clean, 1
     warnings, 4 a critical finding, counting the findings at or above --fail-on; a failure has a
     code of its own.
     """
     try:  # before Spark, and before importing what it needs: a mistake is told at once
         options = AuditOptions.from_text(
             as_of, max_transaction_timeout, late_tolerance, progress=progress and output_format is OutputFormat.TABLE,
-            quality=quality, report=report, input_kind=InputKind(input_kind).value, verbose=verbose)
+            quality=quality, report=report, input_kind=InputKind(input_kind).value, verbose=verbose,
+            bootstrap_server=bootstrap_server, command_config=command_config)
         threshold = fail_on_severity(fail_on, min_severity)
         check_dump(dump, input_kind)
         check_out(out)
@@ -410,17 +422,18 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
     terminal = console is out_console
     _print_heading(console, result, min_severity)
     incidents = result.incidents_at_or_above(min_severity)
-    # off a terminal: (what it fixes, its commands), printed under the table
-    fixes: list[tuple[str, tuple[str, ...]]] = []
+    fixes = result.fixes(incidents)
     if incidents:
-        console.print(_incident_table(result, incidents, terminal, fixes))
+        console.print(_incident_table(result, incidents, terminal, [f.incident.incident_id for f in fixes]))
     if fixes:
-        # each command whole on a line of its own, to be copied from a log in one piece
+        from txn_audit.fixes import fix_lines
+
+        # each command whole on a line of its own, to be copied in one piece, on a terminal as in a log
         console.print("Fixes, one command per line:", style="bold", markup=False, highlight=False)
-        for number, (what, commands) in enumerate(fixes, 1):
-            console.print(f"# [{number}] {what}", markup=False, highlight=False)
-            for command in commands:
-                console.print(command, markup=False, highlight=False, soft_wrap=True)
+        for number, fix in enumerate(fixes, 1):
+            console.print(f"# [{number}] {fix.title}", markup=False, highlight=False, soft_wrap=True)
+            for line in fix_lines(fix):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
     if result.lso_below_hw():  # the partition status of partition_stability, as summary.json counts it
         console.print(_held_table(result, terminal))
     hidden = len(result.incidents) - len(incidents)
@@ -453,11 +466,11 @@ def _print_heading(console: Console, result: ScanResult, min_severity: Severity)
         console.print(f"[yellow]warning: {result.audit_time.warning}[/]")
 
 
-def _incident_table(result: ScanResult, incidents: list[Incident], terminal: bool,
-                    fixes: list[tuple[str, tuple[str, ...]]]) -> Table:
+def _incident_table(result: ScanResult, incidents: list[Incident], terminal: bool, fixed: list[str]) -> Table:
     """One row per incident: what and where stacked in the first column; its paragraph, its
     findings beneath it and its fix in the second, so the table reads at 80 columns and in a log.
-    Off a terminal a fix with commands is numbered and added to ``fixes``, printed under the table."""
+    A fix with commands (the incident ids ``fixed``, in order) is named by its number, its
+    commands printed whole under the table."""
     table = Table(title="Incidents (one per cause; its findings beneath it)", title_justify="left",
                   show_lines=True, expand=terminal)
     if terminal:
@@ -484,10 +497,8 @@ def _incident_table(result: ScanResult, incidents: list[Incident], terminal: boo
             at = "" if f.first_offset is None else f" offset {f.first_offset}"
             body.append(f"\n  - {f.severity.value} {f.kind} {place}{at}")
         fix = incident.remediation
-        if not terminal and incident.commands:
-            fixes.append((f"{incident.severity.value.upper()} {incident.kind} {where} ({incident.incident_id})",
-                          incident.commands))
-            fix = f"[{len(fixes)}] under the table"
+        if incident.incident_id in fixed:
+            fix = f"[{fixed.index(incident.incident_id) + 1}] under the table"
         body.append("\nfix: ", style="bold").append(fix)
         table.add_row(head, body)
     return table
@@ -495,6 +506,7 @@ def _incident_table(result: ScanResult, incidents: list[Incident], terminal: boo
 
 def _held_table(result: ScanResult, terminal: bool) -> Table:
     """The partitions whose LSO is below the high watermark: what holds it and since when."""
+    from txn_audit.detect.words import duration_text
     from txn_audit.schemas import HW_CAPPED
 
     table = Table(title="Partitions whose LSO is below the high watermark", title_justify="left")
@@ -504,7 +516,7 @@ def _held_table(result: ScanResult, terminal: bool) -> Table:
         table.add_column(col, justify="right" if col in ("HW", "LSO", "held records", "held bytes", "held for")
                          else "left", no_wrap=not terminal)
     for p in result.lso_below_hw():
-        held_for = "-" if p.held_ms is None else f"{p.held_ms / 1000:.1f} s"
+        held_for = "-" if p.held_ms is None else duration_text(p.held_ms)
         culprit = "-" if p.culprit_producer_id is None else (
             f"producer {p.culprit_producer_id}" + (f" ({p.culprit_transactional_id})"
                                                   if p.culprit_transactional_id else ""))

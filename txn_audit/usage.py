@@ -125,6 +125,10 @@ class AuditOptions:
     progress: bool = True
     #: show Spark's own log lines
     verbose: bool = False
+    #: the cluster the printed commands name (``HOST:PORT[,HOST:PORT...]``); None: ``<broker>``
+    bootstrap_server: str | None = None
+    #: the client properties file the printed commands name (``--command-config``); None: none
+    command_config: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_transaction_timeout_ms <= 0 or self.late_tolerance_ms < 0:
@@ -133,6 +137,10 @@ class AuditOptions:
             raise UsageError("the prepare grace and the clock skew must not be negative")
         if self.input_kind not in {k.value for k in InputKind}:
             raise UsageError(f"input kind {self.input_kind!r}: one of {', '.join(k.value for k in InputKind)}")
+        if self.bootstrap_server is not None:
+            check_bootstrap_server(self.bootstrap_server)
+        if self.command_config is not None and (not self.command_config.strip() or "\n" in self.command_config):
+            raise UsageError(f"--command-config {self.command_config!r}: give the path of a client properties file")
 
     @staticmethod
     def from_text(as_of: str | None = None, max_transaction_timeout: str | None = None,
@@ -173,6 +181,17 @@ class AuditOptions:
         """The durations the verdicts depend on, as ``summary.json``'s ``options`` gives them."""
         return {"max_transaction_timeout_ms": self.max_transaction_timeout_ms,
                 "late_tolerance_ms": self.late_tolerance_ms}
+
+
+def check_bootstrap_server(servers: str) -> None:
+    """``--bootstrap-server``: ``HOST:PORT``, or several separated by commas, as Kafka's tools take
+    it (an IPv6 host in brackets); ``UsageError`` otherwise."""
+    for server in servers.split(","):
+        host, _, port = server.rpartition(":")
+        bad_host = not host or any(c.isspace() for c in host) or (":" in host and not host.startswith("["))
+        if bad_host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--bootstrap-server {servers!r}: expected HOST:PORT, or several separated by commas "
+                             "(e.g. kafka-1:9092,kafka-2:9092)")
 
 
 def default_text(ms: int) -> str:

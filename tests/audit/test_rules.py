@@ -417,6 +417,9 @@ def test_snapshot_open_from_before_the_log_start_is_lost_to_retention(spark: Any
     lost = [f for f in found if f["kind"] == "retention_lost_open_txn"]
     assert [(f["topic"], f["partition"], f["producer_id"], f["first_offset"]) for f in lost] == [("t", 0, 4, 3)]
     assert lost[0]["remediation"].endswith("abort --topic t --partition 0 --start-offset 3")
+    # brokers before 3.0: by the snapshot's producer, epoch and coordinator epoch (the builder's 0)
+    assert lost[0]["remediation_pre_3_0"].endswith(
+        "abort --topic t --partition 0 --producer-id 4 --producer-epoch 1 --coordinator-epoch 0")
 
 
 @pytest.mark.parametrize(("snapshot_at", "open_from", "shown"), [

@@ -40,7 +40,6 @@ the same cause in the same dump keeps its id from one run to the next.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,13 +48,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from txn_audit.detect.words import offsets_text
+from txn_audit.detect.words import duration_text, offsets_text, time_text
 from txn_audit.outputs import publish
 from txn_audit.results import Finding, Incident, PartitionStatus
 from txn_audit.schemas import FINDINGS, INCIDENTS
 from txn_audit.severity import SEVERITIES, Severity
 
-__all__ = ["INCIDENT_KINDS", "TransactionContext", "build_incidents", "write_incidents"]
+__all__ = ["INCIDENT_KINDS", "TransactionContext", "build_incidents", "incident_commands", "write_incidents"]
 
 #: the causes an incident can have (a finding of any other kind, alone, is an incident of its kind)
 INCIDENT_KINDS = (
@@ -239,8 +238,8 @@ def _held(members: Sequence[Finding], partitions: Mapping[str, PartitionStatus])
                 longest = status.held_ms if longest is None else max(longest, status.held_ms)
     if not records:
         return 0, since, ""
-    when = "" if since is None else f" since {_utc(since)}"
-    span = "" if longest is None else f" ({_duration(longest)} before the audit time)"
+    when = "" if since is None else f" since {time_text(since)}"
+    span = "" if longest is None else f" ({duration_text(longest)} before the audit time)"
     return records, since, f"{records} records held from read_committed consumers ({', '.join(where)}){when}{span}"
 
 
@@ -260,18 +259,6 @@ def _deleted_under(opened: Finding | None, partitions: Mapping[str, PartitionSta
             f"were deleted while it was open (retention, or kafka-delete-records.sh moved the log start offset to "
             f"{start}): read_committed consumers are held at the log start, and the rest of it still waits for its "
             "marker")
-
-
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-
-
-def _duration(ms: int) -> str:
-    seconds = ms / 1000
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f} {unit}"
-    return f"{seconds:.1f} s"
 
 
 _CAUSE_TEXT = {
@@ -371,7 +358,7 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         sentences.append(f"Whether an earlier transaction of producer {anchor.producer_id} listed "
                          f"{_place(anchor.topic, anchor.partition)} is not known: the coordinator's log ({lost}) was "
                          "compacted, which keeps each transactional id's newest records only.")
-    commands = list(dict.fromkeys(line for f in members if f.remediation for line in f.remediation.splitlines()))
+    commands = incident_commands(members)
     remediation = "\n".join(commands) if commands else _NO_COMMAND.get(
         kind, "No command: see the evidence of its findings.")
     return Incident(
@@ -381,6 +368,18 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         consequences=tuple(consequences), findings=len(members), held_records=records, held_since_ms=since,
         summary=" ".join(sentences), remediation=remediation, commands=tuple(commands),
     )
+
+
+def incident_commands(members: Iterable[Finding], *, pre_3_0: bool = False) -> list[str]:
+    """The commands that repair an incident of ``members`` (its findings, in the one order): each
+    finding's ``remediation`` lines, each command once, in order. ``pre_3_0``: the form brokers
+    before Kafka 3.0 take, a finding's ``remediation_pre_3_0`` where it has one (a command
+    without it is the same for every release)."""
+    lines: list[str] = []
+    for f in members:
+        text = (f.remediation_pre_3_0 or f.remediation) if pre_3_0 else f.remediation
+        lines.extend(text.splitlines() if text else ())
+    return list(dict.fromkeys(lines))
 
 
 def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionStatus],

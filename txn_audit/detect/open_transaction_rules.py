@@ -24,11 +24,11 @@ import pyarrow.compute as pc
 
 from txn_audit.detect.words import (
     ABORT_COMMAND_PRE_3_0,
-    FORCE_TERMINATE_COMMAND,
     abort_command_text,
     duration_or_null,
     duration_text,
     finding_row,
+    force_terminate_command_text,
     formatted,
     partition_name,
     time_or_null,
@@ -217,7 +217,7 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
             )
     remedies: dict[str, str | None] = {"remediation": None, "remediation_pre_3_0": None}
     if two_phase and not hanging:
-        remedies["remediation"] = formatted(FORCE_TERMINATE_COMMAND, cur_tid)
+        remedies["remediation"] = force_terminate_command_text(cur_tid)
     # a command wherever no timeout will end it: hanging, not listed, or listed past its own timeout
     elif hanging or not listed or overdue:
         remedies = {

@@ -18,7 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.detect.offset_ranges import uncovered
-from txn_audit.detect.words import duration_text, finding_row, offsets_text, partition_name, rows_where, time_text
+from txn_audit.detect.words import (
+    describe_topic_command,
+    duration_text,
+    finding_row,
+    offsets_text,
+    partition_name,
+    rows_where,
+    time_text,
+)
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
 from txn_audit.schemas import FINDINGS, HW_CAPPED
@@ -134,21 +142,20 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
         divergence, topic = copy["divergence"], copy["topic"]
         where = (f"{copy['divergent_offset']}: {me} holds {copy['replica_holds']}; {them}, the copy audited, holds "
                  f"{copy['chosen_holds']}")
-        remediation = None
+        remediation, advice = None, ""
         if divergence == CONFLICT:
             told = f"the copies of {name} hold different batches from offset {where}"
-            remediation = (
-                f"kafka-topics.sh --bootstrap-server <broker> --describe --topic {topic}: confirm the leader and the "
-                "ISR. A follower whose copy differs truncates to the leader's log when it next fetches; one that stays "
-                f"out of the ISR needs its copy rebuilt (stop it, delete its {name} folder, let it replicate again)")
+            remediation = describe_topic_command(topic)
+            advice = ("the command shows the leader and the ISR. A follower whose copy differs truncates to the "
+                      "leader's log when it next fetches; one that stays out of the ISR needs its copy rebuilt (stop "
+                      f"it, delete its {name} folder, let it replicate again)")
         elif divergence == BEHIND:
             told = (f"{me}'s copy of {name} ends at {copy['log_end_offset']}, below the high watermark "
                     f"{audited['high_watermark']} of {them}: it lacks records every in-sync replica holds (a follower "
                     f"that fell behind, or a copy cut short); at offset {where}")
-            remediation = (
-                f"kafka-topics.sh --bootstrap-server <broker> --describe --topic {topic} "
-                "--under-replicated-partitions: a running follower catches up by itself; a copy taken from a stopped "
-                "broker may only be older")
+            remediation = describe_topic_command(topic, under_replicated=True)
+            advice = ("the command lists the topic's partitions still under-replicated: a running follower catches up "
+                      "by itself; a copy taken from a stopped broker may only be older")
         else:
             told = f"{me}'s copy of {name} goes beyond the end of the copy audited ({them}): from offset {where}"
         capped = (f"; the dump gives it a high watermark of {copy['checkpoint_high_watermark']}, beyond its log end"
@@ -157,6 +164,8 @@ def replica_divergence_findings(replica_stability: pa.Table, stability: pa.Table
         if divergence not in (CONFLICT, BEHIND) and audited["hw_source"] == HW_CAPPED:
             severity = Severity.WARNING
         evidence = f"{told}{capped}. The audit reports {them}: {audited['replica_choice_reason']}"
+        if advice:
+            evidence += f"; {advice}"
         found.append(finding_row(copy, "replica_divergence", severity, evidence,
                                  first_offset=copy["divergent_offset"], remediation=remediation))
     return found

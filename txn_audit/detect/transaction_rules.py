@@ -16,7 +16,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from txn_audit.detect.words import KNOWN_MARKERS, abort_command_text, finding_row, partition_name
+from txn_audit.detect.words import (
+    ABORT_COMMAND_PRE_3_0,
+    KNOWN_MARKERS,
+    abort_command_text,
+    finding_row,
+    formatted,
+    partition_name,
+)
 from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 
@@ -80,6 +87,9 @@ def retention_findings(snapshot_only: pa.Table, stability: pa.Table) -> list[dic
             row, "retention_lost_open_txn", Severity.CRITICAL, evidence,
             producer_epoch=row["min_epoch"], first_offset=first, last_timestamp_ms=row["producer_last_timestamp"],
             remediation=abort_command_text(row["topic"], row["partition"], first),
+            # brokers before 3.0: by its producer, at the coordinator epoch of its last marker (at least 0)
+            remediation_pre_3_0=formatted(ABORT_COMMAND_PRE_3_0, row["topic"], row["partition"], row["producer_id"],
+                                          row["max_epoch"], max(row.get("coordinator_epoch") or 0, 0)),
         ))
     return found
 

@@ -9,6 +9,7 @@ so that a finding reads the same whichever way it was computed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import shlex
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -19,9 +20,10 @@ from txn_audit.schemas import FINDINGS
 from txn_audit.severity import Severity
 from txn_audit.timeparse import format_time_ms
 
-__all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "DURATION_STEPS", "FORCE_TERMINATE_COMMAND", "KNOWN_MARKERS",
-           "abort_command_text", "duration_or_null", "duration_text", "finding_row", "formatted", "offsets_text",
-           "partition_name", "rows_where", "time_or_null", "time_text", "value_text"]
+__all__ = ["ABORT_COMMAND", "ABORT_COMMAND_PRE_3_0", "BROKER_PLACEHOLDER", "DURATION_STEPS", "FORCE_TERMINATE_COMMAND",
+           "KNOWN_MARKERS", "abort_command_text", "describe_topic_command", "duration_or_null", "duration_text",
+           "finding_row", "force_terminate_command_text", "formatted", "offsets_text", "partition_name", "rows_where",
+           "time_or_null", "time_text", "value_text"]
 
 #: how a duration is written: below ``below`` milliseconds (None: any), in seconds divided by
 #: ``seconds``, with the unit's name, one decimal
@@ -35,18 +37,25 @@ DURATION_STEPS: tuple[tuple[int | None, int, str], ...] = (
 #: epoch milliseconds as ``2026-11-22 20:00:08.971 UTC``
 time_text = format_time_ms
 
+#: what every command a finding gives names the cluster by: ``--bootstrap-server <broker>``, which
+#: ``fixes.Connection`` fills with ``scan --bootstrap-server`` (and ``--command-config``) where given.
+#: A finding's command is a shell command and nothing else: each word a word of the shell (a name
+#: that needs it quoted, as ``shlex.quote`` quotes it), no ``;``, no prose; what to do beyond it is
+#: said in the evidence
+BROKER_PLACEHOLDER = "<broker>"
 #: the command that aborts a hanging transaction (Kafka 3.0+), of its topic, partition and first
 #: offset: a ``%`` format, as Python and Spark's ``format_string`` read it alike
-ABORT_COMMAND = "kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d --start-offset %d"
+ABORT_COMMAND = (f"kafka-transactions.sh --bootstrap-server {BROKER_PLACEHOLDER} abort --topic %s --partition %d "
+                 "--start-offset %d")
 #: the command that aborts it through a broker before Kafka 3.0, which does not find the
 #: transaction by its offset: of its topic, partition, producer id, producer epoch and coordinator
 #: epoch (the producer's last marker's there, at least 0)
-ABORT_COMMAND_PRE_3_0 = ("kafka-transactions.sh --bootstrap-server <broker> abort --topic %s --partition %d "
-                         "--producer-id %d --producer-epoch %d --coordinator-epoch %d")
+ABORT_COMMAND_PRE_3_0 = (f"kafka-transactions.sh --bootstrap-server {BROKER_PLACEHOLDER} abort --topic %s "
+                         "--partition %d --producer-id %d --producer-epoch %d --coordinator-epoch %d")
 #: the command that ends a two-phase-commit transaction (KIP-939) its external transaction
 #: manager left open, of its transactional id (``kafka-transactions.sh`` 4.x)
-FORCE_TERMINATE_COMMAND = ("kafka-transactions.sh --bootstrap-server <broker> forceTerminateTransaction "
-                           "--transactionalId %s")
+FORCE_TERMINATE_COMMAND = (f"kafka-transactions.sh --bootstrap-server {BROKER_PLACEHOLDER} "
+                           "forceTerminateTransaction --transactionalId %s")
 #: marker types whose outcome is known; a text dump without --deep-iteration gives UNKNOWN
 KNOWN_MARKERS = ("COMMIT", "ABORT")
 
@@ -101,6 +110,19 @@ def formatted(template: str, *values: object) -> str:
 def abort_command_text(topic: str, partition: int, start_offset: int | None) -> str:
     """``ABORT_COMMAND`` for the transaction open on ``topic``-``partition`` from ``start_offset``."""
     return formatted(ABORT_COMMAND, topic, partition, start_offset)
+
+
+def force_terminate_command_text(transactional_id: str | None) -> str:
+    """``FORCE_TERMINATE_COMMAND`` for ``transactional_id``, quoted for the shell where it needs
+    it (a transactional id is any string)."""
+    return formatted(FORCE_TERMINATE_COMMAND, shlex.quote(value_text(transactional_id)))
+
+
+def describe_topic_command(topic: str, *, under_replicated: bool = False) -> str:
+    """``kafka-topics.sh --describe`` of ``topic`` (its leaders and ISRs), of its under-replicated
+    partitions only when ``under_replicated``."""
+    return (f"kafka-topics.sh --bootstrap-server {BROKER_PLACEHOLDER} --describe --topic {shlex.quote(topic)}"
+            + (" --under-replicated-partitions" if under_replicated else ""))
 
 
 def finding_row(source: Mapping[str, Any], kind: str, severity: Severity, evidence: str,
