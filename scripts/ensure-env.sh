@@ -25,7 +25,7 @@ spark_submit() {
   cmp -s "$HERE/spark-submit" "$VENV/bin/spark-submit" || install -m 755 "$HERE/spark-submit" "$VENV/bin/spark-submit"
 }
 
-if healthy; then spark_submit; exit 0; fi
+if healthy; then spark_submit; VENV="$VENV" "$HERE/ensure-docs-assets.sh"; exit 0; fi
 echo "setting up $VENV (first run downloads and builds pyspark: a few minutes)" >&2
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
@@ -34,4 +34,5 @@ rm -rf "$VENV"
 touch "$STAMP"
 spark_submit
 healthy || { echo "error: $VENV was built but does not import the project's packages" >&2; exit 1; }
+VENV="$VENV" "$HERE/ensure-docs-assets.sh"
 echo "$VENV ready" >&2

@@ -36,7 +36,7 @@ from txn_audit.ledger import LEDGER_FILE, Ledger
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic, write_text_atomic
 from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import ALL_TABLES
-from txn_audit.severity import SEVERITIES, Severity
+from txn_audit.severity import MOST_SEVERE_FIRST, Severity
 from txn_audit.spark import build_session
 from txn_audit.stages import AUDIT_STAGES, IngestResult, Scan, Stage, ingest_tables, newest_timestamp, run_stages
 from txn_audit.timeparse import format_time_ms
@@ -205,9 +205,9 @@ class ScanResult:
         incidents_by_severity = Counter(i.severity for i in self.incidents)
         return {
             "verdict": verdict(self, Severity.WARNING),
-            "incidents_by_severity": {s.value: incidents_by_severity.get(s, 0) for s in SEVERITIES},
+            "incidents_by_severity": {s.value: incidents_by_severity.get(s, 0) for s in MOST_SEVERE_FIRST},
             "incidents_by_kind": dict(sorted(Counter(i.kind for i in self.incidents).items())),
-            "findings_by_severity": {s.value: by_severity.get(s, 0) for s in SEVERITIES},
+            "findings_by_severity": {s.value: by_severity.get(s, 0) for s in MOST_SEVERE_FIRST},
             "findings_by_kind": dict(sorted(Counter(f.kind for f in self.findings).items())),
             "partitions": len(self.partitions),
             "partitions_with_lso_below_hw": len(self.lso_below_hw()),

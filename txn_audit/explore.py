@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.io._base_renderers import MimetypeRenderer, PlotlyRenderer
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -30,10 +31,11 @@ from txn_audit import warehouse as wh
 from txn_audit.errors import UsageError
 from txn_audit.report import figures
 from txn_audit.schemas import ALL_TABLES
-from txn_audit.severity import SEVERITIES
+from txn_audit.severity import MOST_SEVERE_FIRST
 from txn_audit.timeparse import format_time_ms
 
 __all__ = [
+    "OfflineRenderer",
     "PartitionView",
     "ScanTables",
     "Target",
@@ -56,18 +58,42 @@ __all__ = [
     "use_offline_plotly",
 ]
 
-SEVERITY_ORDER = tuple(s.value for s in reversed(SEVERITIES))  # most serious first
-# plotly's own MIME bundle, drawn by JupyterLab, Notebook 7 and VS Code with the plotly.js they
-# bundle; the HTML renderers ("notebook", the default "notebook_connected") reach for a CDN
-OFFLINE_RENDERER = "plotly_mimetype"
+SEVERITY_ORDER = tuple(s.value for s in MOST_SEVERE_FIRST)
+#: the renderer ``use_offline_plotly`` registers (``OfflineRenderer``)
+OFFLINE_RENDERER = "txn_audit_offline"
 _NULLABLE: dict[pa.DataType, Any] = {
     pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
     pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype(),
 }
 
 
+class OfflineRenderer(MimetypeRenderer):  # type: ignore[misc]
+    """Each figure as two representations, neither of which loads anything from a network:
+
+    - plotly's JSON (``application/vnd.plotly.v1+json``), drawn by JupyterLab, Notebook 7 and VS
+      Code with the plotly.js they bundle;
+    - ``text/html`` that draws the same figure wherever a notebook's HTML is shown with its
+      scripts but without plotly's renderer (an HTML export such as ``jupyter nbconvert --to
+      html``): plotly.js itself is embedded in the first figure this renderer shows, the later
+      ones draw with it. (plotly's own HTML renderers load plotly.js or MathJax from a CDN.)"""
+
+    def __init__(self) -> None:
+        self.embedded = False
+
+    def to_mimebundle(self, fig_dict: dict[str, Any]) -> dict[str, Any]:
+        bundle: dict[str, Any] = PlotlyRenderer().to_mimebundle(fig_dict)
+        bundle["text/html"] = pio.to_html(fig_dict, full_html=False, include_plotlyjs=not self.embedded,
+                                          include_mathjax=False, validate=False, default_width="100%",
+                                          config={"displaylogo": False})
+        self.embedded = True
+        return bundle
+
+
 def use_offline_plotly(renderer: str = OFFLINE_RENDERER) -> None:
-    """Make ``fig.show()`` render without the network (the default fetches plotly.js from a CDN)."""
+    """Make ``fig.show()`` render without the network (the default fetches plotly.js from a CDN):
+    by default with a new ``OfflineRenderer``, which embeds plotly.js in the next figure shown."""
+    if renderer == OFFLINE_RENDERER:
+        pio.renderers[OFFLINE_RENDERER] = OfflineRenderer()
     pio.renderers.default = renderer
 
 

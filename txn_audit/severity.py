@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from txn_audit.errors import UsageError
 
-__all__ = ["SEVERITIES", "Severity"]
+__all__ = ["MOST_SEVERE_FIRST", "SEVERITIES", "Severity"]
 
 
 class Severity(StrEnum):
@@ -58,3 +58,7 @@ _RANK: dict[str, int] = {s.value: i for i, s in enumerate(Severity)}  # the orde
 
 #: every severity, least severe first
 SEVERITIES: tuple[Severity, ...] = tuple(Severity)
+
+#: every severity, most severe first: the order in which every output lists them (critical,
+#: warning, info)
+MOST_SEVERE_FIRST: tuple[Severity, ...] = tuple(reversed(SEVERITIES))

@@ -14,6 +14,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from tests.browser import browser  # noqa: F401 - a fixture of the notebooks' tests
 from txn_audit.schemas import ALL_TABLES
 
 if TYPE_CHECKING:

@@ -105,9 +105,31 @@ def test_notebooks_are_stored_without_outputs() -> None:
 
 
 @pytest.mark.live
-def test_investigate_partition_default_target(tmp_path: Path, sample_scan: SampleScan) -> None:
+def _drawn_outside_jupyter(browser: Any, nb: Any, tmp: Path) -> list[int]:
+    """The notebook's figures as a page of their ``text/html`` outputs alone (as an HTML export
+    shows them, without plotly's Jupyter renderer): the traces each figure drew in Chromium."""
+    from tests.browser import Visit, open_page
+
+    html = [o.data["text/html"] for o in _outputs(nb) if o.output_type == "display_data" and PLOTLY in o.data]
+    assert len(html) == len(_figures(nb)), "a figure has no text/html beside its plotly JSON"
+    page_file = tmp / "outputs.html"
+    page_file.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>" + "".join(html)
+                         + "</body></html>")
+    visit = Visit()
+    page = open_page(browser, page_file, visit)
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+    traces: list[int] = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
+                                      "gd => gd.querySelectorAll('.trace').length)")
+    assert visit.outside == [] and visit.console_errors == [], (visit.outside, visit.console_errors)
+    page.context.close()
+    return traces
+
+
+def test_investigate_partition_default_target(tmp_path: Path, sample_scan: SampleScan, browser: Any) -> None:
     nb = _execute("investigate_partition.ipynb", tmp_path, scan_out=str(sample_scan.out))
     _check_clean(nb, min_figures=4)
+    drawn = _drawn_outside_jupyter(browser, nb, tmp_path)
+    assert len(drawn) == len(_figures(nb)) and all(n > 0 for n in drawn), drawn
     text = _stdout(nb)
     fields = _fields("topic=", text)
     topic, partition, producer = fields["topic"], int(fields["partition"]), int(fields["producer_id"])

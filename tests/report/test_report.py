@@ -5,16 +5,13 @@ from __future__ import annotations
 import io
 import html
 import json
-import os
 import re
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.browser import Visit, open_page
 from tests.conftest import SampleScan
 from txn_audit.report import write_report
 
@@ -22,71 +19,12 @@ REMOTE = re.compile(r"""<script[^>]*\bsrc\s*=\s*["']?(?:https?:)?//|<link[^>]*\b
                     re.IGNORECASE)
 
 
-def _chromium() -> str:
-    for candidate in (os.environ.get("TXN_AUDIT_CHROMIUM"), "chromium", "chromium-browser"):
-        found = candidate and shutil.which(candidate)
-        if found:
-            return found
-    pytest.fail("Chromium is missing: `make test` installs it (scripts/ensure-browser.sh)")
-
-
-def _offline_launcher(tmp: Path, chromium: str) -> tuple[str, bool]:
-    """Chromium inside a network namespace with no interfaces but loopback, when the kernel
-    allows it; requests are also intercepted and recorded either way."""
-    if subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True).returncode == 0:
-        wrapper = tmp / "chromium-offline"
-        wrapper.write_text(f'#!/bin/sh\nexec unshare --net --map-root-user "{chromium}" "$@"\n')
-        wrapper.chmod(0o755)
-        return str(wrapper), True
-    return chromium, False
-
-
-class Visit:
-    def __init__(self) -> None:
-        self.outside: list[str] = []
-        self.console_errors: list[str] = []
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    launcher, _ = _offline_launcher(tmp_path_factory.mktemp("browser"), _chromium())
-    with sync_playwright() as pw:
-        instance = pw.chromium.launch(
-            executable_path=launcher,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-dev-shm-usage"],
-        )
-        yield instance
-        instance.close()
-
-
-def _open(browser: Any, page_file: Path, visit: Visit) -> Any:
-    context = browser.new_context(viewport={"width": 1280, "height": 2000})
-
-    def guard(route: Any) -> None:
-        url = route.request.url
-        if url.startswith(("file:", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            visit.outside.append(url)
-            route.abort()
-
-    context.route("**/*", guard)
-    page = context.new_page()
-    page.on("console", lambda msg: visit.console_errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda err: visit.console_errors.append(str(err)))
-    page.goto(page_file.as_uri(), wait_until="load")
-    return page
-
-
 @pytest.mark.live
 def test_report_renders_offline_in_headless_chromium(browser: Any, sample_scan: SampleScan) -> None:
     from PIL import Image
 
     visit = Visit()
-    page = _open(browser, sample_scan.out / "report.html", visit)
+    page = open_page(browser, sample_scan.out / "report.html", visit)
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
     plots = page.locator(".js-plotly-plot")
     assert plots.count() >= 4
@@ -106,16 +44,133 @@ def test_report_renders_offline_in_headless_chromium(browser: Any, sample_scan: 
     page.context.close()
 
 
+def _ink(png: bytes) -> tuple[float, tuple[int, int, int]]:
+    """The share of a screenshot's pixels that are not background (near white), and their mean colour."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int64).reshape(-1, 3)
+    inked = pixels[pixels.min(axis=1) < 235]
+    if not len(inked):
+        return 0.0, (255, 255, 255)
+    mean = inked.mean(axis=0).astype(int)
+    return len(inked) / len(pixels), (int(mean[0]), int(mean[1]), int(mean[2]))
+
+
+def _icons_drawn(page: Any, selector: str, expected: int) -> list[tuple[str, tuple[int, int, int]]]:
+    """Each visible status icon of ``selector``: drawn in Font Awesome, some of its box inked;
+    its class and mean colour, for the caller to check."""
+    # the table's script draws its rows more than once; fonts load when first used
+    page.wait_for_function("""sel => document.fonts.status === 'loaded' && [...document.querySelectorAll(sel)]
+        .every(el => getComputedStyle(el, '::before').fontFamily.includes('Font Awesome'))""", arg=selector,
+                           timeout=30_000)
+    # and until the last drawing shows as many as expected (a loaded machine draws late)
+    page.wait_for_function("""([sel, n]) => [...document.querySelectorAll(sel)]
+        .filter(el => el.getClientRects().length > 0).length === n""", arg=[selector, expected], timeout=30_000)
+    icons = page.locator(selector)
+    seen = []
+    for i in range(icons.count()):
+        icon = icons.nth(i)
+        if not icon.is_visible():
+            continue
+        box = icon.bounding_box()
+        assert box and box["width"] >= 8 and box["height"] >= 8, f"icon {i} has no size: {box}"
+        family = icon.evaluate("el => getComputedStyle(el, '::before').fontFamily")
+        assert "Font Awesome" in family, (i, family, icon.get_attribute("class"))
+        share, colour = _ink(page.screenshot(clip=box))
+        assert share > 0.15, f"icon {i} ({icon.get_attribute('class')}) is blank: {share:.0%} inked"
+        seen.append((str(icon.get_attribute("class")), colour))
+    assert len(seen) == expected, seen
+    return seen
+
+
 @pytest.mark.live
-def test_data_docs_open_offline(browser: Any, sample_scan: SampleScan) -> None:
+def test_data_docs_draw_their_tables_and_status_icons_offline(browser: Any, sample_scan: SampleScan) -> None:
+    """The index lists every validation run in Bootstrap Table (one page of ten rows), each with
+    its status icon drawn in Font Awesome, green for a suite that passed; one "Clear Filters"
+    shows; no newsletter; a validation page draws its status icons too."""
     docs = sample_scan.out / "quality" / "docs"
+    runs = sorted(docs.glob("validations/*/**/*.html"))
+    results = json.loads((sample_scan.out / "quality" / "results.json").read_text())["results"]
+    passed = {t for t in {r["table"] for r in results} if all(r["success"] for r in results if r["table"] == t)}
     visit = Visit()
-    page = _open(browser, docs / "index.html", visit)
-    links = page.locator("a[href*='validations/']")
-    assert links.count() >= 3
-    href = links.first.get_attribute("href")
-    page.goto((docs / href).as_uri(), wait_until="load")
-    assert page.locator("table").count() > 0
+    page = open_page(browser, docs / "index.html", visit)
+    table = page.locator("table.ge-index-page-validation-results-table")
+    table.locator("tbody tr").first.wait_for(timeout=30_000)
+    shown = table.locator("tbody tr")
+    assert shown.count() == min(10, len(runs))
+    assert page.get_by_text(re.compile(rf"of {len(runs)} rows")).filter(visible=True).count() == 1
+    icons = _icons_drawn(page, "table.ge-index-page-validation-results-table i.fas", min(10, len(runs)))
+    for row, (css, colour) in enumerate(icons):
+        asset = shown.nth(row).locator("td").nth(3).inner_text().strip()
+        ok = asset in passed
+        assert ("fa-check-circle" in css) == ok, (asset, css)
+        green, red = colour[1] > colour[0] + 40, colour[0] > colour[1] + 40
+        assert green if ok else red, (asset, colour)
+    clear = page.get_by_text("Clear Filters")
+    assert sum(clear.nth(i).is_visible() for i in range(clear.count())) == 1
+    assert "newsletter" not in page.content().lower()
+    failed = next((p for p in runs if p.relative_to(docs).parts[1] not in passed), runs[0])
+    page.goto(failed.as_uri(), wait_until="load")
+    page.locator("td i.fas").first.wait_for(timeout=30_000)
+    checks = [r for r in results if r["table"] == failed.relative_to(docs).parts[1]]
+    drawn = _icons_drawn(page, "td i.fas.fa-check-circle, td i.fas.fa-times", len(checks))
+    assert sum("fa-times" in css for css, _ in drawn) == sum(not r["success"] for r in checks)
+    assert visit.outside == [] and visit.console_errors == [], (visit.outside, visit.console_errors)
+    page.context.close()
+
+
+def _plots(page: Any) -> list[dict[str, Any]]:
+    """What plotly drew: each figure's traces (type, name, points) and axis types, read from
+    the page's plot elements."""
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+    result: list[dict[str, Any]] = page.evaluate(r"""() =>
+      [...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
+        title: (gd.layout.title || {}).text || '',
+        traces: gd.data.map(t => ({type: t.type, name: t.name || '', x: Array.from(t.x || []),
+                                   y: Array.from(t.y || [])})),
+        axes: Object.fromEntries(Object.keys(gd._fullLayout).filter(k => /^[xy]axis\d*$/.test(k))
+                                 .map(k => [k, gd._fullLayout[k].type])),
+    }))""")
+    return result
+
+
+@pytest.mark.live
+def test_the_report_draws_held_records_every_open_transaction_and_incident(browser: Any,
+                                                                          sample_scan: SampleScan) -> None:
+    """Against the scan's own tables: the held-records chart has a bar per data partition that
+    holds records (none for internal topics), each wide enough to see; the timeline has a bar per
+    open transaction (``partition_stability.open_transactions``) and a diamond per incident; the
+    durations are on a log axis; severities read critical, warning, info."""
+    import pyarrow.dataset as ds
+
+    stability = ds.dataset(str(sample_scan.out / "tables" / "partition_stability")).to_table().to_pylist()
+    holding = {f"{p['topic']}-{p['partition']}" for p in stability
+               if p["held_records"] > 0 and not p["topic"].startswith("__")}
+    summary = json.loads((sample_scan.out / "summary.json").read_text())
+    visit = Visit()
+    page = open_page(browser, sample_scan.out / "report.html", visit)
+    plots = {p["title"].split(" (")[0]: p for p in _plots(page)}
+    held = plots["Records held back per data partition"]
+    assert holding and [set(t["y"]) for t in held["traces"]] == [holding, holding]
+    assert held["axes"]["xaxis"] == held["axes"]["xaxis2"] == "log"
+    bars = page.locator(".js-plotly-plot").first.locator(".trace.bars").first.locator(".point path")
+    assert bars.count() == len(holding)
+    for i in range(bars.count()):
+        box = bars.nth(i).bounding_box()
+        assert box and box["width"] >= 10, f"bar {i} is {box} wide"
+    timeline = plots["Open, hanging and long transactions, and the incidents"]
+    by_name = {t["name"]: t for t in timeline["traces"]}
+    open_bars = sum(len(by_name[s]["x"]) for s in ("hanging", "open") if s in by_name)
+    assert open_bars == sum(p["open_transactions"] for p in stability)
+    diamonds = sum(len(t["x"]) for t in timeline["traces"] if t["name"].endswith(" incident"))
+    assert diamonds == len(summary["incidents"]) > 0
+    durations = plots["Transaction duration and size"]
+    assert durations["axes"]["xaxis"] == "log"
+    header = page.locator("p").filter(has_text="audit time").first.inner_text()
+    assert header.index("critical") < header.index("warning") < header.index("info"), header
+    shot = page.locator(".js-plotly-plot").nth(1).screenshot()
+    assert _ink(shot)[0] > 0.02, "the timeline's screenshot is blank"
     assert visit.outside == [] and visit.console_errors == [], (visit.outside, visit.console_errors)
     page.context.close()
 
@@ -161,7 +216,8 @@ def test_empty_scan_and_hostile_text(tmp_path: Path) -> None:
     out = _bare_output(tmp_path, [finding])
     text = write_report(out).read_text()
     assert hostile not in text and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
-    assert "no transactions" in text and "no partitions" in text
+    assert "no open, hanging or long transaction and no incident" in text
+    assert "No data partition holds records back." in text
     assert "Data-quality checks were not run." in text
     assert not list(out.glob(".*tmp"))  # written in one step, no leftover
 
@@ -187,8 +243,9 @@ def _synthetic_ptx(rows: int, seed: int = 5) -> list[dict[str, Any]]:
 
 
 def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) -> None:
-    """The report reads transactions as Arrow and bins its histograms: same transactions drawn and
-    counted as a plain reading of the rows gives, and a page that does not grow with the table."""
+    """The report reads transactions as Arrow and bins its histograms: the same transactions drawn
+    and counted as a plain reading of the rows gives, and a page that grows with the open, late and
+    long transactions it draws, not with the others."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -198,10 +255,22 @@ def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) ->
 
     rows = _synthetic_ptx(3000)
     table = pa.Table.from_pylist(rows)
-    interest = sorted(rows, key=lambda t: (0 if t["marker_offset"] is None or t["late_batches"] > 0 else 1,
-                                           -(t["first_timestamp"] or 0), t["partition"], t["producer_id"],
-                                           t["txn_seq"]))
-    assert timeline_rows(table, 40) == interest[:40]
+    as_of, timeout = 1_700_000_000_000 + 10**7, 2_000
+
+    def state(t: dict[str, Any]) -> str | None:
+        if t["marker_offset"] is None:
+            return "hanging" if as_of - (t["first_timestamp"] or as_of) > timeout else "open"
+        if t["late_batches"] > 0:
+            return "late records"
+        return "long" if t["marker_timestamp"] - (t["first_timestamp"] or as_of) > timeout else None
+
+    ranks = ["hanging", "open", "late records", "long"]
+    expected = sorted(({**t, "timeline_state": state(t)} for t in rows if state(t)),
+                      key=lambda t: (ranks.index(t["timeline_state"]), -(t["first_timestamp"] or 0), t["partition"],
+                                     t["producer_id"], t["txn_seq"]))
+    assert {t["timeline_state"] for t in expected} == set(ranks)
+    assert timeline_rows(table, as_of, timeout) == (expected, 0)
+    assert timeline_rows(table, as_of, timeout, max_rows=40) == (expected[:40], len(expected) - 40)
     skews = [(t["first_timestamp"] - t["prev_marker_timestamp"]) / 1000 for t in rows
              if t["first_timestamp"] is not None and t["prev_marker_timestamp"] is not None]
     assert np.array_equal(skew_seconds(table), np.array(skews))
@@ -214,11 +283,16 @@ def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) ->
     for n in (300, 30_000):
         out = _bare_output(tmp_path / str(n), [])
         (out / "tables" / "partition_transactions").mkdir(parents=True)
+        # the same 30 open transactions, and n - 30 ordinary ones
+        ordinary = [{**r, "marker_offset": r["first_offset"] + 5, "marker_type": "COMMIT", "late_batches": 0,
+                     "marker_timestamp": (r["first_timestamp"] or 0) + 10} for r in _synthetic_ptx(n - 30, seed=6)]
+        opened = [{**r, "marker_offset": None, "marker_type": None, "marker_timestamp": None, "txn_seq": 10**6 + i}
+                  for i, r in enumerate(_synthetic_ptx(30, seed=7))]
         full = [{**{f.name: None for f in PARTITION_TRANSACTIONS}, "batches": 1, "bytes": 100, "source": "log",
-                 "state": "open" if r["marker_offset"] is None else "committed", **r} for r in _synthetic_ptx(n)]
+                 "state": "open" if r["marker_offset"] is None else "committed", **r} for r in ordinary + opened]
         pq.write_table(pa.Table.from_pylist(full, schema=PARTITION_TRANSACTIONS),
                        out / "tables" / "partition_transactions" / "part-0.parquet")
         text = write_report(out).read_text()
-        assert f"{n - 60} more transactions are in tables/partition_transactions/" in text
+        assert f"the {n - 30:,} other transactions are in tables/partition_transactions/" in text
         sizes.append(len(text))
     assert sizes[1] < sizes[0] * 1.05  # 100x the transactions, the same page

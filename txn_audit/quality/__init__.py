@@ -14,6 +14,7 @@ import json
 from html import escape as html_escape
 import re
 import shutil
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from txn_audit.manifest import Manifest, TableManifest
 from txn_audit.outputs import write_json_atomic
+from txn_audit.quality import assets
 from txn_audit.quality.checks import BATCH_VIEW, CHECKS, ROW_RULES, Check, row_faults_view
 from txn_audit.quality.epoch_order import EPOCH_FALLS, falls_frame
 from txn_audit.quality.replica_order import neighbours_frame
@@ -212,28 +214,17 @@ def _outcome(result: Any, spark: SparkSession) -> tuple[int | None, list[dict[st
 def _site_config(docs_dir: Path) -> dict[str, Any]:
     return {
         "class_name": "SiteBuilder",
+        "show_how_to_buttons": False,  # no vendor tutorial footer, no walkthrough pop-up
         "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
         "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
     }
 
 
-_REMOTE_ASSET = re.compile(
-    r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<(?:link|img)[^>]*\b(?:href|src)=[\"']https?://[^>]*>",
-    re.IGNORECASE,
-)
-_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.IGNORECASE | re.DOTALL)
 _REMOTE_CSS = re.compile(r"@import\s+url\([^)]*https?://[^)]*\)\s*;?|url\(\s*[\"']?https?://[^)]*\)", re.IGNORECASE)
-_REMOTE_LINK = re.compile(r"href=([\"'])https?://[^\"']*\1", re.IGNORECASE)
-_OFFLINE_CSS = """<style>
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}
-.text-danger,.fa-times{color:#b00020}.text-success,.fa-check-circle{color:#1b7f3b}
-.collapse:not(.show){display:block}.navbar,.d-none{display:none}a{color:#0b57d0}
-</style>"""
 
 
 def _static_index(docs_dir: Path, results: list[CheckResult]) -> str:
-    """Links to every validation page: GX lists them with a script, which the offline pages lack."""
+    """Links to every validation page, for an index whose scripts (which list them) are dropped."""
     status: dict[str, list[bool]] = {}
     for r in results:
         status.setdefault(r.table, []).append(r.success)
@@ -248,20 +239,24 @@ def _static_index(docs_dir: Path, results: list[CheckResult]) -> str:
     return "<section><h2>Validation results</h2><ul>" + "".join(items) + "</ul></section>"
 
 
-def _make_offline(docs_dir: Path) -> None:
-    """Data Docs link Bootstrap, jQuery, Font Awesome and Vega from CDNs: drop those tags and the
-    scripts that need them, and inline a little CSS, so the pages read as static documents with
-    no network and never call out."""
+def _make_offline(docs_dir: Path, results: list[CheckResult]) -> None:
+    """Bundle the pages' styles, fonts and scripts (``assets.bundle``) and point every page at
+    them (``assets.localise``): they render as Great Expectations draws them, with no network.
+    Without the assets installed the pages are left as static documents, every script and
+    remote tag dropped and the index listing each validation page (``_static_index``)."""
+    vendor = assets.bundle(docs_dir / "static")
     for sheet in docs_dir.rglob("*.css"):
-        css = sheet.read_text(encoding="utf-8", errors="replace")
-        sheet.write_text(_REMOTE_CSS.sub("none", css), encoding="utf-8")
+        if vendor is None or not sheet.is_relative_to(vendor):
+            css = sheet.read_text(encoding="utf-8", errors="replace")
+            sheet.write_text(_REMOTE_CSS.sub("none", css), encoding="utf-8")
     for page in docs_dir.rglob("*.html"):
-        html = page.read_text(encoding="utf-8")
-        html = _SCRIPT.sub("", _REMOTE_ASSET.sub("", html))  # the scripts need the dropped jQuery
-        html = _REMOTE_LINK.sub('href="#"', html)
-        html = _REMOTE_CSS.sub("none", html)
-        html = html.replace("</head>", _OFFLINE_CSS + "</head>", 1)
-        page.write_text(html, encoding="utf-8")
+        html = assets.localise(page.read_text(encoding="utf-8"), page, vendor)
+        if vendor is None and page == docs_dir / "index.html":
+            html = html.replace("</body>", _static_index(docs_dir, results) + "</body>", 1)
+        page.write_text(_REMOTE_CSS.sub("none", html), encoding="utf-8")
+    if vendor is None:
+        print(f"txn-audit: the Data Docs' styles are not installed ({len(assets.missing())} files missing: "
+              "scripts/ensure-docs-assets.sh); their pages are written unstyled", file=sys.stderr)
 
 
 def validate_tables(spark: SparkSession, tables: Mapping[str, DataFrame], out_dir: Path, *,
@@ -356,10 +351,7 @@ class SuiteRun:
         self.context.build_data_docs(site_names=["txn_audit"])  # once for all suites, not once per suite
         docs_index = docs_dir / "index.html"
         if docs_index.is_file():
-            _make_offline(docs_dir)
-            index = docs_index.read_text(encoding="utf-8")
-            docs_index.write_text(index.replace("</body>", _static_index(docs_dir, results) + "</body>", 1),
-                                  encoding="utf-8")
+            _make_offline(docs_dir, results)
         outcome = QualityResult(results=results, docs_index=docs_index if docs_index.is_file() else None,
                                 tables=sorted(self.tables))
         write_json_atomic(self.out_dir / "results.json", outcome.to_json())

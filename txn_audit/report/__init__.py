@@ -21,20 +21,23 @@ import pyarrow.dataset as ds
 
 from txn_audit.outputs import write_text_atomic
 from txn_audit.report.figures import (
-    MAX_TIMELINE_ROWS,
     SEVERITY_COLOURS,
+    TIMELINE_STATES,
+    activity_timeline_figure,
     distribution_figure,
+    is_internal,
     skew_figure,
     stability_figure,
-    timeline_figure,
 )
 from txn_audit.schemas import ALL_TABLES, HW_CAPPED
+from txn_audit.severity import MOST_SEVERE_FIRST
 from txn_audit.timeparse import format_time_ms
 from txn_audit.usage import DEFAULTS
 
-__all__ = ["write_report"]
+__all__ = ["closed_durations_and_records", "incident_marks", "skew_seconds", "timeline_rows", "write_report"]
 
 MAX_TABLE_ROWS = 500  # findings listed in the HTML table
+MAX_TIMELINE_ROWS = 5000  # transactions drawn on the timeline: a bound on the page's size
 
 
 def _read(tables_dir: Path, name: str, columns: list[str]) -> pa.Table:
@@ -50,19 +53,46 @@ def _values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def timeline_rows(ptx: pa.Table, max_rows: int = MAX_TIMELINE_ROWS) -> list[dict[str, Any]]:
-    """The transactions the timeline draws: open or late ones first, then the newest; ties in a
-    fixed order, so that the same tables give the same report."""
-    ordinary = pc.and_(pc.is_valid(ptx["marker_offset"]), pc.less_equal(pc.fill_null(ptx["late_batches"], 0), 0))
-    keyed = ptx.append_column("_interest", pc.cast(ordinary, pa.int8())).append_column(
-        "_start", pc.fill_null(ptx["first_timestamp"], 0))
-    order = [("_interest", "ascending"), ("_start", "descending"), ("topic", "ascending"),
+def timeline_rows(ptx: pa.Table, as_of_ms: int, timeout_ms: int,
+                  max_rows: int = MAX_TIMELINE_ROWS) -> tuple[list[dict[str, Any]], int]:
+    """The transactions the timeline draws, each with its ``timeline_state``: every open one
+    (``hanging`` once open longer than ``timeout_ms`` at the audit time, else ``open``), every
+    closed one with records appended after its marker (``late records``) and every other that
+    ran longer than ``timeout_ms`` (``long``); in that order of states, then newest first, ties
+    in a fixed order. Returns them (at most ``max_rows``, a bound on the page's size that a dump
+    reaches only with thousands of such transactions) and how many more there are."""
+    starts = pc.fill_null(ptx["first_timestamp"], as_of_ms)
+    ends = pc.if_else(pc.is_valid(ptx["marker_timestamp"]), ptx["marker_timestamp"], pa.scalar(as_of_ms, pa.int64()))
+    over = pc.greater(pc.subtract(pc.cast(ends, pa.int64()), pc.cast(starts, pa.int64())), timeout_ms)
+    is_open = pc.is_null(ptx["marker_offset"])
+    late = pc.greater(pc.fill_null(ptx["late_batches"], 0), 0)
+    rank = pc.case_when(pc.make_struct(pc.and_(is_open, over), is_open, late, over),  # TIMELINE_STATES' order
+                        *(pa.scalar(i, pa.int8()) for i in range(4)))
+    keyed = ptx.append_column("_rank", rank).append_column("_start", pc.fill_null(ptx["first_timestamp"], 0))
+    chosen = keyed.filter(pc.is_valid(keyed["_rank"]))
+    order = [("_rank", "ascending"), ("_start", "descending"), ("topic", "ascending"),
              ("partition", "ascending"), ("producer_id", "ascending"), ("txn_seq", "ascending")]
-    if keyed.num_rows > max_rows:  # the first rows in that order, without sorting (and moving) every row
-        keyed = keyed.take(pc.select_k_unstable(keyed, k=max_rows, sort_keys=order))
-    first = keyed.sort_by(order).slice(0, max_rows).drop_columns(["_interest", "_start"])
-    rows: list[dict[str, Any]] = first.to_pylist()
-    return rows
+    total = chosen.num_rows
+    if total > max_rows:  # the first rows in that order, without sorting (and moving) every row
+        chosen = chosen.take(pc.select_k_unstable(chosen, k=max_rows, sort_keys=order))
+    chosen = chosen.sort_by(order)
+    names = list(TIMELINE_STATES)
+    rows: list[dict[str, Any]] = [{**{k: v for k, v in r.items() if not k.startswith("_")},
+                                   "timeline_state": names[r["_rank"]]} for r in chosen.to_pylist()]
+    return rows, total - len(rows)
+
+
+def incident_marks(incidents: list[dict[str, Any]], findings: list[dict[str, Any]],
+                   as_of_ms: int) -> list[dict[str, Any]]:
+    """Every incident with the time the timeline places it at (``time_ms``): its findings'
+    earliest first timestamp, else the time its records are held since, else the audit time."""
+    earliest: dict[str, int] = {}
+    for f in findings:
+        at = f.get("first_timestamp_ms")
+        key = str(f.get("incident_id"))
+        if at is not None and (key not in earliest or at < earliest[key]):
+            earliest[key] = at
+    return [{**i, "time_ms": earliest.get(i["incident_id"], i.get("held_since_ms") or as_of_ms)} for i in incidents]
 
 
 def skew_seconds(ptx: pa.Table) -> np.ndarray:
@@ -210,18 +240,24 @@ def replicas_section(partitions: list[dict[str, Any]], replicas: pa.Table) -> st
 
 #: ``partition_stability`` columns the report shows: the partition status as the table gives it
 STATUS_COLUMNS = ["topic", "partition", "high_watermark", "effective_high_watermark", "hw_source", "last_stable_offset",
-                  "lso_below_hw", "held_records"]
+                  "lso_below_hw", "held_records", "held_ms", "open_transactions"]
 
 
 def held_note(status: list[dict[str, Any]]) -> str:
     """The partitions whose LSO is below the high watermark (``partition_stability.lso_below_hw``,
     as the terminal and ``summary.json`` count them), in one sentence."""
-    held = [p for p in status if p["lso_below_hw"]]
+    held = [p for p in status if p["lso_below_hw"] and not is_internal(p["topic"])]
+    internal = [p for p in status if is_internal(p["topic"])]
+    inside = (f" Internal topics, apart: {len(internal)} partition(s), "
+              f"{sum(p['held_records'] for p in internal):,} records held"
+              + "".join(f"; {p['topic']}-{p['partition']} holds {p['held_records']:,}"
+                        for p in internal if p["lso_below_hw"]) + "." if internal else "")
     if not held:
-        return "No partition's last stable offset is below its high watermark."
+        return "No data partition's last stable offset is below its high watermark." + inside
     listed = ", ".join(f"{p['topic']}-{p['partition']} ({p['held_records']:,} records held)" for p in held[:20])
     more = f" and {len(held) - 20} more" if len(held) > 20 else ""
-    return f"{len(held)} partition(s) whose last stable offset is below the high watermark: {listed}{more}."
+    return (f"{len(held)} data partition(s) whose last stable offset is below the high watermark: {listed}{more}."
+            + inside)
 
 
 def hw_sources_note(partitions: list[dict[str, Any]]) -> str:
@@ -246,27 +282,36 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
     ptx = _read(tables_dir, "partition_transactions", PTX_COLUMNS)
     status = sorted(_read(tables_dir, "partition_stability", STATUS_COLUMNS).to_pylist(),
                     key=lambda p: (p["topic"], p["partition"]))
+    timeout_ms = int((summary.get("options") or {}).get("max_transaction_timeout_ms",
+                                                       DEFAULTS.max_transaction_timeout_ms))
+    incidents = summary_doc.get("incidents", [])
     first = [True]
-    sections: list[str] = []
-    figures: list[tuple[str, go.Figure | None, str]] = [
-        ("Partitions: high watermark and last stable offset", stability_figure(status), "no partitions"),
+
+    def figure(fig: go.Figure | None, empty: str) -> str:
+        return _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
+
+    held = figure(stability_figure(status), "No data partition holds records back.")
+    if partitions:
+        held += f"<p>{_esc(held_note(status))}</p><p class='note'>{_esc(hw_sources_note(partitions))}</p>"
+    chosen, left_out = timeline_rows(ptx, as_of_ms, timeout_ms)
+    timeline = figure(activity_timeline_figure(chosen, incident_marks(incidents, findings, as_of_ms), as_of_ms),
+                      "no open, hanging or long transaction and no incident")
+    drawn = {state: sum(t["timeline_state"] == state for t in chosen) for state in TIMELINE_STATES}
+    timeline += (f"<p class='note'>{' · '.join(f'{n} {s}' for s, n in drawn.items())} transaction(s) "
+                 f"(long: over the {timeout_ms / 1000:g} s transaction timeout), {len(incidents)} incident(s); "
+                 f"the {ptx.num_rows - len(chosen) - left_out:,} other transactions are in "
+                 "tables/partition_transactions/.</p>")
+    if left_out > 0:
+        timeline += (f"<p class='note'>{left_out} more transactions of those states are not drawn; they are in "
+                     "tables/partition_transactions/.</p>")
+    sections = [
+        f"<h2>Records held per partition</h2>{held}",
+        f"<h2>Timeline</h2>{timeline}",
     ]
-    chosen = timeline_rows(ptx)
-    timeline, _ = timeline_figure(chosen, as_of_ms)
-    left_out = ptx.num_rows - len(chosen)
-    figures += [
-        ("Transactions per producer", timeline,
-         "no transactions" if not ptx.num_rows else ""),
+    later = [
         ("Marker vs next batch", skew_figure(skew_seconds(ptx), tolerance_ms), "no producer wrote after a marker"),
         ("Durations and sizes", distribution_figure(*closed_durations_and_records(ptx)), "no closed transactions"),
     ]
-    for title, fig, empty in figures:
-        body = _figure_html(fig, first) if fig is not None else f"<p>{_esc(empty)}</p>"
-        if title.startswith("Partitions:") and partitions:
-            body += f"<p>{_esc(held_note(status))}</p><p class='note'>{_esc(hw_sources_note(partitions))}</p>"
-        if title == "Transactions per producer" and left_out > 0:
-            body += f"<p class='note'>{left_out} more transactions are in tables/partition_transactions/.</p>"
-        sections.append(f"<h2>{_esc(title)}</h2>{body}")
     counts = summary.get("findings_by_severity", {})
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>txn-audit report</title><style>{CSS}</style></head>
@@ -275,13 +320,14 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
 <p class="verdict">{_esc(summary.get("verdict", ""))}</p>
 <p>input {_esc(summary_doc.get("input"))} · audit time {_esc(format_time_ms(as_of_ms))} ·
 {_esc(summary.get("partitions", len(partitions)))} partitions ·
-{' · '.join(f"{_esc(n)} {_esc(s)}" for s, n in counts.items())}</p>
+{' · '.join(f"{_esc(counts.get(s.value, 0))} {_esc(s.value)}" for s in MOST_SEVERE_FIRST)}</p>
 <h2>Incidents</h2>
-{incidents_section(summary_doc.get("incidents", []), findings)}
+{incidents_section(incidents, findings)}
+{''.join(sections)}
 <h2>Findings</h2>
 {_findings_table(findings)}
 {replicas_section(partitions, _read(tables_dir, "replica_stability", REPLICA_TABLE_COLUMNS))}
-{''.join(sections)}
+{''.join(f"<h2>{_esc(title)}</h2>{figure(fig, empty)}" for title, fig, empty in later)}
 <h2>Data quality</h2>
 {_quality_section(quality_results, out_dir)}
 </body></html>

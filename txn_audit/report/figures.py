@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from txn_audit.severity import Severity
+from txn_audit.formats.layout import INTERNAL_TOPICS, REMOTE_LOG_METADATA_TOPIC
+from txn_audit.severity import MOST_SEVERE_FIRST, Severity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,8 +23,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_TIMELINE_ROWS",
     "SEVERITY_COLOURS",
+    "TIMELINE_STATES",
+    "activity_timeline_figure",
     "distribution_figure",
     "findings_trend_figure",
+    "is_internal",
     "lso_lag_figure",
     "offsets_figure",
     "skew_figure",
@@ -52,19 +56,101 @@ def _hw(stability: Row) -> Any:
     return stability.get("high_watermark") if effective is None else effective
 
 
+def is_internal(topic: str) -> bool:
+    """Whether ``topic`` is one of Kafka's own (``__transaction_state``, ``__consumer_offsets``,
+    the KRaft and tiered-storage metadata logs): their records are not the applications' data."""
+    return topic in INTERNAL_TOPICS or topic == REMOTE_LOG_METADATA_TOPIC
+
+
+def _held_for(ms: int | None) -> str:
+    if ms is None:
+        return "since an unknown time"
+    seconds = ms / 1000
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
 def stability_figure(partitions: Sequence[Row]) -> go.Figure | None:
-    """High watermark and last stable offset per partition, with the records held back."""
-    if not partitions:
+    """The data partitions that hold records back from read_committed consumers (a last stable
+    offset below the high watermark), one bar each: on the left the records held
+    (``held_records``), on the right for how long (``held_ms``), both on log axes so that a
+    partition holding 2 records shows beside one holding 90,000. Internal topics
+    (``is_internal``) and partitions holding nothing are left out; None when none is left."""
+    held = sorted((p for p in partitions if not is_internal(p["topic"]) and (p.get("held_records") or 0) > 0),
+                  key=lambda p: (-(p["held_records"] or 0), p["topic"], p["partition"]))
+    if not held:
         return None
-    names = [f"{p['topic']}-{p['partition']}" for p in partitions]
+    from plotly.subplots import make_subplots
+
+    names = [f"{p['topic']}-{p['partition']}" for p in held]
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("records held from read_committed consumers", "held for"))
+    fig.add_bar(name="records held", y=names, x=[p["held_records"] for p in held], orientation="h",
+                marker={"color": SEVERITY_COLOURS[Severity.CRITICAL]}, row=1, col=1,
+                text=[f"{p['held_records']:,}" for p in held], textposition="outside", cliponaxis=False,
+                hovertext=[f"LSO {p.get('last_stable_offset')} · HW {_hw(p)} · "
+                           f"{p.get('open_transactions') or 0} open transaction(s)" for p in held])
+    known = [p for p in held if p.get("held_ms") is not None]
+    fig.add_bar(name="held for", y=[f"{p['topic']}-{p['partition']}" for p in known],
+                x=[max(p["held_ms"], 1) / 1000 for p in known], orientation="h",
+                marker={"color": SEVERITY_COLOURS[Severity.WARNING]}, row=1, col=2,
+                text=[_held_for(p["held_ms"]) for p in known], textposition="outside", cliponaxis=False)
+    fig.update_xaxes(type="log", title_text="records", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="seconds", row=1, col=2)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_layout(title="Records held back per data partition (last stable offset below the high watermark)",
+                      showlegend=False, height=max(300, 28 * len(held) + 140))
+    return fig
+
+
+#: what the report's timeline draws of a transaction, by its state (in the order they are
+#: chosen: ``report.timeline_rows``), and in which colour
+TIMELINE_STATES: dict[str, str] = {"hanging": "#b71c1c", "open": "#ef6c00", "late records": "#ff1744",
+                                   "long": "#6a1b9a"}
+
+
+def activity_timeline_figure(transactions: Sequence[Row], incidents: Sequence[Row],
+                             as_of_ms: int) -> go.Figure | None:
+    """Every transaction given (``partition_transactions`` rows with a ``timeline_state`` of
+    ``TIMELINE_STATES``) as a bar from its first write to its marker, an open one to the audit
+    time, one row per producer and partition; and every incident (rows with ``incident_id``,
+    ``severity``, ``kind``, ``summary`` and a ``time_ms``) as a diamond on its producer's row,
+    in its severity's colour. None when there is neither."""
+    if not transactions and not incidents:
+        return None
+
+    def row_of(t: Row) -> str:
+        who = t.get("transactional_id") or (f"producer {t['producer_id']}" if t.get("producer_id") is not None
+                                            else str(t.get("kind", "")).replace("_", " "))
+        where = f"{t['topic']}-{t['partition']}" if t.get("topic") is not None else ""
+        return f"{who} · {where}" if where else who
+
     fig = go.Figure()
-    fig.add_bar(name="high watermark", x=names, y=[_hw(p) for p in partitions])
-    fig.add_bar(name="last stable offset", x=names, y=[p["last_stable_offset"] for p in partitions])
-    fig.add_scatter(name="held records", x=names, y=[p["held_records"] for p in partitions], mode="markers",
-                    marker={"size": 12, "color": "#c62828", "symbol": "diamond"}, yaxis="y2")
-    fig.update_layout(title="High watermark vs last stable offset per partition", barmode="group",
-                      yaxis={"title": "offset"},
-                      yaxis2={"title": "held records", "overlaying": "y", "side": "right", "rangemode": "tozero"})
+    for state, colour in TIMELINE_STATES.items():
+        subset = [t for t in transactions if t["timeline_state"] == state and t["first_timestamp"] is not None]
+        if not subset:
+            continue
+        starts = [t["first_timestamp"] for t in subset]
+        ends = [t["marker_timestamp"] if t["marker_timestamp"] is not None else as_of_ms for t in subset]
+        fig.add_bar(name=state, y=[row_of(t) for t in subset], base=starts, orientation="h", width=0.6,
+                    x=[max(e - s, 1) for s, e in zip(starts, ends, strict=True)], marker={"color": colour},
+                    hovertext=[f"#{t['txn_seq']} · offsets {t['first_offset']}-"
+                               f"{t['marker_offset'] or t['last_data_offset']} · {t['marker_type'] or 'no marker'}"
+                               for t in subset])
+    for severity in MOST_SEVERE_FIRST:
+        placed = [i for i in incidents if i["severity"] == severity]
+        if placed:
+            fig.add_scatter(name=f"{severity.value} incident", mode="markers", x=[i["time_ms"] for i in placed],
+                            y=[row_of(i) for i in placed],
+                            marker={"symbol": "diamond", "size": 14, "color": SEVERITY_COLOURS[severity],
+                                    "line": {"width": 1, "color": "#000"}},
+                            hovertext=[f"{i['kind'].replace('_', ' ')}: {i['summary'][:300]}" for i in placed])
+    rows = len({row_of(t) for t in transactions} | {row_of(i) for i in incidents})
+    fig.update_layout(title="Open, hanging and long transactions, and the incidents (open ones run to the audit time)",
+                      xaxis={"type": "date", "title": "time (UTC)"}, barmode="overlay",
+                      yaxis={"type": "category", "autorange": "reversed"}, height=max(380, 24 * rows + 160))
     return fig
 
 
@@ -144,15 +230,38 @@ def skew_figure(skew_seconds: np.ndarray, tolerance_ms: int) -> go.Figure | None
     return fig
 
 
+def _log_binned(fig: go.Figure, values: np.ndarray, bins: int, name: str, **where: int) -> None:
+    """A histogram of positive ``values`` over bins of equal width on a log axis, drawn as its
+    outline (the values themselves are not embedded); the smallest value opens the first bin."""
+    low, high = float(values[values > 0].min(initial=np.inf)), float(values.max(initial=0))
+    if not np.isfinite(low) or high <= 0:
+        low = high = 1e-3
+    edges = (np.logspace(np.log10(low), np.log10(high) + 1e-9, bins + 1) if high > low
+             else np.array([low / 2, low * 2]))
+    counts, _ = np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)
+    # a step outline over the bins' edges: bars of a log axis would need widths in its units
+    fig.add_scatter(x=edges.tolist(), y=[*counts.tolist(), int(counts[-1])], mode="lines", line_shape="hv",
+                    fill="tozeroy", name=name, hovertemplate="from %{x:.3g}: %{y}<extra></extra>", **where)
+
+
 def distribution_figure(duration_seconds: np.ndarray, records: np.ndarray) -> go.Figure | None:
-    """Durations and record counts of the closed transactions."""
+    """Durations of the closed transactions on a log axis (a few that ran for minutes beside
+    thousands that took milliseconds), and their record counts (on a log axis too when they
+    span more than a factor of 100)."""
     if not len(duration_seconds):
         return None
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("duration (s)", "records per transaction"))
-    _binned(fig, duration_seconds, 40, "duration", row=1, col=1)
-    _binned(fig, records, 40, "records", row=1, col=2)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("duration (s, log scale)", "records per transaction"))
+    _log_binned(fig, np.maximum(duration_seconds, 0.001), 40, "duration", row=1, col=1)
+    spread = len(records) and float(records.max()) > 100 * max(float(records.min()), 1)
+    if spread:
+        _log_binned(fig, np.maximum(records, 1), 40, "records", row=1, col=2)
+    else:  # a few sizes: a bar each
+        _binned(fig, records, max(1, min(40, int(records.max() - records.min()) + 1)), "records", row=1, col=2)
+    fig.update_xaxes(type="log", row=1, col=1)
+    fig.update_xaxes(type="log" if spread else "linear", row=1, col=2)
+    fig.update_yaxes(title_text="transactions", row=1, col=1)
     fig.update_layout(title="Transaction duration and size (closed transactions)", showlegend=False, bargap=0)
     return fig
 
