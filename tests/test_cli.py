@@ -155,8 +155,10 @@ def test_scan_exit_codes_and_formats(spark: Any, tmp_path: Path) -> None:
     assert not (tmp_path / "hang" / "report.html").exists() and not (tmp_path / "hang" / "quality").exists()
     assert doc["as_of_ms"] == at
     assert (doc["audit_time"]["ms"], doc["audit_time"]["source"], doc["audit_time"]["warning"]) == (at, "given", None)
-    assert {"as_of_ms", "audit_time", "input", "partitions", "replicas", "incidents", "findings", "summary"} == set(doc)
+    assert {"as_of_ms", "audit_time", "input", "partitions", "replicas", "incidents", "blocked_consumers", "findings",
+            "summary"} == set(doc)
     assert doc["replicas"] == []  # one broker: no partition has a second copy
+    assert doc["blocked_consumers"] == [] and doc["summary"]["consumer_groups_blocked"] == 0  # no consumer group
     kinds = {f["kind"] for f in doc["findings"]}
     assert "hanging_transaction" in kinds
     assert set(doc["findings"][0]) == {
@@ -224,7 +226,7 @@ def test_without_checkpoints_the_terminal_summary_and_report_agree_on_held_parti
     summary = json.loads((out / "summary.json").read_text())["summary"]
     assert summary["partitions_with_lso_below_hw"] == len(held)
     report = (out / "report.html").read_text()
-    assert f"{len(held)} partition(s) whose last stable offset is below the high watermark" in report
+    assert f"{len(held)} data partition(s) whose last stable offset is below the high watermark" in report
 
 
 # -- an operator's terminal: option checks before Spark, output that survives a pipe ----------

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from txn_audit.errors import UsageError
-from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
-from txn_audit.schemas import FINDINGS, INCIDENTS, PARTITION_STABILITY, REPLICA_STABILITY
+from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus, ReplicaStatus
+from txn_audit.schemas import BLOCKED_CONSUMERS, FINDINGS, INCIDENTS, PARTITION_STABILITY, REPLICA_STABILITY
 from txn_audit.severity import SEVERITIES, Severity
 
 PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): bool,
@@ -19,7 +19,8 @@ PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): 
 
 
 @pytest.mark.parametrize(("result", "schema"), [(Finding, FINDINGS), (PartitionStatus, PARTITION_STABILITY),
-                                                (ReplicaStatus, REPLICA_STABILITY), (Incident, INCIDENTS)])
+                                                (ReplicaStatus, REPLICA_STABILITY), (Incident, INCIDENTS),
+                                                (BlockedConsumer, BLOCKED_CONSUMERS)])
 def test_fields_are_the_tables_columns(result: type, schema: pa.Schema) -> None:
     """Same names in the same order; a field may be None exactly where the column is nullable,
     and holds the column's Python type (a finding's severity: a ``Severity``)."""

@@ -34,7 +34,7 @@ from txn_audit.fixes import (
 from txn_audit.ingest.discover import discover
 from txn_audit.ledger import LEDGER_FILE, Ledger
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic, write_text_atomic
-from txn_audit.results import Finding, Incident, PartitionStatus, ReplicaStatus
+from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus, ReplicaStatus
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import MOST_SEVERE_FIRST, Severity
 from txn_audit.spark import build_session
@@ -71,6 +71,8 @@ JSON_PARTITION_KEYS = (
 )
 
 
+#: a blocked consumer group's keys in the JSON: every column of the ``blocked_consumers`` table
+JSON_BLOCKED_KEYS = tuple(f.name for f in dataclasses.fields(BlockedConsumer))
 JSON_REPLICA_KEYS = (
     "topic", "partition", "broker_id", "log_dir", "replica_rank", "chosen", "leader_epoch", "metadata_leader",
     "in_isr", "log_start_offset", "log_end_offset", "high_watermark", "hw_source", "checkpoint_high_watermark",
@@ -156,6 +158,8 @@ class ScanResult:
     #: one per root cause (``txn_audit.detect.incidents``), most severe first; every finding
     #: names its incident by ``incident_id``
     incidents: list[Incident] = field(default_factory=list)
+    #: the consumer groups a held LSO blocks (``blocked_consumers``), by topic, partition and group
+    blocked_consumers: list[BlockedConsumer] = field(default_factory=list)
     #: where the output went when ``--out`` is a store (``txn_audit.stores``): the URI of the
     #: complete output (on S3 the run's folder that the pointer names); ``out_dir`` is then None
     out_uri: str | None = None
@@ -211,6 +215,7 @@ class ScanResult:
             "findings_by_kind": dict(sorted(Counter(f.kind for f in self.findings).items())),
             "partitions": len(self.partitions),
             "partitions_with_lso_below_hw": len(self.lso_below_hw()),
+            "consumer_groups_blocked": len({b.group_id for b in self.blocked_consumers}),
             "hw_sources": dict(sorted(Counter(p.hw_source for p in self.partitions).items())),
             "brokers": [b for b in self.ingest.brokers],
             "files": self.ingest.files,
@@ -238,13 +243,15 @@ class ScanResult:
             # commands filled, in the form of the dump's brokers (txn_audit.fixes)
             "incidents": [fixes_json(by_incident.get(i.incident_id), _pick(i, JSON_INCIDENT_KEYS)
                                      | {"remediation": connection.fill_text(i.remediation)}) for i in self.incidents],
+            "blocked_consumers": [_pick(b, JSON_BLOCKED_KEYS) for b in self.blocked_consumers],
             "findings": [_pick(f, JSON_FINDING_KEYS) | {"remediation": connection.fill_text(f.remediation)}
                          for f in self.findings],
             "summary": self.summary(),
         }
 
 
-def _pick(row: Finding | Incident | PartitionStatus | ReplicaStatus, keys: tuple[str, ...]) -> dict[str, Any]:
+def _pick(row: Finding | Incident | PartitionStatus | ReplicaStatus | BlockedConsumer,
+          keys: tuple[str, ...]) -> dict[str, Any]:
     # a severity goes out as its plain string, a tuple as a list
     def plain(value: Any) -> Any:
         return value.value if isinstance(value, Severity) else list(value) if isinstance(value, tuple) else value
@@ -403,7 +410,7 @@ def scan_result(scan: Scan) -> ScanResult:
     return ScanResult(input=scan.ingested.dump, as_of_ms=scan.options.audit_ms, options=scan.options,
                       audit_time=scan.audit_time, partitions=scan.partitions, replicas=replicas,
                       findings=scan.findings, ingest=scan.ingested, out_dir=scan.out_dir, incidents=scan.incidents,
-                      release=broker_release(scan.inventory))
+                      release=broker_release(scan.inventory), blocked_consumers=scan.blocked)
 
 
 def _report(scan: Scan, ledger: Ledger) -> Ledger:

@@ -436,6 +436,8 @@ def _print_scan(result: ScanResult, min_severity: Severity) -> None:
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
     if result.lso_below_hw():  # the partition status of partition_stability, as summary.json counts it
         console.print(_held_table(result, terminal))
+    if result.blocked_consumers:
+        console.print(_blocked_table(result, terminal))
     hidden = len(result.incidents) - len(incidents)
     if hidden:
         console.print(f"[dim]{hidden} incident(s) below {min_severity.value} not shown "
@@ -525,6 +527,20 @@ def _held_table(result: ScanResult, terminal: bool) -> Table:
         cells = [f"{p.topic}-{p.partition}", str(p.effective_high_watermark), hw_from, str(p.last_stable_offset),
                  f"{p.held_records:,}", f"{p.held_bytes:,}", held_for, culprit]
         table.add_row(*cells, *([p.chosen_replica] if copies else []))
+    return table
+
+
+def _blocked_table(result: ScanResult, terminal: bool) -> Table:
+    """The consumer groups blocked at or below a held LSO (``blocked_consumers``)."""
+    from txn_audit.detect.words import duration_text
+
+    table = Table(title="Consumer groups blocked by a held LSO", title_justify="left")
+    for col in ("group", "partition", "committed", "LSO", "HW", "records behind", "time behind"):
+        table.add_column(col, justify="left" if col in ("group", "partition") else "right", no_wrap=not terminal)
+    for b in result.blocked_consumers:
+        behind = "-" if b.time_behind_ms is None else duration_text(b.time_behind_ms)
+        table.add_row(b.group_id, f"{b.topic}-{b.partition}", str(b.committed_offset), str(b.last_stable_offset),
+                      str(b.high_watermark), f"{b.records_behind:,}", behind)
     return table
 
 

@@ -1,7 +1,8 @@
 """The typed results of a scan: one frozen dataclass per row of the tables it reads back.
 
 ``Finding`` is a row of the ``findings`` table, ``PartitionStatus`` of ``partition_stability`` and
-``ReplicaStatus`` of ``replica_stability`` (``txn_audit.schemas``): the fields are the table's
+``ReplicaStatus`` of ``replica_stability``, ``BlockedConsumer`` of ``blocked_consumers``
+(``txn_audit.schemas``): the fields are the table's
 columns, same names, same order, a nullable column's field may be None (``tests/test_results.py``
 checks them against the schemas). The JSON contract (``api.ScanResult.to_json``) is a selection
 of these fields.
@@ -16,7 +17,7 @@ from typing import Any, ClassVar, Self
 
 from txn_audit.severity import SEVERITIES, Severity
 
-__all__ = ["Finding", "Incident", "PartitionStatus", "ReplicaStatus"]
+__all__ = ["BlockedConsumer", "Finding", "Incident", "PartitionStatus", "ReplicaStatus"]
 
 
 class _Row:
@@ -146,6 +147,31 @@ class ReplicaStatus(_Row):
     divergent_offset: int | None
     replica_holds: str | None
     chosen_holds: str | None
+
+
+@dataclass(frozen=True)
+class BlockedConsumer(_Row):
+    """A consumer group whose committed offset on a partition sits at or below the LSO an open
+    transaction holds there: a row of ``blocked_consumers`` (``txn_audit.detect.blocked_consumers``
+    says the rule)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    committed_offset: int
+    commit_timestamp: int | None
+    commit_log_partition: int
+    commit_log_offset: int
+    transactional_commit: bool
+    last_stable_offset: int
+    high_watermark: int
+    records_behind: int
+    records_to_lso: int
+    held_since_timestamp: int | None
+    time_behind_ms: int | None
+    time_behind_from: str
+    culprit_producer_id: int | None
+    culprit_transactional_id: str | None
 
 
 @dataclass(frozen=True)

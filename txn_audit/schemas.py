@@ -634,11 +634,38 @@ INCIDENTS = pa.schema(
     ]
 )
 
+#: one row per consumer group and partition whose group's committed offset sits at or below the
+#: partition's last stable offset while an open transaction holds it (``detect.blocked_consumers``):
+#: a read_committed consumer of the group reads nothing past the LSO until the transaction ends
+BLOCKED_CONSUMERS = pa.schema(
+    [
+        pa.field("group_id", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("committed_offset", pa.int64(), nullable=False),  # the group's latest committed offset
+        pa.field("commit_timestamp", pa.int64()),  # the commit's time (the value's commitTimestamp)
+        # the commit record in __consumer_offsets: its partition and offset (kafka-dump-log shows it)
+        pa.field("commit_log_partition", pa.int32(), nullable=False),
+        pa.field("commit_log_offset", pa.int64(), nullable=False),
+        pa.field("transactional_commit", pa.bool_(), nullable=False),  # committed by a transaction's marker
+        pa.field("last_stable_offset", pa.int64(), nullable=False),
+        pa.field("high_watermark", pa.int64(), nullable=False),  # partition_stability's effective_high_watermark
+        pa.field("records_behind", pa.int64(), nullable=False),  # high_watermark - committed_offset (the lag)
+        pa.field("records_to_lso", pa.int64(), nullable=False),  # last_stable_offset - committed_offset (0: at it)
+        pa.field("held_since_timestamp", pa.int64()),  # the holding transaction's first record's time
+        pa.field("time_behind_ms", pa.int64()),
+        pa.field("time_behind_from", pa.string(), nullable=False),  # held_transaction | commit
+        pa.field("culprit_producer_id", pa.int64()),
+        pa.field("culprit_transactional_id", pa.string()),
+    ]
+)
+
 DERIVED_TABLES: dict[str, pa.Schema] = {
     "partition_transactions": PARTITION_TRANSACTIONS,
     "transactions": TRANSACTIONS,
     "partition_stability": PARTITION_STABILITY,
     "replica_stability": REPLICA_STABILITY,
+    "blocked_consumers": BLOCKED_CONSUMERS,
     "findings": FINDINGS,
     "incidents": INCIDENTS,
 }

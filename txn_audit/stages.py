@@ -28,7 +28,7 @@ from txn_audit.ingest.discover import Inventory
 from txn_audit.ledger import RAW, TABLE, WORK, Entry, Ledger
 from txn_audit.manifest import TIME_COLUMNS
 from txn_audit.progress import spark_progress
-from txn_audit.results import Finding, Incident, PartitionStatus, finding_order
+from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus, finding_order
 from txn_audit.schemas import DERIVED_TABLES, DETECTION_TABLES, RAW_TABLES
 from txn_audit.usage import AuditOptions
 
@@ -45,6 +45,8 @@ __all__ = ["INGEST", "IngestResult", "Scan", "Stage", "AUDIT_STAGES", "ingest_ta
 
 #: the derived tables reconstruct writes: final once the transactions are rebuilt
 REBUILT_TABLES = tuple(name for name in DERIVED_TABLES if name not in DETECTION_TABLES)
+#: the derived table written from reconstruct's tables by a rule (``detect.blocked_consumer_rows``)
+BLOCKED = "blocked_consumers"
 #: the working tables: what the passes hand to the rules, and the rules' findings before their incidents
 PASS_WORK = ("prepares", "prepare_follows")
 DETECTED = "detected"
@@ -153,6 +155,8 @@ class Scan:
     recon: Reconstruction | None = None
     #: one row per partition (``partition_stability``), by topic and partition
     partitions: list[PartitionStatus] = field(default_factory=list)
+    #: the consumer groups a held LSO blocks (``blocked_consumers``), by topic, partition and group
+    blocked: list[BlockedConsumer] = field(default_factory=list)
     #: the rules' findings and the data-quality suites', in the one finding order
     findings: list[Finding] = field(default_factory=list)
     incidents: list[Incident] = field(default_factory=list)
@@ -255,7 +259,9 @@ def fresh(scan: Scan) -> bool:
 
 
 def rebuild(scan: Scan, ledger: Ledger) -> Ledger:
-    """Reconstruct: the derived tables from the raw ones, and the pass's working tables."""
+    """Reconstruct: the derived tables from the raw ones, and the pass's working tables; then
+    the consumer groups a held LSO blocks (``blocked_consumers``), from the partitions' status."""
+    from txn_audit.detect import blocked_consumer_rows
     from txn_audit.reconstruct import DerivedOutput, reconstruct
 
     assert scan.raw is not None
@@ -263,6 +269,9 @@ def rebuild(scan: Scan, ledger: Ledger) -> Ledger:
     with spark_progress(scan.spark, "rebuilding transactions", enabled=options.progress):
         scan.recon = reconstruct(raw, as_of_ms=options.audit_ms, late_tolerance_ms=options.late_tolerance_ms,
                                  output=DerivedOutput(str(scan.tables_dir)))
+        blocked = blocked_consumer_rows(raw, scan.recon, options.audit_ms)
+        scan.recon.output.keep_rows(scan.spark, BLOCKED, blocked)
+        scan.blocked = [BlockedConsumer.from_row(r) for r in blocked.to_pylist()]
     return (ledger.with_tables(RECONSTRUCT, REBUILT_TABLES)
             .with_tables(RECONSTRUCT, [n for n in PASS_WORK if (scan.tables_dir / "_work" / n).is_dir()], WORK,
                          "_work"))
@@ -279,7 +288,8 @@ def detect(scan: Scan, ledger: Ledger) -> Ledger:
     ledger = drop_work(ledger, scan, PASS_WORK)  # the rules have read what the passes handed on
     scan.findings = sorted(_read_work_findings(scan.tables_dir / "_work" / DETECTED), key=finding_order)
     scan.partitions = partition_rows(scan.tables_dir)
-    scan.context = transaction_context(scan.raw["txn_log"], scan.findings, cleaned_coordinator_logs(scan.raw))
+    scan.context = transaction_context(scan.raw["txn_log"], scan.findings, cleaned_coordinator_logs(scan.raw),
+                                       scan.blocked)
     return ledger.with_tables(DETECT, [DETECTED], WORK, "_work")
 
 
@@ -315,6 +325,7 @@ def reuse(scan: Scan, ledger: Ledger) -> Ledger:
     from txn_audit.tables import read_arrow_table
 
     scan.partitions = partition_rows(scan.tables_dir)
+    scan.blocked = [BlockedConsumer.from_row(r) for r in read_arrow_table(scan.tables_dir, BLOCKED).to_pylist()]
     scan.findings = [Finding.from_row(r) for r in read_arrow_table(scan.tables_dir, "findings").to_pylist()]
     scan.incidents = [Incident.from_row(r) for r in read_arrow_table(scan.tables_dir, "incidents").to_pylist()]
     return ledger
@@ -386,20 +397,26 @@ def newest_timestamp(raw: RawTables) -> int | None:
 
 
 def transaction_context(txn_log: DataFrame, findings: list[Finding],
-                        cleaned_logs: Mapping[int, int] | None = None) -> TransactionContext:
+                        cleaned_logs: Mapping[int, int] | None = None,
+                        blocked: Sequence[BlockedConsumer] = ()) -> TransactionContext:
     """What the incidents need from ``txn_log`` (``detect.incidents.TransactionContext``): the
     partitions each producer id of a ``hanging_transaction`` finding was ever listed with, and
     which of those producers' coordinator logs the cleaner compacted (``cleaned_logs``: per
     ``__transaction_state`` partition, its cleaner-offset-checkpoint entry; a producer with no
-    record left may have had its records in any of them). No Spark job when nothing hangs."""
+    record left may have had its records in any of them), and the consumer groups blocked on each
+    partition (``blocked``: ``blocked_consumers`` rows). No Spark job when nothing hangs."""
     from pyspark.sql import functions as F
 
     from txn_audit.detect.incidents import TransactionContext
 
+    by_place: dict[str, list[BlockedConsumer]] = {}
+    for row in blocked:
+        by_place.setdefault(f"{row.topic}-{row.partition}", []).append(row)
+    blocked_on = {place: tuple(rows) for place, rows in by_place.items()}
     producers = sorted({f.producer_id for f in findings if f.kind == "hanging_transaction"
                         and f.producer_id is not None})
     if not producers:
-        return TransactionContext()
+        return TransactionContext(blocked=blocked_on)
     listed: dict[int, set[str]] = {pid: set() for pid in producers}
     pairs = (txn_log.where(F.col("producer_id").isin(producers) & F.col("topic_partitions").isNotNull())
              .select("producer_id", F.explode("topic_partitions").alias("tp"))
@@ -419,7 +436,7 @@ def transaction_context(txn_log: DataFrame, findings: list[Finding],
             if where:
                 compacted[pid] = ", ".join(f"{TRANSACTION_STATE_TOPIC}-{p} cleaned below offset {cleaned[p]}"
                                            for p in where)
-    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()}, compacted)
+    return TransactionContext({pid: frozenset(places) for pid, places in listed.items()}, compacted, blocked_on)
 
 
 def cleaned_coordinator_logs(raw: RawTables) -> dict[int, int]:

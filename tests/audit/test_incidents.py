@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from txn_audit.detect.incidents import TransactionContext, build_incidents
+from txn_audit.detect.words import duration_text
 from txn_audit.results import Finding, Incident, PartitionStatus
 from txn_audit.severity import Severity
 
@@ -176,3 +177,29 @@ def test_every_kind_is_documented_and_every_cause_has_its_sentence() -> None:
     assert [k for k in FINDING_KINDS if f"| `{k}` |" not in readme] == []
     assert [k for k in INCIDENT_KINDS if f"| `{k}` |" not in readme] == []
     assert [k for k in INCIDENT_KINDS if k not in _CAUSE_TEXT] == []
+
+
+def test_the_consumer_groups_a_held_lso_blocks_are_named_in_its_incident() -> None:
+    """The groups of ``TransactionContext.blocked`` on an incident's partition are named in its
+    impact; those on another partition are not."""
+    from txn_audit.results import BlockedConsumer
+
+    def blocked(group: str, partition: int, committed: int) -> BlockedConsumer:
+        return BlockedConsumer(group_id=group, topic="hang", partition=partition, committed_offset=committed,
+                               commit_timestamp=2_000, commit_log_partition=0, commit_log_offset=5,
+                               transactional_commit=False, last_stable_offset=3, high_watermark=11,
+                               records_behind=11 - committed, records_to_lso=3 - committed,
+                               held_since_timestamp=1_000, time_behind_ms=90_000,
+                               time_behind_from="held_transaction", culprit_producer_id=0,
+                               culprit_transactional_id=None)
+
+    context = TransactionContext({0: frozenset({"hang-1"})},
+                                 blocked={"hang-1": (blocked("app", 1, 3), blocked("slow", 1, 1)),
+                                          "hang-2": (blocked("other", 2, 3),)})
+    (incident,), _ = build_incidents([hanging("hang", 1, 0, 3), stuck("hang", 1, 0, 3)], [status("hang", 1, 8)],
+                                     context, late_tolerance_ms=1_000)
+    held = duration_text(90_000)  # the one way a duration is written
+    assert ("consumer groups blocked by it: app on hang-1 (committed offset 3, at the LSO, 8 behind the high "
+            f"watermark for {held}), slow on hang-1 (committed offset 1, 2 below the LSO, 10 behind the high "
+            f"watermark for {held})") in incident.summary
+    assert "other" not in incident.summary

@@ -592,3 +592,49 @@ def test_only_a_broker_that_stayed_down_lags_and_no_copy_conflicts(scans: OnDema
         found = {(f.topic, f.partition, f.broker_id) for f in result.findings
                  if f.kind == "replica_divergence"}
         assert found == {(r.topic, r.partition, r.broker_id) for r in differing}
+
+
+# -- consumer groups blocked by a held LSO ------------------------------------------------------------
+
+GROUPS = [s for s in SCENARIOS if "consumer_groups" in s.expected]
+
+
+def _blocked_by_the_tool(scenario: CorpusScenario) -> set[tuple[str, str, int, int, int]]:
+    """What ``kafka-consumer-groups.sh --describe --all-groups`` listed while the broker ran (group,
+    topic, partition, CURRENT-OFFSET, LAG), on the partitions whose LSO the broker reported below
+    its HW then, where CURRENT-OFFSET is at or below that LSO."""
+    partitions = scenario.expected["partitions"]
+    blocked = set()
+    for row in scenario.expected["consumer_groups"]["rows"]:
+        broker = partitions[f"{row['TOPIC']}-{row['PARTITION']}"]
+        committed = int(row["CURRENT-OFFSET"])
+        if broker["last_stable_offset"] < broker["high_watermark"] and committed <= broker["last_stable_offset"]:
+            blocked.add((row["GROUP"], row["TOPIC"], int(row["PARTITION"]), committed, int(row["LAG"])))
+    return blocked
+
+
+@pytest.mark.parametrize("scenario", GROUPS, ids=[s.id for s in GROUPS])
+def test_blocked_consumer_groups_are_those_kafka_consumer_groups_shows_at_the_lso(
+        scans: OnDemand[Any], text_scans: OnDemand[Any], scenario: CorpusScenario) -> None:
+    """The groups txn-audit reports blocked, from ``__consumer_offsets`` (log dirs and
+    ``kafka-dump-log --offsets-decoder`` text alike), are the rows kafka-consumer-groups printed at
+    or below a held LSO, with its committed offset and lag; the read_uncommitted group, past the
+    LSO, and the deleted group are not among them; the incident names them."""
+    theirs = _blocked_by_the_tool(scenario)
+    uncommitted = {e["group"] for e in scenario.expected["group_commits"] if e["isolation"] == "read_uncommitted"}
+    assert theirs and uncommitted and not {g for g, *_ in theirs} & uncommitted
+    for result in (scans[scenario.id], text_scans[scenario.id]):
+        ours = {(b.group_id, b.topic, b.partition, b.committed_offset, b.records_behind)
+                for b in result.blocked_consumers}
+        assert ours == theirs
+        for b in result.blocked_consumers:
+            (part,) = [p for p in result.partitions if (p.topic, p.partition) == (b.topic, b.partition)]
+            assert (b.last_stable_offset, b.high_watermark) == (part.last_stable_offset, part.high_watermark)
+            assert b.time_behind_from == "held_transaction"
+            assert b.time_behind_ms == scenario.as_of_ms - part.held_since_timestamp > 0
+            (incident,) = [i for i in result.incidents if f"{b.topic}-{b.partition}" in i.partitions]
+            assert f"{b.group_id} on {b.topic}-{b.partition} (committed offset {b.committed_offset}" in incident.summary
+        summary = result.to_json()
+        assert {(b["group_id"], b["committed_offset"]) for b in summary["blocked_consumers"]} == \
+            {(g, offset) for g, _, _, offset, _ in theirs}
+        assert summary["summary"]["consumer_groups_blocked"] == len({g for g, *_ in theirs})

@@ -296,3 +296,25 @@ def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) ->
         assert f"the {n - 30:,} other transactions are in tables/partition_transactions/" in text
         sizes.append(len(text))
     assert sizes[1] < sizes[0] * 1.05  # 100x the transactions, the same page
+
+
+def test_blocked_consumer_groups_are_a_table_after_the_incidents(tmp_path: Path) -> None:
+    """``summary.json``'s ``blocked_consumers`` are listed one row each, escaped, after the
+    incidents; a scan with none has no such section."""
+    from txn_audit.report import blocked_consumers_section
+
+    assert blocked_consumers_section([]) == ""
+    row = {"group_id": "<g>", "topic": "t", "partition": 0, "committed_offset": 16, "last_stable_offset": 16,
+           "high_watermark": 28, "records_behind": 12, "time_behind_ms": 150_000,
+           "time_behind_from": "held_transaction", "culprit_transactional_id": None, "culprit_producer_id": 7}
+    section = blocked_consumers_section([row, row | {"group_id": "h", "committed_offset": 4, "records_behind": 24}])
+    cells = re.findall(r"<td>(.*?)</td>", section)
+    assert cells[:8] == ["&lt;g&gt;", "t-0", "16", "16", "28", "12", "2.5 min (since the holding transaction&#x27;s "
+                         "first record)", "producer 7"]
+    assert "2 consumer group(s)" in section
+    out = _bare_output(tmp_path, [])
+    doc = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps(doc | {"blocked_consumers": [row]}))
+    text = write_report(out).read_text()
+    assert text.index("<h2>Incidents</h2>") < text.index("<h2>Blocked consumer groups</h2>") < \
+        text.index("<h2>Findings</h2>")

@@ -58,6 +58,8 @@ def run_scenario(version: str, scenario: Scenario, out_root: Path, work_root: Pa
         recorder.describe_features()
         recorder.read_offsets(topics)
         recorder.describe_transactions()
+        if outcome.describe_groups:
+            recorder.describe_consumer_groups()
         for t in scenario.topics:
             recorder.describe_producers(t.name, t.partitions)
         if outcome.wait_for_hanging:

@@ -37,6 +37,8 @@ MAIN_CLASSES: dict[str, tuple[str, ...]] = {
     "transactions": ("org.apache.kafka.tools.TransactionsCommand",),
     "zookeeper": ("org.apache.zookeeper.server.quorum.QuorumPeerMain",),
     "features": ("org.apache.kafka.tools.FeatureCommand", "kafka.admin.FeatureCommand"),
+    "consumer-groups": ("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                        "kafka.admin.ConsumerGroupCommand"),
 }
 
 

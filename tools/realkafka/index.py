@@ -33,10 +33,11 @@ Layout of each folder (the layout of the 3.6.2 corpus in `../shared/realcorpus`)
 | `logdirs/` | the brokers' `log.dirs` copied after they stopped (SIGTERM; SIGKILL where the scenario kills one): one `logdirs/broker-<id>/` per broker in clusters of 3. Left out: `.lock`, and `__cluster_metadata-0`'s `.index`/`.timeindex` (4.x brokers leave them at their preallocated 10 MiB of zeros). |
 | `tools/offsets.json` | per partition (data and internal topics): `high_watermark` (Admin `listOffsets` latest, read_uncommitted), `last_stable_offset` (latest, read_committed) and `log_start_offset` (earliest), read from the live cluster after the scenario. |
 | `tools/kafka-transactions-*.txt` | `kafka-transactions.sh` `list`, `describe` of each id, `describe-producers` of each data partition, `find-hanging --broker-id <live broker> --max-transaction-timeout 1` (run by the tool's main class from the release's jars; 3.0 and newer), each with its command line, exit code and time. |
+| `tools/kafka-consumer-groups-describe.txt` | `kafka-consumer-groups.sh --describe --all-groups` where the scenario has consumer groups (`blocked-consumers`): each group's committed offset (`CURRENT-OFFSET`), the log end offset and the lag per partition, run as the other tools are. |
 | `tools/kafka-features-describe.txt` | `kafka-features.sh describe` (KRaft): the finalized `transaction.version` among others. |
 | `tools/dump-log/[broker-<id>/]<partition>.txt` | `kafka-dump-log.sh --print-data-log` over every copied `.log`, `.snapshot` and `.txnindex` of the partition (`--deep-iteration` for data, `--transaction-log-decoder` for `__transaction_state`, `--offsets-decoder` for `__consumer_offsets`); for `__cluster_metadata-0` (KRaft), over its `.log` and `.checkpoint` files (the metadata log and its snapshots) with `--cluster-metadata-decoder`. |
 | `tools/broker-server-log-excerpt*.txt` | the broker's `server.log` lines about transactions, producers, markers, segment rolls, warnings and errors. |
-| `expected.json` | release, features, broker settings, transactional ids as `list`/`describe` gave them, HW/LSO/log start per partition (`partitions`: once the offsets stopped moving, when the tools ran; `partitions_after_find_hanging_wait`: again after find-hanging, just before the brokers stopped), the find-hanging rows, every tool command with its time, the planted anomalies and the raw produce's request and answer. |
+| `expected.json` | release, features, broker settings, transactional ids as `list`/`describe` gave them, HW/LSO/log start per partition (`partitions`: once the offsets stopped moving, when the tools ran; `partitions_after_find_hanging_wait`: again after find-hanging, just before the brokers stopped), the find-hanging rows, every tool command with its time, the planted anomalies and the raw produce's request and answer; `consumer_groups`: the rows `kafka-consumer-groups.sh` printed, where it ran. |
 
 Common settings: `transaction.state.log.num.partitions=3`, `offsets.topic.num.partitions=2`,
 segments of 64 KiB (1 MiB from 4.0, its minimum), replication factor 1 (3 in the 3-broker
@@ -69,7 +70,11 @@ def _verdict(expected: dict[str, Any]) -> str:
             shown = ", ".join(f"{name} {offset}" for name, offset in sorted(offsets.items()))
             cleaned.append(f"cleaner-offset-checkpoint{'' if len(cleaner) == 1 else ' of broker ' + broker}: "
                            + (shown or "empty"))
-    return "; ".join([*(held or ["LSO = HW everywhere"]), *moved, hanging, *cleaned])
+    groups = expected.get("consumer_groups")
+    described = [] if groups is None else ["kafka-consumer-groups: " + "; ".join(
+        f"{r['GROUP']} {r['TOPIC']}-{r['PARTITION']} at {r['CURRENT-OFFSET']} (lag {r['LAG']})"
+        for r in groups["rows"])]
+    return "; ".join([*(held or ["LSO = HW everywhere"]), *moved, hanging, *cleaned, *described])
 
 
 #: releases outside the harness's default ones, kept for the known bug their scenarios show

@@ -1,7 +1,8 @@
 """What Kafka's own tools say about a running cluster, and the scenario folder written from it.
 
 A ``Recorder`` runs the tools while the brokers are up (``kafka-transactions.sh`` ``list``,
-``describe``, ``describe-producers``, ``find-hanging``; the high watermark, last stable offset
+``describe``, ``describe-producers``, ``find-hanging``; ``kafka-consumer-groups.sh --describe
+--all-groups`` where the scenario asks; the high watermark, last stable offset
 and log start offset of every partition from the Admin client), writes each tool's output to
 ``tools/`` with the command line, exit code and time above it, and after the brokers stopped
 copies their log dirs, runs ``kafka-dump-log.sh`` over every copied ``.log``, ``.snapshot``
@@ -28,7 +29,7 @@ from typing import Any
 from tools.realkafka.cluster import Cluster
 from tools.realkafka.dist import Dist, HarnessError, fetch
 
-__all__ = ["Recorder", "dump_log_dirs", "dump_metadata_log", "now_ms", "parse_table"]
+__all__ = ["Recorder", "dump_log_dirs", "dump_metadata_log", "now_ms", "parse_columns", "parse_table"]
 
 TOOL_TIMEOUT_S = 120.0
 # offsets equal in this many reads this far apart count as settled
@@ -68,6 +69,23 @@ def parse_table(text: str) -> list[dict[str, str]]:
     return rows
 
 
+def parse_columns(text: str) -> list[dict[str, str]]:
+    """Rows of a ``kafka-consumer-groups.sh --describe`` listing: blocks of a header line (its
+    first column ``GROUP``) and rows, columns separated by spaces; other lines (``Consumer group
+    'g' has no active members.``) are left out."""
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            header = None
+        elif cells[0] == "GROUP":
+            header = cells
+        elif header is not None and len(cells) == len(header):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
 @dataclass
 class Recorder:
     cluster: Cluster
@@ -79,6 +97,7 @@ class Recorder:
     transactional_ids: dict[str, dict[str, Any]] = field(default_factory=dict)
     features: dict[str, Any] = field(default_factory=dict)
     tiered_offsets: dict[str, dict[str, Any]] | None = None
+    consumer_groups: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -142,6 +161,20 @@ class Recorder:
             raise HarnessError(f"find-hanging failed:\n{(self.tools / 'kafka-transactions-find-hanging.txt').read_text()}")
         self.find_hanging = {"command": self.commands[-1]["command"], "at_ms": self.commands[-1]["at_ms"],
                              "rows": parse_table(out)}
+
+    def describe_consumer_groups(self) -> None:
+        """``kafka-consumer-groups.sh --describe --all-groups``: each group's committed offset
+        (CURRENT-OFFSET), the log end offset and the lag per partition, as the tool prints them."""
+        dist = self.cluster.dist
+        bootstrap = self.cluster.bootstrap.split(",")[0]
+        args = ("--bootstrap-server", bootstrap, "--describe", "--all-groups")
+        rc, out = self._run_tool("kafka-consumer-groups-describe.txt",
+                                 f"bin/kafka-consumer-groups.sh {' '.join(args)}", dist.java("consumer-groups", *args))
+        if rc != 0:
+            said = (self.tools / "kafka-consumer-groups-describe.txt").read_text()
+            raise HarnessError(f"kafka-consumer-groups failed:\n{said}")
+        self.consumer_groups = {"command": self.commands[-1]["command"], "at_ms": self.commands[-1]["at_ms"],
+                                "rows": parse_columns(out)}
 
     def settle(self, topics: list[str], *, reads: int = SETTLE_READS, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         """Wait until the partitions' offsets stop moving (markers are written after the producer's
@@ -256,6 +289,7 @@ class Recorder:
             "partitions": self.offsets,
             "partitions_after_find_hanging_wait": self.offsets_after or self.offsets,
             "find_hanging": self.find_hanging,
+            **({"consumer_groups": self.consumer_groups} if self.consumer_groups is not None else {}),
             **({"tiered_offsets": self.tiered_offsets} if self.tiered_offsets is not None else {}),
             "tool_commands": self.commands,
             "anomalies": anomalies,

@@ -51,6 +51,8 @@ class Outcome:
     wait_for_hanging: bool = False
     # the live broker find-hanging asks (default: the first one running)
     find_hanging_broker: int | None = None
+    # record kafka-consumer-groups.sh --describe --all-groups while the brokers run
+    describe_groups: bool = False
 
 
 @dataclass(frozen=True)
@@ -756,6 +758,50 @@ def _killed_inside(cluster: Cluster, transactional_id: str, topic: str, *, recor
     return first, pid
 
 
+#: the consumer groups of blocked-consumers: (group, isolation level, stop_at, deleted afterwards)
+BLOCKED_GROUPS = (("blk-rc-all", "read_committed", None, False),
+                  ("blk-rc-behind", "read_committed", 4, False),
+                  ("blk-ru", "read_uncommitted", None, False),
+                  ("blk-rc-gone", "read_committed", None, True))
+
+
+def blocked_consumers(cluster: Cluster) -> Outcome:
+    """Consumer groups behind a transaction left open: a producer killed inside its transaction
+    on blk-0 holds that partition's LSO while committed transactions pile up behind it; groups
+    reading read_committed commit at or below the LSO, one read_uncommitted group commits at the
+    HW. blk-ru first commits a low offset, then the HW (its latest commit is what counts);
+    blk-rc-gone commits at the LSO and is then deleted (tombstones for its offsets)."""
+    cluster.run_client("txn", id="blk-bg", topic="blk", partitions="0,1", count=4, records=3)
+    first, pid = _killed_inside(cluster, "blk-open", "blk", records=3)
+    cluster.run_client("txn", id="blk-bg", topic="blk", partitions="0,1", count=3, records=2)
+    cluster.run_client("group", group="blk-ru", topic="blk", isolation="read_uncommitted", stop_at=2)
+    committed: list[dict[str, Any]] = []
+    for group, isolation, stop_at, delete in BLOCKED_GROUPS:
+        opts: dict[str, Any] = {"group": group, "topic": "blk", "isolation": isolation,
+                                "delete": str(delete).lower()}
+        if stop_at is not None:
+            opts["stop_at"] = stop_at
+        committed += [e for e in cluster.run_client("group", **opts) if e.get("event") == "committed"]
+    said = "; ".join(f"{e['group']} ({e['isolation']}) blk-{e['partition']} at {e['offset']}" for e in committed)
+    return Outcome(
+        f"blk-bg commits 4 transactions of 3 records on blk-0 and blk-1; blk-open (transaction.timeout.ms 900000) "
+        f"writes 3 records to blk-0 from offset {first} and is SIGKILLed inside its transaction; blk-bg commits 3 "
+        f"more of 2 records on both partitions. Consumer groups assigned both partitions read from the start and "
+        f"commit their position (commitSync): blk-ru (read_uncommitted) first at offset 2, then at the HW; "
+        f"blk-rc-all (read_committed) up to the LSO; blk-rc-behind (read_committed) up to offset 4; blk-rc-gone "
+        f"(read_committed) up to the LSO, then the group is deleted ({said})",
+        anomalies=[{"type": "open_transaction", "topic": "blk", "partition": 0, "transactional_id": "blk-open",
+                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
+                    "first_offset": first, "last_offset": pid["last_offset"]},
+                   *({"type": "blocked_consumer", "group": e["group"], "topic": "blk", "partition": 0,
+                      "committed_offset": e["offset"]}
+                     for e in committed if e["isolation"] == "read_committed" and e["partition"] == 0
+                     and e["group"] != "blk-rc-gone")],
+        notes={"group_commits": committed, "deleted_groups": [g for g, *_, d in BLOCKED_GROUPS if d]},
+        describe_groups=True,
+    )
+
+
 def delete_records_open(cluster: Cluster) -> Outcome:
     """DeleteRecords past the first offset of a transaction left open: the log start offset moves
     into it, and the broker reports the log start as the LSO."""
@@ -1108,6 +1154,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              legacy_settings=(("transaction.state.log.segment.bytes", "16384"),), record_cleaner=True),
     Scenario("delete-records-open", "DeleteRecords past the first offset of an open transaction",
              (Topic("dro", 1, configs=(("segment.ms", "1000"),)),), delete_records_open, settings=CLEANER_SETTINGS),
+    Scenario("blocked-consumers", "consumer groups (read_committed, read_uncommitted) behind an open transaction",
+             (Topic("blk", 2),), blocked_consumers),
     Scenario("many-ids", "several hundred transactional ids, all closed cleanly", (Topic("many", 3),), many_ids),
     Scenario("unclean-election", "3 nodes: an unclean leader election leaves diverging copies of a partition",
              (Topic("uncl", 1, replicas=(2, 3), configs=(("unclean.leader.election.enable", "true"),

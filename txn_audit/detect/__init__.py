@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from txn_audit.detect.blocked_consumers import COMMIT_COLUMNS, TRANSACTION_COLUMNS, blocked_consumers
 from txn_audit.detect.coordinator_rules import coordinator_rule_findings
 from txn_audit.detect.decision_rules import UNSETTLED, decision_findings, in_dump, marker_rows, stuck_keys
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, SEGMENT_COLUMNS, decode_issue_findings, text_files
@@ -52,14 +53,14 @@ from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset, read_table
-from txn_audit.schemas import ALL_TABLES, FINDINGS, PARTITION_EXTENT, spark_schema
+from txn_audit.schemas import ALL_TABLES, BLOCKED_CONSUMERS, FINDINGS, PARTITION_EXTENT, spark_schema
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
 from txn_audit.usage import AuditOptions
 
 T = TypeVar("T")
 
-__all__ = ["Compaction", "FINDING_KINDS", "Rule", "decode_issue_inputs", "detection_rules",
+__all__ = ["Compaction", "FINDING_KINDS", "Rule", "blocked_consumer_rows", "decode_issue_inputs", "detection_rules",
            "duplicate_marker_inputs", "match_rows", "no_findings", "open_transaction_inputs", "producer_rule_inputs",
            "stuck_marker_rows", "write_detected"]
 
@@ -230,6 +231,28 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
         Rule(lambda: arrow_frame(spark, on_driver()), lambda: on_driver().num_rows == 0, local=True),
         Rule(disagreement, nothing_reported),
     ]
+
+
+def blocked_consumer_rows(tables: RawTables, recon: Reconstruction, audit_ms: int) -> pa.Table:
+    """The consumer groups blocked by a held LSO (``blocked_consumers.blocked_consumers``): the
+    partitions whose LSO is below their HW (``partition_stability``, on the driver), the chosen
+    replicas' offset commits of those partitions (one Spark query, none when no partition is held
+    or the dump has no commit) and the transactions on ``__consumer_offsets`` of the producers of
+    their transactional commits (read on the driver through a filter that names them)."""
+    held = recon.rows("partition_stability", pc.field("lso_below_hw"))
+    if not held.num_rows or tables.holds_no_rows("offset_commits"):
+        return BLOCKED_CONSUMERS.empty_table()
+    condition = F.lit(False)
+    for place in held.select(["topic", "partition"]).to_pylist():
+        condition = condition | ((F.col("commit_topic") == place["topic"])
+                                 & (F.col("commit_partition") == place["partition"]))
+    commits = recon.offset_commits.where(condition).select(*COMMIT_COLUMNS).toArrow()
+    producers = sorted(set(commits.filter(pc.field("is_transactional")).column("producer_id").to_pylist()))
+    transactions = (ALL_TABLES["partition_transactions"].empty_table() if not producers else recon.rows(
+        "partition_transactions", (pc.field("topic") == CONSUMER_OFFSETS_TOPIC)
+        & pc.field("producer_id").isin(producers)))
+    return blocked_consumers(held.to_pylist(), commits.to_pylist(),
+                             transactions.select(list(TRANSACTION_COLUMNS)).to_pylist(), audit_ms)
 
 
 def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple[pa.Table, pa.Table]:

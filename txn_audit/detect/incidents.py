@@ -25,6 +25,8 @@ How findings are grouped (all of them few: this runs on the driver, in plain Pyt
   **stray write**, when the coordinator's log never listed the partition for that producer id
   (``TransactionContext.listed``: the partition was never added to a transaction); a producer that
   stopped inside its transaction (``open_transaction``: crashed or still working); else hanging.
+* **Blocked consumer groups** (``TransactionContext.blocked``: ``blocked_consumers`` rows) are
+  named in the impact of the incident whose findings are on their partition.
 * **Consequences** join the incident of their cause: a ``stuck_lso`` joins the transaction of the
   producer holding it; a ``pending_offset_commit`` the transaction of its producer id; an
   ``invariant_violation`` whose example batch is the place of another finding joins that finding.
@@ -50,7 +52,7 @@ import pyarrow.parquet as pq
 
 from txn_audit.detect.words import duration_text, offsets_text, time_text
 from txn_audit.outputs import publish
-from txn_audit.results import Finding, Incident, PartitionStatus
+from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus
 from txn_audit.schemas import FINDINGS, INCIDENTS
 from txn_audit.severity import SEVERITIES, Severity
 
@@ -87,10 +89,25 @@ class TransactionContext:
     """What the incidents need beyond the findings, from the tables: per producer id, the
     partitions (``topic-partition``) any ``__transaction_state`` record of it ever listed, and,
     for a producer whose records lie in a coordinator log the cleaner compacted, where (the
-    cleaner keeps each transactional id's newest records only: what older ones listed is gone)."""
+    cleaner keeps each transactional id's newest records only: what older ones listed is gone);
+    per partition, the consumer groups its held LSO blocks (``blocked_consumers`` rows)."""
 
     listed: Mapping[int, frozenset[str]] = field(default_factory=dict)
     compacted: Mapping[int, str] = field(default_factory=dict)
+    blocked: Mapping[str, tuple[BlockedConsumer, ...]] = field(default_factory=dict)
+
+
+def _blocked(places: Sequence[str], context: TransactionContext) -> str:
+    """The sentence naming the consumer groups blocked on the incident's partitions ("" when
+    none is): each group, where, its committed offset and how far behind the high watermark."""
+    groups = [row for place in places for row in context.blocked.get(place, ())]
+    if not groups:
+        return ""
+    said = [f"{g.group_id} on {g.topic}-{g.partition} (committed offset {g.committed_offset}, "
+            + ("at the LSO" if g.records_to_lso == 0 else f"{g.records_to_lso} below the LSO")
+            + f", {g.records_behind} behind the high watermark"
+            + ("" if g.time_behind_ms is None else f" for {duration_text(g.time_behind_ms)}") + ")" for g in groups]
+    return f"consumer groups blocked by it: {', '.join(said)}"
 
 
 def _place(topic: str | None, partition: int | None) -> str | None:
@@ -340,6 +357,9 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
     if others:
         sentences.append(f"Consequences: {', '.join(others)}" + (f" on {', '.join(places)}" if places else "") + ".")
     impact = [held] if held else []
+    blocked = _blocked(places, context)
+    if blocked:
+        impact.append(blocked)
     if any(f.kind == "absorbed_late_record" and f.severity >= Severity.CRITICAL for f in members):
         impact.append("exactly-once violated: records were decided with a transaction of another outcome")
     elif kind in ("late_arrival", "zombie_write") and "absorbed_late_record" in consequences:

@@ -349,6 +349,18 @@ CHECKS: tuple[Check, ...] = (
                 "WHERE marker_offset IS NULL GROUP BY topic, partition, broker_id, producer_id "
                 "HAVING count(*) > 1"),
           severity=Severity.CRITICAL),
+    Check("blocked_consumers", "at_or_below_held_lso",
+          "a blocked group's committed offset is at or below the LSO, which is below the HW, and its records "
+          "behind are the HW minus that offset",
+          _rows("SELECT * FROM {batch} WHERE NOT (committed_offset <= last_stable_offset "
+                "AND last_stable_offset < high_watermark AND records_behind = high_watermark - committed_offset "
+                "AND records_to_lso = last_stable_offset - committed_offset)"),
+          severity=Severity.CRITICAL),
+    Check("blocked_consumers", "one_per_group_and_partition", "one row per consumer group and partition",
+          _rows("SELECT group_id, topic, partition, count(*) AS rows FROM {batch} "
+                "GROUP BY group_id, topic, partition HAVING count(*) > 1"),
+          severity=Severity.CRITICAL),
+    _in_set("blocked_consumers", "time_behind_from", ("held_transaction", "commit")),
     _in_set("findings", "severity", tuple(s.value for s in SEVERITIES)),
     _in_set("incidents", "severity", tuple(s.value for s in SEVERITIES)),
     Check("incidents", "explains_its_findings", "an incident explains at least one finding and lists its kinds",

@@ -29,12 +29,14 @@ from txn_audit.report.figures import (
     skew_figure,
     stability_figure,
 )
+from txn_audit.detect.words import duration_text
 from txn_audit.schemas import ALL_TABLES, HW_CAPPED
 from txn_audit.severity import MOST_SEVERE_FIRST
 from txn_audit.timeparse import format_time_ms
 from txn_audit.usage import DEFAULTS
 
-__all__ = ["closed_durations_and_records", "incident_marks", "skew_seconds", "timeline_rows", "write_report"]
+__all__ = ["blocked_consumers_section", "closed_durations_and_records", "incident_marks", "skew_seconds",
+           "timeline_rows", "write_report"]
 
 MAX_TABLE_ROWS = 500  # findings listed in the HTML table
 MAX_TIMELINE_ROWS = 5000  # transactions drawn on the timeline: a bound on the page's size
@@ -238,6 +240,42 @@ def replicas_section(partitions: list[dict[str, Any]], replicas: pa.Table) -> st
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
+#: ``blocked_consumers`` columns the report shows, with their headings
+BLOCKED_COLUMNS = (("group_id", "group"), ("partition", "partition"), ("committed_offset", "committed offset"),
+                   ("last_stable_offset", "LSO"), ("high_watermark", "HW"), ("records_behind", "records behind"),
+                   ("time_behind_ms", "time behind"), ("culprit_transactional_id", "held by"))
+
+
+#: what ``time_behind_ms`` is measured from (``detect.blocked_consumers``)
+BEHIND_FROM = {"held_transaction": "since the holding transaction's first record", "commit": "since the commit"}
+
+
+def blocked_consumers_section(blocked: list[dict[str, Any]]) -> str:
+    """The consumer groups blocked by a held LSO (``summary.json``'s ``blocked_consumers``), one
+    row each; empty when none is."""
+    if not blocked:
+        return ""
+
+    def cell(row: dict[str, Any], column: str) -> str:
+        value = row[column]
+        if column == "partition":
+            return f"{row['topic']}-{value}"
+        if column == "time_behind_ms":
+            return "" if value is None else f"{duration_text(int(value))} ({BEHIND_FROM[row['time_behind_from']]})"
+        if column == "culprit_transactional_id":
+            return value or ("" if row["culprit_producer_id"] is None else f"producer {row['culprit_producer_id']}")
+        return "" if value is None else str(value)
+
+    head = "".join(f"<th>{_esc(title)}</th>" for _, title in BLOCKED_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(cell(row, c))}</td>" for c, _ in BLOCKED_COLUMNS) + "</tr>"
+                   for row in blocked)
+    groups = len({row["group_id"] for row in blocked})
+    return (f"<h2>Blocked consumer groups</h2><p>{groups} consumer group(s) committed at or below a last stable "
+            "offset an open transaction holds: their read_committed consumers read nothing past it until the "
+            "transaction ends (tables/blocked_consumers/).</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
 #: ``partition_stability`` columns the report shows: the partition status as the table gives it
 STATUS_COLUMNS = ["topic", "partition", "high_watermark", "effective_high_watermark", "hw_source", "last_stable_offset",
                   "lso_below_hw", "held_records", "held_ms", "open_transactions"]
@@ -323,6 +361,7 @@ def write_report(out_dir: Path, *, quality_results: Path | None = None) -> Path:
 {' · '.join(f"{_esc(counts.get(s.value, 0))} {_esc(s.value)}" for s in MOST_SEVERE_FIRST)}</p>
 <h2>Incidents</h2>
 {incidents_section(incidents, findings)}
+{blocked_consumers_section(summary_doc.get("blocked_consumers", []))}
 {''.join(sections)}
 <h2>Findings</h2>
 {_findings_table(findings)}

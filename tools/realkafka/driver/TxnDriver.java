@@ -43,6 +43,12 @@
 //   alter       set `configs` (key=value;key=value) on `topic` (incrementalAlterConfigs)
 //   consume     read `topic` from its first offset up to its end (isolation: `isolation`,
 //               read_committed by default) with no group; the records read per partition
+//   group       a consumer of group `group` (isolation: `isolation`, read_committed by default)
+//               assigned every partition of `topic`, reading from its first offset up to the end
+//               its isolation level sees (the LSO for read_committed, the HW otherwise) or up to
+//               `stop_at` where lower, then committing that position per partition
+//               (commitSync); the committed offset per partition; with delete=true the group is
+//               then deleted (Admin deleteConsumerGroups: tombstones for its offsets)
 //   offsets     high watermark (read_uncommitted), last stable offset (read_committed) and log
 //               start offset of every partition of `topics` (and of the internal topics with
 //               internal=true); with state_only=true, each partition's leader and ISR only; with
@@ -122,6 +128,7 @@ public final class TxnDriver {
                 case "delete": d.deleteRecords(); break;
                 case "alter": d.alterTopic(); break;
                 case "consume": d.consume(); break;
+                case "group": d.group(); break;
                 default:
                     System.err.println("unknown mode " + args[1]);
                     System.exit(2);
@@ -697,6 +704,67 @@ public final class TxnDriver {
                 emit("event", "consumed", "topic", topic, "partition", tp.partition(), "records",
                      read.getOrDefault(tp, 0), "position", consumer.position(tp), "end", end.get(tp));
             }
+        }
+    }
+
+    private void group() throws Exception {
+        String topic = str("topic", null);
+        String group = str("group", null);
+        long stopAt = Long.parseLong(str("stop_at", Long.toString(Long.MAX_VALUE)));
+        Properties c = new Properties();
+        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        c.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-client");
+        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, str("isolation", "read_committed"));
+        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (org.apache.kafka.common.PartitionInfo info : consumer.partitionsFor(topic)) {
+                tps.add(new TopicPartition(topic, info.partition()));
+            }
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            // the end this consumer's isolation level sees: the LSO for read_committed
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps);
+            Map<TopicPartition, Long> target = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                target.put(tp, Math.min(end.get(tp), stopAt));
+            }
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (consumer.position(tp) >= target.get(tp)) {
+                        consumer.pause(Collections.singletonList(tp));
+                    } else {
+                        done = false;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                consumer.poll(Duration.ofMillis(500));
+            }
+            Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
+            for (TopicPartition tp : tps) {
+                commit.put(tp, new OffsetAndMetadata(Math.min(consumer.position(tp), target.get(tp))));
+            }
+            consumer.commitSync(commit);
+            for (TopicPartition tp : tps) {
+                emit("event", "committed", "group", group, "topic", topic, "partition", tp.partition(),
+                     "offset", commit.get(tp).offset(), "end", end.get(tp),
+                     "isolation", str("isolation", "read_committed"));
+            }
+        }
+        if (Boolean.parseBoolean(str("delete", "false"))) {
+            Properties p = new Properties();
+            p.put("bootstrap.servers", bootstrap);
+            try (Admin admin = Admin.create(p)) {
+                admin.deleteConsumerGroups(Collections.singletonList(group)).all().get();
+            }
+            emit("event", "deleted_group", "group", group);
         }
     }
 
