@@ -59,14 +59,27 @@ def _ink(png: bytes) -> tuple[float, tuple[int, int, int]]:
 
 def _icons_drawn(page: Any, selector: str, expected: int) -> list[tuple[str, tuple[int, int, int]]]:
     """Each visible status icon of ``selector``: drawn in Font Awesome, some of its box inked;
-    its class and mean colour, for the caller to check."""
-    # the table's script draws its rows more than once; fonts load when first used
+    its class and mean colour, for the caller to check. The table's script draws its rows more
+    than once (an icon measured may be replaced while it is): the icons are measured again, a
+    few times, until one whole pass sees every one drawn; the last pass's failure is raised."""
+    # fonts load when first used
     page.wait_for_function("""sel => document.fonts.status === 'loaded' && [...document.querySelectorAll(sel)]
         .every(el => getComputedStyle(el, '::before').fontFamily.includes('Font Awesome'))""", arg=selector,
                            timeout=30_000)
     # and until the last drawing shows as many as expected (a loaded machine draws late)
     page.wait_for_function("""([sel, n]) => [...document.querySelectorAll(sel)]
         .filter(el => el.getClientRects().length > 0).length === n""", arg=[selector, expected], timeout=30_000)
+    for attempt in range(5):
+        try:
+            return _measure_icons(page, selector, expected)
+        except AssertionError:
+            if attempt == 4:
+                raise
+            page.wait_for_timeout(1_000)
+    raise AssertionError("unreachable")
+
+
+def _measure_icons(page: Any, selector: str, expected: int) -> list[tuple[str, tuple[int, int, int]]]:
     icons = page.locator(selector)
     seen = []
     for i in range(icons.count()):
