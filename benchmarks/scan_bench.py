@@ -48,6 +48,7 @@ from typing import TypeVar
 
 from txn_audit.severity import Severity
 from txn_audit.tuning.jvm import local_driver_memory
+from txn_audit.usage import ExitCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realistic_dump import write_realistic_dump  # noqa: E402  (a sibling module of this script)
@@ -273,6 +274,10 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-c", "from txn_audit.cli import main; main()"]
 
 
+#: the exit codes of a scan that ran to its verdict (``usage.ExitCode``)
+VERDICT_CODES = frozenset(int(code) for code in ExitCode if code.is_verdict)
+
+
 def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_memory: str | None = None, *,
              env: dict[str, str] | None = None, cwd: Path | None = None) -> ScanRun:
     """One CLI scan of ``dump`` into ``out``; ``env``: variables added to this process's
@@ -303,7 +308,7 @@ def run_scan(dump: Path, out: Path, size_gib: float, flags: list[str], driver_me
     sampler.join()
     reader.join()
     (out.parent / f"{out.name}.stderr.txt").write_text("".join(f"{at:8.1f} {line}\n" for at, line in stages))
-    if code not in (0, 1) or not "".join(stdout_parts).strip():
+    if code not in VERDICT_CODES or not "".join(stdout_parts).strip():
         cause = next((line for line in reversed(errors) if "Error" in line or "Exception" in line), "").strip()
         print(f"# scan of {dump} failed with exit code {code}: {cause[:300]}", file=sys.stderr)
         return ScanRun(size_gib, wall, code, stages, sampler.peak, sampler.peak_total, failed=cause[:200] or "failed",

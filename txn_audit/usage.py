@@ -37,6 +37,11 @@ class ExitCode(IntEnum):
     BUSY = 75  # another run is writing the same output: nothing changed, run again later (EX_TEMPFAIL)
 
     @property
+    def is_verdict(self) -> bool:
+        """Whether the code is a verdict's (the scan ran to its end), not a failure's."""
+        return self in (ExitCode.OK, ExitCode.WARNING, ExitCode.CRITICAL)
+
+    @property
     def meaning(self) -> str:
         """What the code says, as ``--help`` and the README's table say it."""
         return _EXIT_MEANINGS[self]

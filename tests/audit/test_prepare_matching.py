@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,3 +252,31 @@ def test_of_markers_of_one_time_the_follower_takes_the_lowest_offset(arrival: li
                                                   "offset": offset, "epoch": epoch, "marker_type": kind}]))
     (row,) = follower.rows().to_pylist()
     assert (row["has_marker"], row["next_marker_type"], row["next_marker_offset"]) == (True, "COMMIT", 3)
+
+
+def test_read_prepares_keeps_the_records_of_the_partitions_asked_for(tmp_path: Path) -> None:
+    """``prepare_follows.read_prepares``: the records on one of the partitions asked for, or with
+    ``elsewhere`` every other one (a record without topic or partition included), across files,
+    as a row-by-row check of each record's (topic, partition) says."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, read_prepares
+
+    places = [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 2), (None, 0), ("a", None)]
+    for number in range(3):
+        rows = [{"topic": topic, "partition": partition, "producer_id": number * 100 + i}
+                for i, (topic, partition) in enumerate(places * (number + 1))]
+        pq.write_table(pa.Table.from_pylist(rows, schema=PREPARE_FIELDS), tmp_path / f"part-{number}.parquet")
+    every = pa.concat_tables(pq.read_table(p, schema=PREPARE_FIELDS) for p in sorted(tmp_path.glob("*.parquet")))
+    asked = [("a", 1), ("b", 0), ("c", 2), ("d", 7)]
+
+    def ids(table: pa.Table) -> list[int]:
+        return sorted(table.column("producer_id").to_pylist())
+
+    on = [r["producer_id"] for r in every.to_pylist() if (r["topic"], r["partition"]) in asked]
+    assert ids(read_prepares(str(tmp_path), asked)) == sorted(on) and on
+    assert ids(read_prepares(str(tmp_path), asked, elsewhere=True)) == sorted(
+        r["producer_id"] for r in every.to_pylist() if (r["topic"], r["partition"]) not in asked)
+    assert read_prepares(str(tmp_path), []).num_rows == 0
+    assert ids(read_prepares(str(tmp_path), [], elsewhere=True)) == ids(every)

@@ -104,31 +104,30 @@ class PrepareFile:
         self._held, self._rows = [], 0
 
 
-def _on_partitions(partitions: Iterable[tuple[str, int]]) -> ds.Expression | None:
-    """Rows on one of ``partitions`` (a topic and a partition each); None for no partition."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    condition = None
-    for topic, numbers in sorted(by_topic.items()):
-        term = (ds.field("topic") == topic) & ds.field("partition").isin(sorted(set(numbers)))
-        condition = term if condition is None else condition | term
-    return condition
+def _partition_keys(rows: pa.Table) -> pa.ChunkedArray:
+    """Each row's topic and partition as one string (null when either is null)."""
+    keys: pa.ChunkedArray = pc.binary_join_element_wise(
+        rows.column("topic"), pc.cast(rows.column("partition"), pa.string()), "\x00")
+    return keys
 
 
 def read_prepares(directory: str, partitions: Iterable[tuple[str, int]], *, elsewhere: bool = False) -> pa.Table:
     """The Prepare* records in the files of ``directory`` (``PREPARE_FIELDS``) on one of
     ``partitions`` (a topic and a partition each), or with ``elsewhere`` on none of them (a
-    record without a topic or partition among them)."""
-    on = _on_partitions(partitions)
-    if on is None and not elsewhere:
+    record without a topic or partition among them). The files are read for ``partitions``'
+    topics (Parquet skips row groups of none of them), and the rows kept by their (topic,
+    partition) looked up in a hash set: a filter expression with a term per topic costs a pass
+    over the rows per term (a task of a dump of thousands of partitions, hundreds of topics)."""
+    wanted = sorted(set(partitions))
+    if not wanted and not elsewhere:
         return PREPARE_FIELDS.empty_table()
-    if elsewhere:
-        unnamed = ds.field("topic").is_null() | ds.field("partition").is_null()
-        on = None if on is None else unnamed | ~on
     filesystem, path = located(directory)
     files = ds.dataset(path, format="parquet", filesystem=filesystem, schema=PREPARE_FIELDS)
-    found: pa.Table = files.to_table(filter=on, use_threads=False)
+    topics = None if elsewhere else ds.field("topic").isin(sorted({topic for topic, _ in wanted}))
+    rows = files.to_table(filter=topics, use_threads=False)
+    named = pa.array([f"{topic}\x00{partition}" for topic, partition in wanted], pa.string())
+    on = pc.fill_null(pc.is_in(_partition_keys(rows), value_set=named), False)  # no topic or partition: on none
+    found: pa.Table = rows.filter(pc.invert(on) if elsewhere else on)
     return found
 
 
