@@ -35,6 +35,7 @@ from txn_audit.reconstruct.pass_files import PASS_ITEM, item_pass, pass_input_ro
 from txn_audit.reconstruct.prepare_follows import (
     FOLLOW_FIELDS,
     FOLLOW_WRITER_OPTIONS,
+    PREPARE_FIELDS,
     PrepareFollower,
     read_prepares,
     unfollowed,
@@ -224,7 +225,8 @@ def _pass_writing(work: list[dict[str, Any]], *, late_tolerance_ms: int, unseque
                   read_partitions: Sequence[tuple[str, int]], producer_ids: pa.Table) -> Iterator[pa.RecordBatch]:
     """``pass_writing_transactions`` over its task's items ``work``."""
     known = known_ids(producer_ids)
-    prepares = read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition")) for item in work})
+    prepares = _by_partition(read_prepares(prepares_dir, {(str(item["topic"]), item_int(item, "partition"))
+                                                          for item in work}))
     name = file_name(item_int(work[0], "task"), job)
     with TableFile(follows_dir, name, FOLLOW_FIELDS, FOLLOW_WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as follows, \
             TableFile(directory, name, PARTITION_TRANSACTIONS, WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as task_file:
@@ -329,12 +331,26 @@ def _route(txns: pa.RecordBatch, files: list[TransactionFile], place: Mapping[tu
         files[int(owners[rows[0]])].add(txns.take(pa.array(rows)))
 
 
-def _prepares_of(item: Mapping[str, object], prepares: pa.Table) -> pa.Table:
-    """The Prepare* records of ``prepares`` for ``item``'s partition and share of producers."""
+def _by_partition(prepares: pa.Table) -> dict[tuple[object, object], pa.Table]:
+    """``prepares`` (``PREPARE_FIELDS``) by topic and partition, split once for a task's items
+    (a filter over them all for each item costs a pass over the task's records per item)."""
+    ordered = prepares.sort_by([("topic", "ascending"), ("partition", "ascending")])
+    keys = list(zip(ordered.column("topic").to_pylist(), ordered.column("partition").to_pylist(), strict=True))
+    found: dict[tuple[object, object], pa.Table] = {}
+    start = 0
+    for end in range(1, len(keys) + 1):
+        if end == len(keys) or keys[end] != keys[start]:
+            found[keys[start]] = ordered.slice(start, end - start)
+            start = end
+    return found
+
+
+def _prepares_of(item: Mapping[str, object], prepares: Mapping[tuple[object, object], pa.Table]) -> pa.Table:
+    """The Prepare* records of ``prepares`` (``_by_partition``) for ``item``'s partition and
+    share of producers."""
+    rows = prepares.get((item["topic"], item["partition"]), PREPARE_FIELDS.empty_table())
     shares, share = item_int(item, "shares"), item_int(item, "share")
-    mine = pc.and_(pc.equal(prepares.column("topic"), item["topic"]),
-                   pc.equal(prepares.column("partition"), item["partition"]))
     if shares > 1:  # the share's producers, as ``pass_files`` reads them
-        producers = pc.fill_null(prepares.column("producer_id"), -1).to_numpy()
-        mine = pc.and_(mine, pa.array(producers % shares == share))
-    return prepares.filter(pc.fill_null(mine, False))
+        producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
+        rows = rows.filter(pa.array(producers % shares == share))
+    return rows
