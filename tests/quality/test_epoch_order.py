@@ -14,7 +14,7 @@ import pytest
 
 from tests.quality.test_replica_order import manifest_of
 from tests.quality.test_replica_order import write_files as write_replica_files
-from txn_audit.quality.epoch_order import EPOCH_FALLS, FALLS, epoch_falls
+from txn_audit.quality.epoch_order import EPOCH_FALLS, FALLS, epoch_falls, falls_over_files
 from txn_audit.replica_tasks import reading as reading_module
 from txn_audit.replica_tasks.reading import replica_file_items
 from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
@@ -95,6 +95,21 @@ def test_falls_read_from_files_equal_the_rule(tmp_path: Path, seed: int, chunk_r
         assert batch.schema == FALLS
         found |= {tuple(row.values()) for row in batch.to_pylist()}
     assert found == expected
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("chunk_rows", [1_000_000, 500, 1])
+@pytest.mark.parametrize("one_producer", [False, True])
+def test_replicas_read_together_have_each_its_own_falls(tmp_path: Path, seed: int, chunk_rows: int,
+                                                        one_producer: bool) -> None:
+    """A task's replicas filtered and grouped together (``falls_over_files``), all at once or a
+    few at a time: each replica's falls, none mixed up with another's (``one_producer``: the
+    same producer the last of one replica's and the first of the next's)."""
+    rows = [r for r in batch_rows(seed) if not one_producer or r["producer_id"] == 7]
+    items = replica_file_items(manifest_of(write_files(tmp_path, rows, seed)))
+    batches = list(falls_over_files(iter([pa.RecordBatch.from_pylist(items)]), PRODUCERS, chunk_rows=chunk_rows))
+    assert all(batch.schema == FALLS for batch in batches)
+    assert {tuple(row.values()) for batch in batches for row in batch.to_pylist()} == by_the_rule(rows)
 
 
 def test_an_epoch_that_only_rises_has_no_fall(tmp_path: Path) -> None:
