@@ -78,7 +78,8 @@ def test_summary_json_is_written_and_matches(sample_scan: SampleScan) -> None:
     result, out = sample_scan.result, sample_scan.out
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk == json.loads(json.dumps(result.to_json()))
-    assert set(on_disk) == {"as_of_ms", "audit_time", "input", "partitions", "replicas", "incidents", "findings", "summary"}
+    assert set(on_disk) == {"as_of_ms", "audit_time", "input", "partitions", "replicas", "incidents", "findings",
+                            "blocked_consumers", "summary"}
     assert on_disk["as_of_ms"] == result.as_of_ms == json.loads(
         (Path(result.input) / "manifest.json").read_text())["as_of_ms"]
     for table in ("batches", "partition_transactions", "transactions", "partition_stability", "findings"):

@@ -33,6 +33,7 @@ from txn_audit.ledger import LEDGER_FILE
 from txn_audit.manifest import Manifest, describe_tables
 from txn_audit.schemas import (
     DECODED_TABLES,
+    REPLICA_ROW_GROUP_TABLES,
     RAW_TABLES,
     REPLICA_COLUMNS,
     WRITTEN_FILES,
@@ -156,7 +157,7 @@ def write_raw_tables(
             (staging / name).mkdir(exist_ok=True)
             if rows or not any(r["table"] == name for r in files):  # every table gets a file with its schema
                 _write_driver_table(staging / name / "part-driver.parquet", rows, RAW_TABLES[name],
-                                    per_replica=name in DECODED_TABLES)
+                                    per_replica=name in REPLICA_ROW_GROUP_TABLES)
             row_counts[name] = row_counts.get(name, 0) + len(rows)
         for name in DECODED_TABLES:
             if not any(r["table"] == name for r in files) and name not in driver_tables:

@@ -56,6 +56,7 @@ from txn_audit.ingest.tasks import FileTask, TableRows
 from txn_audit.ingest.text import decode_text_task
 from txn_audit.schemas import (
     DECODED_TABLES,
+    REPLICA_ROW_GROUP_TABLES,
     REPLICA_COLUMNS,
     WORKER_OUTPUTS,
     WRITTEN_FILES,
@@ -646,8 +647,11 @@ def write_partition(
                 replicas[name] = set()
             table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
             for replica, rows in replica_runs(table):  # a row group per replica: its statistics name it
-                writers[name].write_table(rows)
+                if name in REPLICA_ROW_GROUP_TABLES:
+                    writers[name].write_table(rows)
                 replicas[name].add(replica)
+            if name not in REPLICA_ROW_GROUP_TABLES:
+                writers[name].write_table(table)
             written[name] += table.num_rows
             out.clear_parts(name)
         out._seal("slice_summary")
