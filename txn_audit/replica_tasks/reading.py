@@ -352,7 +352,17 @@ def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
     """The rows of ``pieces`` (``pieces_in_order``), each read by ``read`` with an ``offset``
     column, in offset order (a lower side before a higher one at the same offset), as batches of
     at most ``chunk_rows``: a few row groups are held at a time, and only rows within one window
-    between two pieces' lowest offsets are sorted together."""
+    between two pieces' lowest offsets are sorted together. Pieces that cannot hold more than
+    ``chunk_rows`` rows (a side holds at most a row per offset of its range) are read and sorted
+    at once: a window costs a few Arrow calls however few its rows, and most replicas of a dump
+    of thousands of partitions are a few row groups of a few rows."""
+    if pieces and _at_most(pieces, chunk_rows):
+        parts = [rows for rows in map(read, sorted(pieces, key=lambda piece: piece.side)) if rows.num_rows]
+        if parts:  # by side, then log order: a stable sort by offset puts a lower side first at one offset
+            rows = pa.concat_tables(parts)
+            yield from rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))) \
+                .combine_chunks().to_batches(max_chunksize=chunk_rows)
+        return
     bounds = sorted({piece.low for piece in pieces})
     held: list[tuple[Piece, pa.Table]] = []  # read, with the rows of later windows
     ready: list[pa.Table] = []  # windows in order, not yet passed on
@@ -384,6 +394,13 @@ def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
             # windows are in order: a few together make batches large enough for their reader
             yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
             ready, ready_rows = [], 0
+
+
+def _at_most(pieces: Sequence[Piece], rows: int) -> bool:
+    """Whether ``pieces`` hold at most ``rows`` rows: a side's pieces hold at most one row per
+    offset between the lowest and the highest."""
+    span = max(piece.high for piece in pieces) - min(piece.low for piece in pieces) + 1
+    return span * len({piece.side for piece in pieces}) <= rows
 
 
 def replica_tables(item: Mapping[str, object], columns: list[str], *, where: ds.Expression | None = None,
