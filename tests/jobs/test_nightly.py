@@ -27,7 +27,7 @@ from txn_audit import warehouse as wh_module
 from txn_audit.api import scan_exit_code
 from txn_audit.severity import Severity
 from txn_audit.usage import ExitCode
-from txn_audit.errors import UsageError
+from txn_audit.errors import OutputError, UsageError
 from txn_audit.schemas import ALL_TABLES, FINDINGS
 from txn_audit.warehouse import (
     PARTITION_COLUMN, RUNS, audit_dates, partition_name, publish_run, resolve,
@@ -498,7 +498,7 @@ def test_a_failed_publish_leaves_whole_partitions(
         real(source, dest)
 
     monkeypatch.setattr(wh_module, "_link_or_copy", failing)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OutputError, match="no space left on device; the previous output is left as it was"):
         publish_run(None, scan, warehouse, AUDIT_DATE)
     assert {name: sorted(p.name for p in (warehouse / name / PART).iterdir()) for name in ALL_TABLES} == names
     assert _snapshot(warehouse) == before

@@ -104,7 +104,6 @@ def test_notebooks_are_stored_without_outputs() -> None:
     assert {p.name for p in NOTEBOOKS.glob("*.ipynb")} >= {"investigate_partition.ipynb", "nightly_trends.ipynb"}
 
 
-@pytest.mark.live
 def _drawn_outside_jupyter(browser: Any, nb: Any, tmp: Path) -> list[int]:
     """The notebook's figures as a page of their ``text/html`` outputs alone (as an HTML export
     shows them, without plotly's Jupyter renderer): the traces each figure drew in Chromium."""
@@ -125,6 +124,7 @@ def _drawn_outside_jupyter(browser: Any, nb: Any, tmp: Path) -> list[int]:
     return traces
 
 
+@pytest.mark.live
 def test_investigate_partition_default_target(tmp_path: Path, sample_scan: SampleScan, browser: Any) -> None:
     nb = _execute("investigate_partition.ipynb", tmp_path, scan_out=str(sample_scan.out))
     _check_clean(nb, min_figures=4)
