@@ -234,7 +234,7 @@ class _CountingFile(pq.ParquetFile):
 def test_a_tasks_planned_row_groups_of_a_file_are_read_together(tmp_path: Path) -> None:
     """``reading.ReadAhead``: a row group is read with the file's next planned ones up to
     ``rows`` rows, in one call; each read gives exactly that row group's rows, whether read ahead,
-    alone (not planned), or again after it was dropped to keep at most ``kept_rows``."""
+    alone (not planned), or again, alone, after it was dropped to keep at most ``kept_rows``."""
     from txn_audit.replica_tasks.reading import REPLICA_FILES_ITEM, ReadAhead, planned_groups
 
     path = tmp_path / "t.parquet"
@@ -263,7 +263,7 @@ def test_a_tasks_planned_row_groups_of_a_file_are_read_together(tmp_path: Path) 
     assert opened.reads == [[1, 2], [3, 4], [5, 7]]  # 2, read ahead first, was dropped for 7
     for index in (4, 7, 2):
         assert small.read(opened, uri, index, ["x"]).equals(alone.read_row_group(index, columns=["x"])), index
-    assert opened.reads == [[1, 2], [3, 4], [5, 7], [2, 3]]  # 4 and 7 were kept; 2 is read again
+    assert opened.reads == [[1, 2], [3, 4], [5, 7], [2]]  # 4 and 7 were kept; 2 is read again, alone
     small.clear()
     opened.reads = []
     assert small.read(opened, uri, 4, ["x"]).equals(alone.read_row_group(4, columns=["x"]))
