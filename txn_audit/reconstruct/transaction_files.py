@@ -186,7 +186,8 @@ class TransactionFile:
             "source": pa.repeat(pa.scalar(FROM_LOG), rows.num_rows),
         }
         columns = [added[f.name] if f.name in added else rows.column(f.name) for f in PARTITION_TRANSACTIONS]
-        return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(columns, PARTITION_TRANSACTIONS, strict=True)],
+        return pa.Table.from_arrays([c if c.type == f.type else c.cast(f.type)
+                                     for c, f in zip(columns, PARTITION_TRANSACTIONS, strict=True)],
                                     schema=PARTITION_TRANSACTIONS)
 
 

@@ -103,10 +103,12 @@ class TableFile:
         if not rows.num_rows:
             return
         self.rows += rows.num_rows
+        if not rows.schema.equals(self.schema):
+            rows = rows.cast(self.schema)
         if self.buffer_rows is None:
-            self._write(rows.cast(self.schema), row_group_size)
+            self._write(rows, row_group_size)
             return
-        self._held.append(rows.cast(self.schema))
+        self._held.append(rows)
         self._held_rows += rows.num_rows
         if self._held_rows >= self.buffer_rows:
             self._write_held()
