@@ -190,12 +190,19 @@ def test_an_output_folder_removed_while_written_is_exit_code_73(tmp_path: Path) 
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         code, stdout, stderr = _finish(run)
+    _refused(code, stderr, f"cannot write the output {out}: the folder {staging} was removed while it was written",
+             out, before)
+
+
+def _refused(code: int, stderr: str, told: str, out: Path, before: dict[str, str]) -> None:
+    """A scan into ``out`` refused by its storage: exit code 73, one line telling ``told`` and
+    that the previous output (``before``, ``_tree``) is whole, as it is, and nothing else beside it."""
     assert code == ExitCode.OUTPUT, stderr[-3000:]
     line = _error_line(stderr)
-    assert f"cannot write the output {out}: the folder {staging} was removed while it was written" in line, line
+    assert told in line, line
     assert line.endswith("the previous output is left as it was"), line
     assert _tree(out) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out"]
 
 
 @pytest.fixture
@@ -223,12 +230,7 @@ def test_a_full_disk_is_one_line_and_exit_code_73(small_disk: Path) -> None:
     assert code == ExitCode.OK, stderr[-3000:]
     before = _tree(out)
     code, stdout, stderr = _finish(_scan(str(HEALTHY), "--out", str(out)))
-    assert code == ExitCode.OUTPUT, stderr[-3000:]
-    line = _error_line(stderr)
-    assert f"cannot write the output {out}: no space left on device" in line, line
-    assert line.endswith("the previous output is left as it was"), line
-    assert _tree(out) == before
-    assert sorted(p.name for p in small_disk.iterdir()) == ["out"]
+    _refused(code, stderr, f"cannot write the output {out}: no space left on device", out, before)
     # the disk filled to the last byte: told before Spark starts
     with open(small_disk / "filler", "wb") as filler:
         try:

@@ -765,6 +765,13 @@ BLOCKED_GROUPS = (("blk-rc-all", "read_committed", None, False),
                   ("blk-rc-gone", "read_committed", None, True))
 
 
+
+def _left_open(topic: str, transactional_id: str, first: int, pid: dict[str, int], **extra: Any) -> dict[str, Any]:
+    """The ``open_transaction`` anomaly of a producer ``_killed_inside`` partition 0 of ``topic``."""
+    return {"type": "open_transaction", "topic": topic, "partition": 0, "transactional_id": transactional_id,
+            "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
+            "first_offset": first, "last_offset": pid["last_offset"], **extra}
+
 def blocked_consumers(cluster: Cluster) -> Outcome:
     """Consumer groups behind a transaction left open: a producer killed inside its transaction
     on blk-0 holds that partition's LSO while committed transactions pile up behind it; groups
@@ -790,9 +797,7 @@ def blocked_consumers(cluster: Cluster) -> Outcome:
         f"commit their position (commitSync): blk-ru (read_uncommitted) first at offset 2, then at the HW; "
         f"blk-rc-all (read_committed) up to the LSO; blk-rc-behind (read_committed) up to offset 4; blk-rc-gone "
         f"(read_committed) up to the LSO, then the group is deleted ({said})",
-        anomalies=[{"type": "open_transaction", "topic": "blk", "partition": 0, "transactional_id": "blk-open",
-                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
-                    "first_offset": first, "last_offset": pid["last_offset"]},
+        anomalies=[_left_open("blk", "blk-open", first, pid),
                    *({"type": "blocked_consumer", "group": e["group"], "topic": "blk", "partition": 0,
                       "committed_offset": e["offset"]}
                      for e in committed if e["isolation"] == "read_committed" and e["partition"] == 0
@@ -823,10 +828,7 @@ def delete_records_open(cluster: Cluster) -> Outcome:
         f"log start {before['log_start_offset']}; after: HW {after['high_watermark']}, LSO "
         f"{after['last_stable_offset']}, log start {after['log_start_offset']}); the retention check then removes "
         f"the segments wholly below it ({removed})",
-        anomalies=[{"type": "open_transaction", "topic": "dro", "partition": 0, "transactional_id": "dro-txn",
-                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
-                    "first_offset": first, "last_offset": pid["last_offset"],
-                    "log_start_offset": after["log_start_offset"]}],
+        anomalies=[_left_open("dro", "dro-txn", first, pid, log_start_offset=after["log_start_offset"])],
         notes={"deleted_before": delete_before, "offsets_before_delete": before, "offsets_after_delete": after},
     )
 
@@ -1095,9 +1097,7 @@ def tiered_storage(cluster: Cluster) -> Outcome:
         "rolled segments below the LSO and the local ones are deleted once copied "
         f"({said}); a read_committed consumer then reads ts from offset 0, from the remote store first ("
         + ", ".join(f"ts-{e['partition']}: {e['records']} records up to {e['position']}" for e in consumed) + ")",
-        anomalies=[{"type": "open_transaction", "topic": "ts", "partition": 0, "transactional_id": "ts-open",
-                    "producer_id": pid["producer_id"], "producer_epoch": pid["producer_epoch"],
-                    "first_offset": first, "last_offset": pid["last_offset"]}],
+        anomalies=[_left_open("ts", "ts-open", first, pid)],
         notes={"tiered_offsets_live": {str(p): o for p, o in sorted(state.items())}, "consumed": consumed},
     )
 

@@ -670,21 +670,36 @@ public final class TxnDriver {
         }
     }
 
-    private void consume() throws Exception {
-        String topic = str("topic", null);
+    /** A consumer at the command's isolation level (read_committed unless told), of the group (null: none), committing nothing by itself. */
+    private KafkaConsumer<String, String> newConsumer(String group) {
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        if (group != null) {
+            c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            c.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-client");
+        }
         c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, str("isolation", "read_committed"));
         c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (org.apache.kafka.common.PartitionInfo info : consumer.partitionsFor(topic)) {
-                tps.add(new TopicPartition(topic, info.partition()));
-            }
-            consumer.assign(tps);
-            consumer.seekToBeginning(tps);
+        return new KafkaConsumer<>(c);
+    }
+
+    /** Every partition of the topic assigned to the consumer, each read from its beginning. */
+    private static List<TopicPartition> assignedFromStart(KafkaConsumer<String, String> consumer, String topic) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (org.apache.kafka.common.PartitionInfo info : consumer.partitionsFor(topic)) {
+            tps.add(new TopicPartition(topic, info.partition()));
+        }
+        consumer.assign(tps);
+        consumer.seekToBeginning(tps);
+        return tps;
+    }
+
+    private void consume() throws Exception {
+        String topic = str("topic", null);
+        try (KafkaConsumer<String, String> consumer = newConsumer(null)) {
+            List<TopicPartition> tps = assignedFromStart(consumer, topic);
             Map<TopicPartition, Long> end = consumer.endOffsets(tps);
             Map<TopicPartition, Integer> read = new HashMap<>();
             long deadline = System.currentTimeMillis() + 60_000;
@@ -711,21 +726,8 @@ public final class TxnDriver {
         String topic = str("topic", null);
         String group = str("group", null);
         long stopAt = Long.parseLong(str("stop_at", Long.toString(Long.MAX_VALUE)));
-        Properties c = new Properties();
-        c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        c.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-client");
-        c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, str("isolation", "read_committed"));
-        c.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        c.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
-            List<TopicPartition> tps = new ArrayList<>();
-            for (org.apache.kafka.common.PartitionInfo info : consumer.partitionsFor(topic)) {
-                tps.add(new TopicPartition(topic, info.partition()));
-            }
-            consumer.assign(tps);
-            consumer.seekToBeginning(tps);
+        try (KafkaConsumer<String, String> consumer = newConsumer(group)) {
+            List<TopicPartition> tps = assignedFromStart(consumer, topic);
             // the end this consumer's isolation level sees: the LSO for read_committed
             Map<TopicPartition, Long> end = consumer.endOffsets(tps);
             Map<TopicPartition, Long> target = new HashMap<>();
