@@ -427,14 +427,15 @@ def replica_tables(item: Mapping[str, object], columns: list[str], *, where: ds.
     as dictionary arrays."""
     wanted = None if schema is None else pa.schema([schema.field(name) for name in columns
                                                     if name not in dictionaries])
+    types = {} if wanted is None else {f.name: f.type for f in wanted}
     with ParquetFiles(dictionaries) as files:
         for group in item_list(item, "groups"):
             if (low is not None and group["high"] is not None and group["high"] < low) or \
                     (high is not None and group["low"] is not None and group["low"] >= high):
                 continue
             table = files.read(group["uri"], group["index"], columns)
-            if wanted is not None:
-                table = table.cast(pa.schema([f.with_type(wanted.field(f.name).type) if f.name in wanted.names else f
+            if wanted is not None and any(f.name in types and f.type != types[f.name] for f in table.schema):
+                table = table.cast(pa.schema([f.with_type(types[f.name]) if f.name in types else f
                                               for f in table.schema]))
             if where is not None:
                 table = table.filter(where)
