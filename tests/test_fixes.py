@@ -43,7 +43,7 @@ def _finding(kind: str, topic: str, partition: int, **extra: Any) -> Finding:
     row: dict[str, Any] = {
         "kind": kind, "severity": "critical", "topic": topic, "partition": partition, "broker_id": None,
         "producer_id": 7, "producer_epoch": 2, "transactional_id": "orders app", "first_offset": 85,
-        "last_offset": None, "first_timestamp_ms": None, "last_timestamp_ms": None, "evidence": f"{kind} evidence",
+        "last_offset": None, "first_timestamp": None, "last_timestamp": None, "evidence": f"{kind} evidence",
         "remediation": None, "remediation_pre_3_0": None, "file": None,
     }
     return Finding.from_row(row | extra)

@@ -81,7 +81,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"formats"}),
     frozenset({"usage", "audit_time"}),
     frozenset({"schemas", "results"}),
-    frozenset({"manifest"}),
+    frozenset({"manifest", "migrate"}),
     frozenset({"ledger"}),
     frozenset({"ingest", "sample", "tables", "replica_tasks"}),
     frozenset({"reconstruct", "stores"}),

@@ -11,10 +11,17 @@ import pytest
 
 from txn_audit.errors import UsageError
 from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus, ReplicaStatus
-from txn_audit.schemas import BLOCKED_CONSUMERS, FINDINGS, INCIDENTS, PARTITION_STABILITY, REPLICA_STABILITY
+from txn_audit.schemas import (
+    BLOCKED_CONSUMERS,
+    FINDINGS,
+    INCIDENTS,
+    PARTITION_STABILITY,
+    REPLICA_STABILITY,
+    TIMESTAMP,
+)
 from txn_audit.severity import SEVERITIES, Severity
 
-PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): bool,
+PYTHON_TYPES = {pa.string(): str, pa.int32(): int, pa.int64(): int, pa.bool_(): bool, TIMESTAMP: int,  # epoch ms
                 pa.list_(pa.string()): tuple[str, ...]}
 
 

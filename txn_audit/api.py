@@ -12,7 +12,7 @@ import os
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -58,9 +58,13 @@ __all__ = [
     "scan_exit_code", "verdict", "newest_timestamp",
 ]
 
+#: the JSON's names of the findings' and incidents' columns the tables renamed when their times
+#: became timestamps: the JSON keeps its keys (never renamed), each instant its epoch ms integer
+JSON_FINDING_NAMES = {"first_timestamp": "first_timestamp_ms", "last_timestamp": "last_timestamp_ms"}
+JSON_INCIDENT_NAMES = {"held_since_timestamp": "held_since_ms"}
 JSON_FINDING_KEYS = (
     "kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id", "first_offset",
-    "last_offset", "first_timestamp_ms", "last_timestamp_ms", "evidence", "remediation", "incident_id",
+    "last_offset", "first_timestamp", "last_timestamp", "evidence", "remediation", "incident_id",
 )
 #: an incident's keys in the JSON: every column of the ``incidents`` table
 JSON_INCIDENT_KEYS = tuple(f.name for f in dataclasses.fields(Incident))
@@ -241,22 +245,24 @@ class ScanResult:
             # the copies of the partitions the dump holds several of, each audited on its own data
             "replicas": [_pick(r, JSON_REPLICA_KEYS) for r in self.replicas if (r.topic, r.partition) in several],
             # commands filled, in the form of the dump's brokers (txn_audit.fixes)
-            "incidents": [fixes_json(by_incident.get(i.incident_id), _pick(i, JSON_INCIDENT_KEYS)
+            "incidents": [fixes_json(by_incident.get(i.incident_id), _pick(i, JSON_INCIDENT_KEYS, JSON_INCIDENT_NAMES)
                                      | {"remediation": connection.fill_text(i.remediation)}) for i in self.incidents],
             "blocked_consumers": [_pick(b, JSON_BLOCKED_KEYS) for b in self.blocked_consumers],
-            "findings": [_pick(f, JSON_FINDING_KEYS) | {"remediation": connection.fill_text(f.remediation)}
-                         for f in self.findings],
+            "findings": [_pick(f, JSON_FINDING_KEYS, JSON_FINDING_NAMES)
+                         | {"remediation": connection.fill_text(f.remediation)} for f in self.findings],
             "summary": self.summary(),
         }
 
 
 def _pick(row: Finding | Incident | PartitionStatus | ReplicaStatus | BlockedConsumer,
-          keys: tuple[str, ...]) -> dict[str, Any]:
+          keys: tuple[str, ...], names: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``keys`` of ``row``, each under its JSON name (``names``: those that differ from the column's)."""
+    names = names or {}
     # a severity goes out as its plain string, a tuple as a list
     def plain(value: Any) -> Any:
         return value.value if isinstance(value, Severity) else list(value) if isinstance(value, tuple) else value
 
-    return {k: plain(getattr(row, k)) for k in keys}
+    return {names.get(k, k): plain(getattr(row, k)) for k in keys}
 
 
 def verdict(result: ScanResult, min_severity: Severity) -> str:

@@ -29,6 +29,7 @@ import pyarrow.dataset as ds
 
 from txn_audit import warehouse as wh
 from txn_audit.errors import UsageError
+from txn_audit.migrate import SCHEMA_VERSION, migrate
 from txn_audit.report import figures
 from txn_audit.schemas import ALL_TABLES
 from txn_audit.severity import MOST_SEVERE_FIRST
@@ -42,6 +43,7 @@ __all__ = [
     "batches_figure",
     "choose_target",
     "describe_history",
+    "epoch_ms",
     "findings_by_date",
     "findings_trend_figure",
     "load_history",
@@ -111,8 +113,18 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def rows(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """A frame as plain rows, missing values as ``None`` (what the figure builders take)."""
+    """A frame as plain rows, missing values as ``None``, instants as epoch ms (``epoch_ms``): what
+    the figure builders take."""
+    df = df.assign(**{name: epoch_ms(df[name]) for name in df.columns
+                      if isinstance(df[name].dtype, pd.DatetimeTZDtype)})
     return [{k: (None if _missing(v) else v) for k, v in record.items()} for record in df.to_dict("records")]
+
+
+def epoch_ms(column: pd.Series) -> pd.Series:
+    """A ``TIMESTAMP`` column as pandas reads it (``datetime64[ms, UTC]``) as epoch milliseconds
+    (nullable ``Int64``, missing where the time is): the integers Kafka writes."""
+    values = pa.Array.from_pandas(column).cast(pa.int64()).to_pandas(types_mapper=_NULLABLE.get)
+    return pd.Series(values.array, index=column.index, name=column.name)
 
 
 def _missing(value: Any) -> bool:
@@ -378,13 +390,13 @@ def batches_figure(view: PartitionView) -> go.Figure | None:
     fig = go.Figure()
     for transactional, subset in view.batches.groupby("is_transactional", sort=False):
         fig.add_scatter(name="transactional batch" if transactional else "non-transactional batch", mode="markers",
-                        x=list(subset["base_offset"]), y=pd.to_datetime(subset["first_timestamp"], unit="ms"),
+                        x=list(subset["base_offset"]), y=list(subset["first_timestamp"]),
                         hovertext=[f"producer {p} epoch {e}, offsets {b}-{last}, {n} records" for p, e, b, last, n in
                                    zip(subset["producer_id"], subset["producer_epoch"], subset["base_offset"],
                                        subset["last_offset"], subset["record_count"], strict=True)])
     for marker_type, subset in view.markers.groupby("marker_type", sort=True):
         fig.add_scatter(name=f"{marker_type} marker", mode="markers", x=list(subset["offset"]),
-                        y=pd.to_datetime(subset["timestamp"], unit="ms"),
+                        y=list(subset["timestamp"]),
                         marker={"symbol": "diamond", "size": 10,
                                 "color": figures.OUTCOME_COLOURS.get(str(marker_type), "#333")},
                         hovertext=[f"producer {p} epoch {e}" for p, e in
@@ -412,7 +424,10 @@ def _parquet_files(folder: Path) -> list[Path]:
 
 def load_history(warehouse: str | Path) -> dict[str, pd.DataFrame]:
     """Every table of the warehouse with an ``audit_date`` column, plus ``runs``: one row per
-    audit date from its ``summary.json`` (verdict, finding counts, audit time).
+    audit date from its ``summary.json`` (verdict, finding counts, audit time). Every date's
+    tables have the current schemas (``schemas.ALL_TABLES``): a date written with an earlier
+    version (its run manifest says which, ``warehouse.schema_version``) is migrated as it is read
+    (``txn_audit.migrate``): its renamed columns under their names, its times as timestamps.
 
     Only dates whose run is complete are read; hidden folders (a publish under way) are ignored.
     """
@@ -424,17 +439,20 @@ def load_history(warehouse: str | Path) -> dict[str, pd.DataFrame]:
         raise UsageError(f"{root} is not a txn-audit warehouse: no {wh.RUNS}/{wh.PARTITION_COLUMN}=YYYY-MM-DD/ "
                          "folder (the nightly job writes them)")
     date_field = pa.field(wh.PARTITION_COLUMN, pa.date32())
-    partitioning = ds.partitioning(pa.schema([date_field]), flavor="hive")
+    versions = {d: wh.schema_version(root, d) for d in dates}
     history: dict[str, pd.DataFrame] = {}
     for name, schema in ALL_TABLES.items():
-        files = [str(f) for d in dates for f in _parquet_files(root / name / wh.partition_name(d))]
+        parts = []
+        for d in dates:
+            files = [str(f) for f in _parquet_files(root / name / wh.partition_name(d))]
+            if not files:
+                continue
+            # a date of the current schemas read with them; an older one as written, then migrated
+            written = ds.dataset(files, format="parquet", schema=schema if versions[d] == SCHEMA_VERSION else None)
+            table = migrate(name, written.to_table(), versions[d])
+            parts.append(table.append_column(date_field, pa.array([d] * table.num_rows, pa.date32())))
         full = schema.append(date_field)
-        if files:
-            dataset = ds.dataset(files, schema=full, format="parquet", partitioning=partitioning,
-                                 partition_base_dir=str(root / name))
-            frame = _to_pandas(dataset.to_table())
-        else:
-            frame = _to_pandas(full.empty_table())
+        frame = _to_pandas(pa.concat_tables(parts) if parts else full.empty_table())
         frame[wh.PARTITION_COLUMN] = pd.to_datetime(frame[wh.PARTITION_COLUMN])
         history[name] = frame.sort_values(wh.PARTITION_COLUMN, kind="stable").reset_index(drop=True)
     history[wh.RUNS] = _runs(root, dates)

@@ -294,7 +294,7 @@ def _range(group: pq.RowGroupMetaData, column: int, *, nulls: bool = False) -> t
     stats = group.column(column).statistics
     if stats is None or not stats.has_min_max or not stats.has_null_count or (stats.null_count and not nulls):
         return None
-    return int(stats.min), int(stats.max)
+    return int(stats.min_raw), int(stats.max_raw)
 
 
 _UNKNOWN = object()
@@ -310,7 +310,7 @@ def _extreme(group: pq.RowGroupMetaData, column: int, highest: bool) -> object:
         return None
     if not stats.has_min_max:
         return _UNKNOWN
-    return int(stats.max if highest else stats.min)
+    return int(stats.max_raw if highest else stats.min_raw)  # raw: a TIMESTAMP's epoch ms too
 
 
 def _newest(group: pq.RowGroupMetaData, column: int) -> int | None:

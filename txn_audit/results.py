@@ -51,8 +51,8 @@ class Finding(_Row):
     transactional_id: str | None
     first_offset: int | None
     last_offset: int | None
-    first_timestamp_ms: int | None
-    last_timestamp_ms: int | None
+    first_timestamp: int | None
+    last_timestamp: int | None
     evidence: str
     remediation: str | None
     remediation_pre_3_0: str | None
@@ -193,7 +193,7 @@ class Incident(_Row):
     consequences: tuple[str, ...]
     findings: int
     held_records: int
-    held_since_ms: int | None
+    held_since_timestamp: int | None
     summary: str
     remediation: str
     #: the remediation's commands, one each, to be run as they are (copied whole from a log);

@@ -344,9 +344,9 @@ def _read_work_findings(path: Path) -> list[Finding]:
     """The rules' findings, read with pyarrow from their working table."""
     import pyarrow.dataset as ds
 
-    from txn_audit.schemas import FINDINGS
+    from txn_audit.schemas import FINDINGS, in_ms
 
-    rows = ds.dataset(str(path), format="parquet", schema=FINDINGS).to_table().to_pylist()
+    rows = ds.dataset(str(path), format="parquet", schema=in_ms(FINDINGS)).to_table().to_pylist()
     return [Finding.from_row(row) for row in rows]
 
 

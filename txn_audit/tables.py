@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from txn_audit.manifest import Manifest, TableManifest
-from txn_audit.schemas import ALL_TABLES, RAW_TABLES, spark_schema
+from txn_audit.schemas import ALL_TABLES, RAW_TABLES, in_ms, read_frame, spark_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,8 +42,9 @@ class RawTables:
 
 
 def load_table(spark: SparkSession, tables_dir: str | Path, name: str) -> DataFrame:
-    """One table as a DataFrame with the schema of ``txn_audit.schemas`` (not the inferred one)."""
-    return spark.read.schema(spark_schema(ALL_TABLES[name])).parquet(str(Path(tables_dir) / name))
+    """One table as a DataFrame with the schema of ``txn_audit.schemas`` (not the inferred one), its
+    instants as epoch ms (``schemas.read_frame``)."""
+    return read_frame(spark, ALL_TABLES[name], str(Path(tables_dir) / name))
 
 
 def load_tables(spark: SparkSession, tables_dir: str | Path, names: Iterable[str]) -> dict[str, DataFrame]:
@@ -77,11 +78,12 @@ def rows_on_partitions(values: Mapping[tuple[str, int], Iterable[int]], column: 
 
 def read_arrow_table(tables_dir: str | Path, name: str, where: pc.Expression | None = None) -> pa.Table:
     """A small table, or the few rows of one that meet ``where``, read on the driver with pyarrow,
-    with its declared schema (no Spark job); Parquet answers ``where`` from its row groups'
-    statistics first."""
+    with its declared schema, instants as epoch ms (``schemas.in_ms``; no Spark job); Parquet
+    answers ``where`` from its row groups' statistics first."""
     import pyarrow.dataset as ds
 
-    return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=ALL_TABLES[name]).to_table(filter=where)
+    return ds.dataset(str(Path(tables_dir) / name), format="parquet", schema=in_ms(ALL_TABLES[name])).to_table(
+        filter=where)
 
 
 def arrow_frame(spark: SparkSession, rows: pa.Table) -> DataFrame:

@@ -6,6 +6,10 @@ both read ``audit_date`` as a column; the Parquet files themselves do not hold i
     <warehouse>/<table>/audit_date=YYYY-MM-DD/part-00000.parquet ...
     <warehouse>/runs/audit_date=YYYY-MM-DD/summary.json, report.html, quality/, run.json
 
+A date's ``run.json`` records the version of the schemas its tables were written with
+(``schema_version``; none: version 1); readers of earlier dates bring them to the current
+schemas with ``txn_audit.migrate`` (``explore.load_history``).
+
 Publishing a date replaces each of its partition folders in one step (built in a hidden
 sibling, then swapped in), so readers see the old partition or the new one, never a mix; a
 rerun of the same date leaves one copy, and other dates are never touched. The run folder is
@@ -33,6 +37,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.parquet as pq
 
 from txn_audit.errors import UsageError
+from txn_audit.migrate import SCHEMA_VERSION, manifest_version
 from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.schemas import ALL_TABLES
 
@@ -151,11 +156,30 @@ def publish_run(spark: SparkSession | None, scan_out: Path, warehouse: str | Pat
         for folder in RUN_FOLDERS:
             if (source / folder).is_dir():
                 link_tree(source / folder, stage / folder)
-        write_json_atomic(stage / RUN_MANIFEST, {"audit_date": audit_date.isoformat(), "row_counts": row_counts})
+        write_json_atomic(stage / RUN_MANIFEST, run_manifest(audit_date, row_counts))
     if spark is not None:
         for name in ALL_TABLES:
             spark.catalog.refreshByPath(str(root / name))
     return PublishedRun(audit_date=audit_date, warehouse=root, tables=tables, row_counts=row_counts, run_dir=run_dir)
+
+
+def run_manifest(audit_date: date, row_counts: dict[str, int]) -> dict[str, Any]:
+    """A date's run manifest (``runs/audit_date=D/run.json``): its date, each table's rows and the
+    version of the schemas its tables were written with (``migrate.SCHEMA_VERSION``)."""
+    return {"audit_date": audit_date.isoformat(), "row_counts": row_counts, "schema_version": SCHEMA_VERSION}
+
+
+def schema_version(warehouse: str | Path, audit_date: date) -> int:
+    """The schema version of ``audit_date``'s tables in the local ``warehouse``, from its run
+    manifest (``migrate.manifest_version``: 1 when it records none, as before versions were)."""
+    import json
+
+    path = resolve(warehouse) / RUNS / partition_name(audit_date) / RUN_MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 1
+    return manifest_version(manifest) if isinstance(manifest, dict) else 1
 
 
 def _publish_to_store(source: Path, warehouse: str, audit_date: date, run: str | None) -> PublishedRun:
@@ -188,7 +212,7 @@ def _publish_to_store(source: Path, warehouse: str, audit_date: date, run: str |
             if (source / folder).is_dir():
                 link_tree(source / folder, run_dir / folder)
         uris = stores.publish_date(store, tables, run_dir, audit_date,
-                                   {"audit_date": audit_date.isoformat(), "row_counts": row_counts}, run)
+                                   run_manifest(audit_date, row_counts), run)
     return PublishedRun(audit_date=audit_date, warehouse=store.display,
                         tables={name: uris[name] for name in ALL_TABLES}, row_counts=row_counts,
                         run_dir=uris["runs"])

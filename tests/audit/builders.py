@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from txn_audit.manifest import describe_tables
-from txn_audit.schemas import RAW_TABLES, replicas_metadata, row_replicas
+from txn_audit.schemas import RAW_TABLES, declared, in_ms, read_ms, replicas_metadata, row_replicas
 from txn_audit.tables import load_raw_tables
 
 
@@ -43,7 +43,7 @@ class RawBuilder:
             "base_offset": base, "last_offset": base + count - 1, "magic": 2, "codec": "none",
             "timestamp_type": "CreateTime", "is_transactional": txn, "is_control": False, "producer_id": pid,
             "producer_epoch": epoch, "base_sequence": seq, "last_sequence": seq + count - 1 if seq >= 0 else -1,
-            "record_count": count, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_ms": -1,
+            "record_count": count, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_timestamp": -1,
             "partition_leader_epoch": 0, "stored_crc": 1, "computed_crc": 1, "crc_ok": True, "size_bytes": 100,
             "file": f"ld/{topic}-{partition}/00000000000000000000.log",
         })
@@ -65,7 +65,7 @@ class RawBuilder:
             **common, "segment_base_offset": 0, "position": offset * 100, "base_offset": offset,
             "last_offset": offset, "magic": 2, "codec": "none", "timestamp_type": "CreateTime",
             "is_transactional": True, "is_control": True, "base_sequence": -1, "last_sequence": -1,
-            "record_count": 1, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_ms": -1,
+            "record_count": 1, "first_timestamp": ts, "max_timestamp": ts, "delete_horizon_timestamp": -1,
             "partition_leader_epoch": 0, "stored_crc": 1, "computed_crc": 1, "crc_ok": True, "size_bytes": 78,
             "file": file,
         })
@@ -128,15 +128,16 @@ class RawBuilder:
     def find_hanging(self, file: str, *, run_at: int | None, timeout_min: int | None,
                      rows: list[tuple[str, int, int, int, int, int]] = ()) -> None:  # type: ignore[assignment]
         """A find-hanging output: rows of (topic, partition, pid, epoch, start offset, last timestamp)."""
-        base = {"file": file, "tool": "find-hanging", "run_at_ms": run_at, "broker_id": 1,
-                "max_transaction_timeout_min": timeout_min, "command": "kafka-transactions.sh find-hanging"}
+        base = {"file": file, "tool": "find-hanging", "run_timestamp": run_at, "broker_id": 1,
+                "max_transaction_timeout_ms": None if timeout_min is None else timeout_min * 60_000,
+                "command": "kafka-transactions.sh find-hanging"}
         if not rows:
             self.rows["reported_transactions"].append(dict(base))
         for n, (topic, partition, pid, epoch, start, last) in enumerate(rows, 2):
             self.rows["reported_transactions"].append({
                 **base, "line": n, "topic": topic, "partition": partition, "producer_id": pid, "producer_epoch": epoch,
                 "coordinator_epoch": -1, "start_offset": start, "last_timestamp": last,
-                "duration_min": None if run_at is None else (run_at - last) // 60_000,
+                "duration_ms": None if run_at is None else (run_at - last) // 60_000 * 60_000,
             })
 
     def arrow_tables(self) -> dict[str, pa.Table]:
@@ -151,10 +152,13 @@ class RawBuilder:
                 "clean_shutdown": True,
             })
         self.rows["partition_offsets"] = offsets
-        return {name: pa.Table.from_pylist(rows, schema=RAW_TABLES[name]) for name, rows in self.rows.items()}
+        # typed as ingest writes them: instants from epoch ms, -1 null
+        return {name: declared(pa.Table.from_pylist(rows, schema=in_ms(RAW_TABLES[name])), RAW_TABLES[name])
+                for name, rows in self.rows.items()}
 
     def tables(self, spark: Any) -> dict[str, Any]:
-        return {name: spark.createDataFrame(table) for name, table in self.arrow_tables().items()}
+        """The tables as frames, instants as epoch ms, as the scan reads them (``tables.load_table``)."""
+        return {name: spark.createDataFrame(read_ms(table)) for name, table in self.arrow_tables().items()}
 
     def write(self, folder: Path) -> None:
         """The tables as ingest writes them: a Parquet file each, a row group per replica's run,

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from txn_audit.detect.decode_issues import BATCH_COLUMNS, decode_issue_findings, text_files
-from txn_audit.schemas import BATCHES, DECODE_ISSUES, FINDINGS, SEGMENTS
+from txn_audit.schemas import BATCHES, DECODE_ISSUES, FINDINGS, SEGMENTS, in_ms
 
 LOG = "broker-1/orders-0/00000000000000000000.log"
 
@@ -26,10 +26,10 @@ def batch(position: int, base: int, last: int, *, file: str = LOG) -> dict[str, 
 
 def findings(issues: list[dict[str, Any]], batches: list[dict[str, Any]],
              texts: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    batch_schema = pa.schema([BATCHES.field(name) for name in BATCH_COLUMNS])
+    batch_schema = pa.schema([in_ms(BATCHES).field(name) for name in BATCH_COLUMNS])  # as read: epoch ms
     table = decode_issue_findings(pa.Table.from_pylist(issues, schema=DECODE_ISSUES),
                                   pa.Table.from_pylist(batches, schema=batch_schema), texts)
-    assert table.schema == FINDINGS
+    assert table.schema == in_ms(FINDINGS)  # epoch ms until written
     rows: list[dict[str, Any]] = table.to_pylist()
     return rows
 
@@ -40,7 +40,7 @@ def test_each_issue_kind_gives_its_finding_on_its_batch() -> None:
                       issue("unrecognised_file", None, severity="info")], batches)
     corrupt, torn, zeros, unknown = found
     assert (corrupt["kind"], corrupt["severity"]) == ("corrupt_batch", "critical")
-    assert (corrupt["first_offset"], corrupt["last_offset"], corrupt["first_timestamp_ms"]) == (5, 9, 1005)
+    assert (corrupt["first_offset"], corrupt["last_offset"], corrupt["first_timestamp"]) == (5, 9, 1005)
     assert corrupt["evidence"] == f"{LOG} at byte 120: crc_mismatch: what went wrong"
     assert (corrupt["topic"], corrupt["partition"], corrupt["broker_id"], corrupt["file"]) == ("orders", 0, 1, LOG)
     assert (torn["kind"], torn["severity"], torn["first_offset"], torn["last_offset"]) == (

@@ -47,7 +47,7 @@ def test_a_resent_commit_after_a_decided_commit_changed_nothing_and_is_info() ->
     (found,) = classify(at(txn(2, 4, "COMMIT", 0)), first, None)
     assert (found["kind"], found["severity"]) == ("duplicate_marker", "info")
     assert (found["first_offset"], found["last_offset"], found["producer_epoch"]) == (4, 4, 0)
-    assert (found["first_timestamp_ms"], found["last_timestamp_ms"]) == (T0 + 3, T0 + 4)
+    assert (found["first_timestamp"], found["last_timestamp"]) == (T0 + 3, T0 + 4)
     assert (found["topic"], found["partition"], found["broker_id"], found["producer_id"],
             found["transactional_id"]) == ("orders", 0, 1, PID, "app")
     assert found["evidence"] == (
@@ -137,7 +137,7 @@ def test_a_repeat_that_ended_the_next_transaction_with_the_same_outcome_is_a_war
     (found,) = classify(at(txn(3, 7, "COMMIT", 6), prepare(log_offset=44), tv2=True), repeat, first)
     assert (found["severity"], found["producer_epoch"]) == ("warning", 5)
     assert (found["first_offset"], found["last_offset"]) == (6, 7)
-    assert (found["first_timestamp_ms"], found["last_timestamp_ms"]) == (T0 + 3, T0 + 7)
+    assert (found["first_timestamp"], found["last_timestamp"]) == (T0 + 3, T0 + 7)
     assert found["evidence"] == (
         "COMMIT marker at offset 6 of orders-0 repeats the COMMIT marker at offset 3 (producer 7, epoch 5), but the "
         "producer's next transaction was open here: the repeat ended its records at offsets 4-5 as committed before "

@@ -44,9 +44,9 @@ def _repeats(txns: list[dict[str, Any]], answers: list[dict[str, Any]], tv: int 
     from txn_audit.detect.duplicate_marker_rules import (BARE_MARKERS, answered_by, chain_rows,
                                                          duplicate_marker_findings)
     from txn_audit.reconstruct import FOLLOW_FIELDS
-    from txn_audit.schemas import FINDINGS, PARTITION_TRANSACTIONS, PRODUCER_IDS
+    from txn_audit.schemas import FINDINGS, PARTITION_TRANSACTIONS, PRODUCER_IDS, in_ms
 
-    ptx = pa.Table.from_pylist(txns, schema=pa.schema([PARTITION_TRANSACTIONS.field(name) for name in txns[0]]))
+    ptx = pa.Table.from_pylist(txns, schema=pa.schema([in_ms(PARTITION_TRANSACTIONS).field(name) for name in txns[0]]))
     follows = pa.Table.from_pylist(answers, schema=pa.schema([FOLLOW_FIELDS.field(name) for name in _answer(0)]))
     ids = pa.Table.from_pylist([{"producer_id": PID, "transaction_version": tv}],
                                schema=pa.schema([PRODUCER_IDS.field("producer_id"),
@@ -57,7 +57,7 @@ def _repeats(txns: list[dict[str, Any]], answers: list[dict[str, Any]], tv: int 
     answered = answered_by(rows)
     assert answered is not None
     found = duplicate_marker_findings(rows, follows.filter(answered), ids)
-    assert found.schema == FINDINGS
+    assert found.schema == in_ms(FINDINGS)  # epoch ms until written
     return sorted(found.to_pylist(), key=lambda r: r["first_offset"])
 
 

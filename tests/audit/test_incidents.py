@@ -19,8 +19,8 @@ def finding(kind: str, severity: str, topic: str | None, partition: int | None, 
     row: dict[str, Any] = {
         "kind": kind, "severity": severity, "topic": topic, "partition": partition, "broker_id": None,
         "producer_id": producer_id, "producer_epoch": 0 if producer_id is not None else None,
-        "transactional_id": None, "first_offset": first_offset, "last_offset": None, "first_timestamp_ms": None,
-        "last_timestamp_ms": None, "evidence": f"{kind} evidence", "remediation": None, "remediation_pre_3_0": None,
+        "transactional_id": None, "first_offset": first_offset, "last_offset": None, "first_timestamp": None,
+        "last_timestamp": None, "evidence": f"{kind} evidence", "remediation": None, "remediation_pre_3_0": None,
         "file": None,
     }
     return Finding.from_row(row | extra)
@@ -78,7 +78,7 @@ def test_a_compacted_coordinator_log_cannot_prove_a_partition_was_never_listed()
 
 def test_each_late_batch_is_one_incident_with_what_it_caused() -> None:
     """late-arrival: on late-0 the next transaction absorbed the late batch, on late-1 it hangs."""
-    late = {"first_timestamp_ms": 5_000, "last_timestamp_ms": 8_000}  # created 3 s before the marker
+    late = {"first_timestamp": 5_000, "last_timestamp": 8_000}  # created 3 s before the marker
     findings = [
         hanging("late", 1, 0, 4),
         finding("late_arrival", "warning", "late", 0, 0, 4, **late),
@@ -100,10 +100,10 @@ def test_each_late_batch_is_one_incident_with_what_it_caused() -> None:
 def test_a_write_created_after_its_epoch_was_fenced_is_a_zombie_not_a_late_arrival() -> None:
     """One stray batch with an old epoch: five findings, one cause."""
     def five(created: int) -> list[Finding]:
-        at = {"first_timestamp_ms": created, "last_timestamp_ms": 10_000}
+        at = {"first_timestamp": created, "last_timestamp": 10_000}
         return [
             hanging("orders", 1, 7, 50),
-            finding("zombie_write", "critical", "orders", 1, 7, 50, first_timestamp_ms=created),
+            finding("zombie_write", "critical", "orders", 1, 7, 50, first_timestamp=created),
             finding("late_arrival", "warning", "orders", 1, 7, 50, **at),
             stuck("orders", 1, 7, 50),
             finding("invariant_violation", "critical", "orders", 1, 7, 50),

@@ -30,7 +30,7 @@ from txn_audit.reconstruct.pass_files import (
     sorted_pass_input,
 )
 from txn_audit.ingest.worker import replica_runs
-from txn_audit.schemas import RAW_TABLES, replicas_metadata, row_replicas
+from txn_audit.schemas import RAW_TABLES, declared, in_ms, replicas_metadata, row_replicas
 
 LEADER_DIR, FOLLOWER_DIR = "broker-1", "broker-2"
 
@@ -49,7 +49,7 @@ def _raw(row: dict[str, Any], broker: int, log_dir: str) -> tuple[str, dict[str,
         "timestamp_type": "CreateTime", "is_transactional": row["is_transactional"], "is_control": False,
         "base_sequence": row["base_sequence"], "last_sequence": row["last_sequence"] or -1,
         "record_count": row["record_count"], "first_timestamp": row["first_timestamp"],
-        "max_timestamp": row["max_timestamp"], "delete_horizon_ms": -1, "partition_leader_epoch": 0,
+        "max_timestamp": row["max_timestamp"], "delete_horizon_timestamp": -1, "partition_leader_epoch": 0,
         "stored_crc": 0, "computed_crc": 0, "crc_ok": True, "size_bytes": row["size_bytes"]}
 
 
@@ -79,7 +79,7 @@ def _write(folder: Path, tables: dict[str, list[dict[str, Any]]], seed: int) -> 
         shuffled = rng.sample(rows, len(rows))
         uris[name] = []
         for part in range(3):
-            table = pa.Table.from_pylist(shuffled[part::3], schema=RAW_TABLES[name])
+            table = declared(pa.Table.from_pylist(shuffled[part::3], schema=in_ms(RAW_TABLES[name])), RAW_TABLES[name])
             path = folder / name / f"part-{part}.parquet"
             pq.write_table(table.replace_schema_metadata(replicas_metadata(row_replicas(table))), path,
                            row_group_size=16)
@@ -88,9 +88,9 @@ def _write(folder: Path, tables: dict[str, list[dict[str, Any]]], seed: int) -> 
 
 
 def _expected(tables: dict[str, list[dict[str, Any]]], broker: int) -> list[dict[str, Any]]:
-    """The pass over one broker's rows, sorted in memory, as one stream."""
+    """The pass over one broker's rows, sorted in memory, as one stream (times in epoch ms, as read)."""
     parts = [pass_input(pa.Table.from_pylist([r for r in tables[name] if r["broker_id"] == broker],
-                                             schema=RAW_TABLES[name]), side)
+                                             schema=in_ms(RAW_TABLES[name])), side)
              for name, side in (("batches", DATA), ("control_markers", MARKER))]
     rows = pa.concat_tables(parts).sort_by([(k, "ascending") for k in ("topic", "partition", "producer_id", "offset")])
     return _outputs(transaction_pass(rows.to_batches(max_chunksize=10), late_tolerance_ms=TOLERANCE_MS,
@@ -156,7 +156,7 @@ def _write_in_log_order(folder: Path, tables: dict[str, list[dict[str, Any]]]) -
     for name, rows in tables.items():
         offset = "base_offset" if name == "batches" else "offset"
         ordered = sorted(rows, key=lambda r: (r["broker_id"], r["topic"], r["partition"], r[offset]))
-        table = pa.Table.from_pylist(ordered, schema=RAW_TABLES[name])
+        table = declared(pa.Table.from_pylist(ordered, schema=in_ms(RAW_TABLES[name])), RAW_TABLES[name])
         (folder / name).mkdir(parents=True)
         parts = [folder / name / f"part-{n}.parquet" for n in range(2)]
         writers = [pq.ParquetWriter(path, RAW_TABLES[name]) for path in parts]

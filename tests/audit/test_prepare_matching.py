@@ -196,7 +196,7 @@ def test_the_pass_tasks_follower_agrees_with_the_walk(seed: int) -> None:
 
     from txn_audit.reconstruct.ordered_pass import DATA, MARKER, pass_input
     from txn_audit.reconstruct.prepare_follows import PrepareFollower
-    from txn_audit.schemas import RAW_TABLES
+    from txn_audit.schemas import RAW_TABLES, in_ms
 
     rng = random.Random(seed)
     b = _random_log(seed)
@@ -209,8 +209,8 @@ def test_the_pass_tasks_follower_agrees_with_the_walk(seed: int) -> None:
         follower = PrepareFollower(_prepares(b, topic, partition, untimed=untimed))
         markers = [r for r in b.rows["control_markers"] if (r["topic"], r["partition"]) == (topic, partition)]
         data = [r for r in b.rows["batches"] if (r["topic"], r["partition"]) == (topic, partition)][:3]
-        rows = pa.concat_tables([pass_input(pa.Table.from_pylist(data, schema=RAW_TABLES["batches"]), DATA),
-                                 pass_input(pa.Table.from_pylist(markers, schema=RAW_TABLES["control_markers"]),
+        rows = pa.concat_tables([pass_input(pa.Table.from_pylist(data, schema=in_ms(RAW_TABLES["batches"])), DATA),
+                                 pass_input(pa.Table.from_pylist(markers, schema=in_ms(RAW_TABLES["control_markers"])),
                                             MARKER)])
         rows = rows.take(pa.array(rng.sample(range(rows.num_rows), rows.num_rows), pa.int64()))  # any order
         for chunk in rows.to_batches(max_chunksize=1 if seed % 2 else rng.randint(2, 4)):  # one marker per chunk too

@@ -13,7 +13,7 @@ import pytest
 
 from txn_audit.reconstruct import producer_summary
 from txn_audit.reconstruct.producer_summary import ROTATED, summarize_producers
-from txn_audit.schemas import COORDINATOR_CURRENT, PARTITION_TRANSACTIONS, PRODUCER_IDS, TRANSACTIONS
+from txn_audit.schemas import COORDINATOR_CURRENT, PARTITION_TRANSACTIONS, PRODUCER_IDS, TRANSACTIONS, in_ms
 
 STATES = ("committed", "aborted", "open", "ended")
 
@@ -96,7 +96,7 @@ def _expected(ptx: list[dict[str, Any]], current: list[dict[str, Any]], ids: lis
 def _batches(rows: list[dict[str, Any]], rng: random.Random) -> list[pa.RecordBatch]:
     """``rows`` as ``partition_transactions`` rows in batches of random sizes, as its files give them."""
     table = pa.Table.from_pylist([{name: row.get(name) for name in PARTITION_TRANSACTIONS.names} for row in rows],
-                                 schema=PARTITION_TRANSACTIONS.remove_metadata())
+                                 schema=in_ms(PARTITION_TRANSACTIONS).remove_metadata())  # as read: epoch ms
     cuts = sorted(rng.sample(range(1, max(2, table.num_rows)), min(3, max(0, table.num_rows - 1))))
     edges = [0, *cuts, table.num_rows]
     return [batch for start, stop in zip(edges, edges[1:], strict=False)
@@ -111,7 +111,7 @@ def test_the_summary_is_the_rows_summed_per_producer(seed: int, monkeypatch: pyt
     summary = summarize_producers(_batches(ptx, random.Random(seed)),
                                   pa.Table.from_pylist(current, schema=COORDINATOR_CURRENT),
                                   pa.Table.from_pylist(ids, schema=PRODUCER_IDS))
-    assert summary.schema == TRANSACTIONS
+    assert summary.schema == in_ms(TRANSACTIONS)
     assert summary.to_pylist() == _expected(ptx, current, ids)
 
 
@@ -127,4 +127,4 @@ def test_the_random_inputs_reach_every_coordinator_verdict() -> None:
 
 def test_no_transaction_gives_an_empty_table() -> None:
     summary = summarize_producers([], COORDINATOR_CURRENT.empty_table(), PRODUCER_IDS.empty_table())
-    assert summary.schema == TRANSACTIONS and summary.num_rows == 0
+    assert summary.schema == in_ms(TRANSACTIONS) and summary.num_rows == 0

@@ -173,7 +173,7 @@ def text_scans(spark: Any) -> OnDemand[Any]:
 
 def _finding_keys(result: Any) -> list[tuple[Any, ...]]:
     fields = ("kind", "severity", "topic", "partition", "producer_id", "producer_epoch", "transactional_id",
-              "first_offset", "last_offset", "first_timestamp_ms", "last_timestamp_ms")
+              "first_offset", "last_offset", "first_timestamp", "last_timestamp")
     # invariant_violation comes from the data-quality suites, which the text scans skip
     return sorted((tuple(getattr(f, k) for k in fields) for f in result.findings if f.kind != "invariant_violation"),
                   key=repr)

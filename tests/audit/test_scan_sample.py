@@ -94,11 +94,14 @@ def _digest(root: Path) -> dict[str, str]:
 
 
 def _rows_in_file_order(table_dir: Path) -> list[dict[str, Any]]:
+    """The rows of a table's files, instants in epoch ms (as the package reads them)."""
     import pyarrow.parquet as pq
+
+    from txn_audit.schemas import read_ms
 
     rows: list[dict[str, Any]] = []
     for part in sorted(table_dir.glob("part-*.parquet"), key=lambda p: p.name.split("-")[1]):
-        rows.extend(pq.read_table(part).to_pylist())
+        rows.extend(read_ms(pq.read_table(part)).to_pylist())
     return rows
 
 

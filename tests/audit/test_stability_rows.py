@@ -21,7 +21,7 @@ from txn_audit.manifest import describe_tables
 
 from txn_audit.reconstruct.stability import TRANSACTION_COLUMNS, narrowed_candidates, partition_stability
 from txn_audit.schemas import (
-    BATCHES, COPY_COLUMNS, HW_CAPPED, PARTITION_COLUMNS, PARTITION_TRANSACTIONS, STABILITY_ROWS,
+    BATCHES, COPY_COLUMNS, HW_CAPPED, PARTITION_COLUMNS, PARTITION_TRANSACTIONS, STABILITY_ROWS, declared, in_ms,
 )
 from txn_audit.tables import arrow_frame
 
@@ -98,7 +98,7 @@ def _batches(rng: random.Random, replicas: list[dict[str, Any]]) -> list[dict[st
                 "codec": "none", "timestamp_type": "CreateTime", "is_transactional": True, "is_control": control,
                 "producer_id": 1, "producer_epoch": 0, "base_sequence": 0, "last_sequence": 0,
                 "record_count": 1 if control else count, "first_timestamp": AS_OF, "max_timestamp": AS_OF,
-                "delete_horizon_ms": -1, "partition_leader_epoch": 0, "stored_crc": 0, "computed_crc": 0,
+                "delete_horizon_timestamp": -1, "partition_leader_epoch": 0, "stored_crc": 0, "computed_crc": 0,
                 "crc_ok": True, "size_bytes": rng.randint(70, 900), "file": "00000000000000000000.log",
             })
             offset += 1 if control else count
@@ -155,11 +155,12 @@ def test_stability_rows_follow_the_leaders_rule_from_batches_and_from_a_frame(sp
     replicas = _replicas(rng, copies)
     transactions = _transactions(rng, replicas)
     batches = _batches(rng, replicas)
-    ptx_schema = pa.schema([PARTITION_TRANSACTIONS.field(n).with_nullable(True)
+    ptx_schema = pa.schema([in_ms(PARTITION_TRANSACTIONS).field(n).with_nullable(True)  # as read: epoch ms
                             for n in (*COPY_COLUMNS, "txn_seq", *TRANSACTION_COLUMNS)])
     ptx = pa.Table.from_pylist(transactions, schema=ptx_schema)
     (tmp_path / "batches").mkdir()
-    pq.write_table(pa.Table.from_pylist(batches, schema=BATCHES), tmp_path / "batches" / "part-00000.parquet")
+    pq.write_table(declared(pa.Table.from_pylist(batches, schema=in_ms(BATCHES)), BATCHES),
+                   tmp_path / "batches" / "part-00000.parquet")
     batch_files = describe_tables(tmp_path, ["batches"]).table("batches")
     # the record batches a few rows at a time, as the driver reads a table's files
     from_batches = partition_stability(batch_files, ptx.to_batches(max_chunksize=5), replicas, as_of_ms=AS_OF,

@@ -21,7 +21,7 @@ from txn_audit.reconstruct.pass_files import PASS_ITEM, sorted_pass_input
 from txn_audit.reconstruct.prepare_follows import FOLLOW_FIELDS, PREPARE_FIELDS, PrepareFile, PrepareFollower
 from txn_audit.reconstruct.transaction_files import pass_writing_transactions
 from txn_audit.replica_tasks.commit import file_name, finish_table, start_table
-from txn_audit.schemas import PARTITION_TRANSACTIONS, PRODUCER_IDS, RAW_TABLES
+from txn_audit.schemas import PARTITION_TRANSACTIONS, PRODUCER_IDS, RAW_TABLES, in_ms, read_ms
 
 STATES = {"COMMIT": "committed", "ABORT": "aborted", None: "open"}
 
@@ -147,9 +147,10 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     for topic, partition in sorted(replicas):
         mine = [p for p in prepares if (p["topic"], p["partition"]) == (topic, partition)]
         follower = PrepareFollower(pa.Table.from_pylist(mine, schema=PREPARE_FIELDS))
-        follower.add(pass_input(pa.Table.from_pylist(
+        markers = pa.Table.from_pylist(  # as read: times in epoch ms
             [m for m in tables["control_markers"] if (m["topic"], m["partition"], m["broker_id"]) ==
-             (topic, partition, 1)], schema=RAW_TABLES["control_markers"]), MARKER).combine_chunks().to_batches()[0])
+             (topic, partition, 1)], schema=in_ms(RAW_TABLES["control_markers"]))
+        follower.add(pass_input(markers, MARKER).combine_chunks().to_batches()[0])
         expected_follows += follower.rows().to_pylist()
     assert follows == sorted(expected_follows, key=repr)
     assert len(follows) == len(prepares)
@@ -170,7 +171,8 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
     assert written.schema == PARTITION_TRANSACTIONS
     if chunk_rows == 3:  # a row group per spilled chunk
         assert max(pq.read_metadata(f).row_group(0).num_rows for f in files) <= 3
-    assert sorted(written.to_pylist(), key=repr) == _as_table_rows([r["txn"] for r in expected if r["txn"]], ids)
+    rows_written = read_ms(written).to_pylist()  # as the package reads them: epoch ms
+    assert sorted(rows_written, key=repr) == _as_table_rows([r["txn"] for r in expected if r["txn"]], ids)
     assert {r["state"] for r in written.to_pylist()} == {"committed", "aborted", "ended", "open"}
 
 

@@ -78,8 +78,8 @@ def test_kafka_transactions_outputs_become_reported_rows() -> None:
     found = expected_json(scenario)["find_hanging"]["rows"][0]
     assert (hanging["topic"], hanging["partition"], hanging["producer_id"], hanging["start_offset"]) == (
         found["Topic"], int(found["Partition"]), int(found["ProducerId"]), int(found["StartOffset"]))
-    assert (hanging["broker_id"], hanging["max_transaction_timeout_min"]) == (1, 1)
-    assert hanging["run_at_ms"] // 1000 == _tool_time(scenario, "find-hanging") // 1000
+    assert (hanging["broker_id"], hanging["max_transaction_timeout_ms"]) == (1, 60_000)
+    assert hanging["run_timestamp"] // 1000 == _tool_time(scenario, "find-hanging") // 1000
     (described,) = by_tool["describe"]
     assert (described["transactional_id"], described["state"]) == ("hang-txn", "CompleteCommit")
     producers = {(r["partition"], r["producer_id"]): r["start_offset"] for r in by_tool["describe-producers"]}

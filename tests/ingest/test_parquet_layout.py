@@ -28,6 +28,8 @@ from txn_audit.schemas import (
     RAW_TABLES,
     REPLICA_COLUMNS,
     REPLICA_ROW_GROUP_TABLES,
+    TIMESTAMP,
+    in_ms,
     raw_writer_options,
     replicas_from_metadata,
 )
@@ -70,7 +72,7 @@ def test_offsets_are_stored_as_deltas_and_names_as_dictionaries(sample_scan: Any
 
 def test_the_transactions_offsets_and_times_are_stored_as_deltas(sample_scan: Any) -> None:
     """The pass's ``partition_transactions`` files keep dictionaries for names, ids, epochs and
-    states, and store the other integers (offsets, times, counts) as deltas."""
+    states, and store the other integers (offsets, times, counts; a TIMESTAMP is an INT64) as deltas."""
     files = sorted((sample_scan.out / "tables" / "partition_transactions").glob("*.parquet"))
     assert files
     deltas = set()
@@ -79,7 +81,7 @@ def test_the_transactions_offsets_and_times_are_stored_as_deltas(sample_scan: An
             for column, encodings in _column_encodings(path, group).items():
                 if column in DICTIONARY_COLUMNS:
                     assert _is_dictionary(encodings), (path.name, column, encodings)
-                elif pa.types.is_integer(PARTITION_TRANSACTIONS.field(column).type):
+                elif pa.types.is_integer(in_ms(PARTITION_TRANSACTIONS).field(column).type):  # INT64 times too
                     assert not _is_dictionary(encodings) and PLAIN_ENCODING in encodings, (path.name, column, encodings)
                     deltas.add(column)
     assert {"first_offset", "marker_offset", "first_timestamp", "producer_last_timestamp"} <= deltas
@@ -119,11 +121,12 @@ def test_the_prepare_records_and_their_answers_handed_on_keep_offsets_and_times_
 
 
 def test_every_column_stored_as_deltas_is_an_integer() -> None:
-    """Parquet encodes only integers as deltas: a column of another type there fails every write."""
+    """Parquet encodes only integers as deltas (INT32, INT64: a ``TIMESTAMP(MILLIS)`` is an INT64): a
+    column of another type there fails every write."""
     for table, schema in RAW_TABLES.items():
         for column in schema:
             if column.name in PLAIN_COLUMNS:
-                assert pa.types.is_integer(column.type), (table, column)
+                assert pa.types.is_integer(column.type) or column.type == TIMESTAMP, (table, column)
     assert "column_encoding" in raw_writer_options(RAW_TABLES["batches"])
 
 

@@ -20,7 +20,7 @@ from txn_audit.manifest import TableManifest, describe_file
 from txn_audit.quality import row_faults
 from txn_audit.quality.checks import CHECKS, FAULT_COLUMNS, ROW_RULES
 from txn_audit.quality.row_faults import fault_schema, faults_frame, faults_of, rules_of
-from txn_audit.schemas import ALL_TABLES, spark_schema
+from txn_audit.schemas import ALL_TABLES, declared, frame_in_ms, in_ms, read_ms, spark_schema
 
 #: each rule as SQL, as its check's sentence says it (the oracle)
 SQL = {
@@ -53,10 +53,11 @@ TABLES = tuple(dict.fromkeys(rule.table for rule in ROW_RULES))
 
 def planted_rows(sample_scan: SampleScan, table: str, seed: int, *, nulls: bool) -> pa.Table:
     """The sample's rows of ``table`` (its ``FAULT_COLUMNS``), a third of them with planted values
-    in the columns its rules read (``nulls``: also nulls where the table's schema allows none)."""
-    rows = ds.dataset(sample_scan.out / "tables" / table, format="parquet").to_table(
-        columns=list(FAULT_COLUMNS[table])).to_pylist()
-    schema = ALL_TABLES[table]
+    in the columns its rules read (``nulls``: also nulls where the table's schema allows none);
+    instants in epoch ms, as the scan's frames hold them (``schemas.in_ms``)."""
+    rows = read_ms(ds.dataset(sample_scan.out / "tables" / table, format="parquet").to_table(
+        columns=list(FAULT_COLUMNS[table]))).to_pylist()
+    schema = in_ms(ALL_TABLES[table])
     plants = {name: [v for v in PLANTS[name] if v is not None or nulls or schema.field(name).nullable]
               for name in FAULT_COLUMNS[table] if name in PLANTS}
     fields = [name for name, values in plants.items() if values]
@@ -100,7 +101,10 @@ def _plain(value: Any) -> Any:
 
 
 def write_files(folder: Path, table: str, rows: pa.Table, files: int = 3) -> TableManifest:
-    """``rows`` in ``files`` Parquet files of a few rows per row group, and their manifest."""
+    """``rows`` in ``files`` Parquet files of a few rows per row group, typed as ingest writes them
+    (``schemas.declared``), and their manifest."""
+    typed = pa.schema([ALL_TABLES[table].field(name).with_nullable(True) for name in rows.column_names])
+    rows = declared(rows, typed)
     folder.mkdir(parents=True)
     entries = []
     for part in range(files):
@@ -141,7 +145,7 @@ def test_the_faults_are_the_rows_spark_s_where_selects(
     assert any(expected.values())
     files = write_files(tmp_path / table, table, in_files)
     assert sum(len(entry.row_groups) for entry in files.files) > 3 and files.rows == in_files.num_rows
-    frame = spark.read.parquet(str(tmp_path / table))
+    frame = frame_in_ms(spark.read.parquet(str(tmp_path / table)))  # as the scan reads them
     on_driver = faults_frame(table, frame, files)
     assert "LocalRelation" in on_driver._jdf.queryExecution().analyzed().toString()
     assert flagged([r.asDict(recursive=True) for r in on_driver.collect()], table) == expected

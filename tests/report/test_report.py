@@ -264,7 +264,7 @@ def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) ->
     import pyarrow.parquet as pq
 
     from txn_audit.report import closed_durations_and_records, skew_seconds, timeline_rows
-    from txn_audit.schemas import PARTITION_TRANSACTIONS
+    from txn_audit.schemas import PARTITION_TRANSACTIONS, declared, in_ms
 
     rows = _synthetic_ptx(3000)
     table = pa.Table.from_pylist(rows)
@@ -303,7 +303,8 @@ def test_report_aggregates_agree_with_the_rows_and_stay_small(tmp_path: Path) ->
                   for i, r in enumerate(_synthetic_ptx(30, seed=7))]
         full = [{**{f.name: None for f in PARTITION_TRANSACTIONS}, "batches": 1, "bytes": 100, "source": "log",
                  "state": "open" if r["marker_offset"] is None else "committed", **r} for r in ordinary + opened]
-        pq.write_table(pa.Table.from_pylist(full, schema=PARTITION_TRANSACTIONS),
+        written = declared(pa.Table.from_pylist(full, schema=in_ms(PARTITION_TRANSACTIONS)), PARTITION_TRANSACTIONS)
+        pq.write_table(written,
                        out / "tables" / "partition_transactions" / "part-0.parquet")
         text = write_report(out).read_text()
         assert f"the {n - 30:,} other transactions are in tables/partition_transactions/" in text

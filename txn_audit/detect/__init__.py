@@ -53,7 +53,7 @@ from txn_audit.formats.layout import CONSUMER_OFFSETS_TOPIC
 from txn_audit.manifest import TableManifest
 from txn_audit.reconstruct import FOLLOW_FIELDS, NAMED_MAX, Reconstruction, read_follows
 from txn_audit.replica_tasks.reading import manifest_dataset, read_table
-from txn_audit.schemas import ALL_TABLES, BLOCKED_CONSUMERS, FINDINGS, PARTITION_EXTENT, spark_schema
+from txn_audit.schemas import ALL_TABLES, BLOCKED_CONSUMERS, FINDINGS, PARTITION_EXTENT, in_ms, spark_schema
 from txn_audit.spark import side_by_side
 from txn_audit.tables import RawTables, arrow_frame
 from txn_audit.usage import AuditOptions
@@ -205,7 +205,7 @@ def detection_rules(tables: RawTables, recon: Reconstruction, opts: AuditOptions
                  producer_findings(events, gap_batches, opts.late_tolerance_ms, between, compaction.compacted),
                  transaction_findings(transactions.filter(JUDGED), stability),
                  coordinator_rule_findings(recon.coordinator_log.epoch_candidates().toArrow())]
-        previous = ALL_TABLES["partition_transactions"].empty_table()
+        previous = in_ms(ALL_TABLES["partition_transactions"]).empty_table()
         if open_rows.num_rows:
             coordinator, previous = open_transaction_inputs(recon, open_rows)
             found.append(open_transaction_findings(open_rows, coordinator, previous, opts.audit_ms,
@@ -241,14 +241,14 @@ def blocked_consumer_rows(tables: RawTables, recon: Reconstruction, audit_ms: in
     their transactional commits (read on the driver through a filter that names them)."""
     held = recon.rows("partition_stability", pc.field("lso_below_hw"))
     if not held.num_rows or tables.holds_no_rows("offset_commits"):
-        return BLOCKED_CONSUMERS.empty_table()
+        return in_ms(BLOCKED_CONSUMERS).empty_table()
     condition = F.lit(False)
     for place in held.select(["topic", "partition"]).to_pylist():
         condition = condition | ((F.col("commit_topic") == place["topic"])
                                  & (F.col("commit_partition") == place["partition"]))
     commits = recon.offset_commits.where(condition).select(*COMMIT_COLUMNS).toArrow()
     producers = sorted(set(commits.filter(pc.field("is_transactional")).column("producer_id").to_pylist()))
-    transactions = (ALL_TABLES["partition_transactions"].empty_table() if not producers else recon.rows(
+    transactions = (in_ms(ALL_TABLES["partition_transactions"]).empty_table() if not producers else recon.rows(
         "partition_transactions", (pc.field("topic") == CONSUMER_OFFSETS_TOPIC)
         & pc.field("producer_id").isin(producers)))
     return blocked_consumers(held.to_pylist(), commits.to_pylist(),
@@ -267,7 +267,7 @@ def open_transaction_inputs(recon: Reconstruction, open_rows: pa.Table) -> tuple
                   pc.is_in(current.column("transactional_id"), value_set=ids))
     coordinator = current.filter(mine).select(list(COORDINATOR_COLUMNS))
     condition = previous_markers(open_rows)
-    previous = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
+    previous = (in_ms(ALL_TABLES["partition_transactions"]).empty_table() if condition is None
                 else recon.rows("partition_transactions", condition))
     return coordinator, previous
 
@@ -279,7 +279,7 @@ def duplicate_marker_inputs(recon: Reconstruction, bare: pa.Table) -> tuple[pa.T
     followed the Prepare* records their markers answered (``answered_by``), each read on the
     driver with pyarrow through a filter that names them."""
     condition = chain_rows(bare)
-    rows = (ALL_TABLES["partition_transactions"].empty_table() if condition is None
+    rows = (in_ms(ALL_TABLES["partition_transactions"]).empty_table() if condition is None
             else recon.rows("partition_transactions", condition))
     answered = answered_by(rows)
     answers = (FOLLOW_FIELDS.empty_table() if answered is None
@@ -309,7 +309,7 @@ def stuck_marker_rows(recon: Reconstruction, unsettled: pa.Table) -> pa.Table:
     condition = marker_rows(stuck_keys(unsettled.select(["topic", "partition", "producer_id", "next_state"])
                                        .to_pylist()))
     if condition is None:
-        return ALL_TABLES["partition_transactions"].empty_table()
+        return in_ms(ALL_TABLES["partition_transactions"]).empty_table()
     return recon.rows("partition_transactions", condition)
 
 
@@ -327,7 +327,7 @@ def producer_rule_inputs(producer_events: DataFrame, batches: DataFrame,
     places = gap_places(gaps)
     columns = [*BATCH_PLACE, "file"]
     if not places:
-        return events, ALL_TABLES["batches"].empty_table().select(columns), {}
+        return events, in_ms(ALL_TABLES["batches"]).empty_table().select(columns), {}
     keys = batches.sparkSession.createDataFrame(places, batches.select(*SEGMENT_KEY).schema)
     named = batches_named(batches, keys, SEGMENT_KEY).select(*columns).toArrow()
     return events, named, _batches_between(batches, gap_spans(gaps, cleanable))
@@ -441,10 +441,10 @@ def _damaged(issues: pa.Table) -> list[str]:
 def _read(table: TableManifest, columns: Sequence[str] | None = None,
           condition: ds.Expression | None = None) -> pa.Table:
     """``columns`` (None: every column) of the rows of the files ``table`` lists that meet
-    ``condition``, with the table's schema (``schemas.ALL_TABLES``)."""
+    ``condition``, with the table's schema (``schemas.ALL_TABLES``), instants as epoch ms (``in_ms``)."""
     if condition is None:  # the whole table, each file in one read
         return read_table(table, columns)
-    schema = ALL_TABLES[table.name]
+    schema = in_ms(ALL_TABLES[table.name])
     names = list(columns or schema.names)
     dataset = manifest_dataset(table)
     if dataset is None:  # a table without files
@@ -454,4 +454,4 @@ def _read(table: TableManifest, columns: Sequence[str] | None = None,
 
 def no_findings(spark: SparkSession) -> DataFrame:
     """An empty ``findings`` frame: what a rule gives when there is nothing to judge."""
-    return spark.createDataFrame([], spark_schema(FINDINGS))
+    return spark.createDataFrame([], spark_schema(in_ms(FINDINGS)))

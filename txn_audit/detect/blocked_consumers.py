@@ -40,7 +40,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from txn_audit.schemas import BLOCKED_CONSUMERS
+from txn_audit.schemas import BLOCKED_CONSUMERS, in_ms
 
 __all__ = ["COMMIT_COLUMNS", "FROM_COMMIT", "FROM_HELD_TRANSACTION", "TRANSACTION_COLUMNS", "blocked_consumers",
            "committed_offsets"]
@@ -127,4 +127,4 @@ def blocked_consumers(held: Iterable[Mapping[str, Any]], commits: Iterable[Mappi
             "culprit_transactional_id": status["culprit_transactional_id"],
         })
     rows.sort(key=lambda r: (r["topic"], r["partition"], r["group_id"]))
-    return pa.Table.from_pylist(rows, schema=BLOCKED_CONSUMERS)
+    return pa.Table.from_pylist(rows, schema=in_ms(BLOCKED_CONSUMERS))

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from txn_audit.detect.words import finding_row
 from txn_audit.formats.model import LAST_PRODUCER_EPOCH
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.severity import Severity
 
 __all__ = ["coordinator_epoch_findings", "coordinator_rule_findings"]
@@ -89,7 +89,7 @@ def coordinator_epoch_findings(candidates: pa.Table) -> list[dict[str, Any]]:
             severity = Severity.WARNING if epoch >= LAST_PRODUCER_EPOCH - 1 else Severity.INFO
             found.append(finding_row(row, "epoch_bumped_twice", severity, evidence, producer_epoch=epoch,
                                      first_offset=row["offset"], last_offset=row["offset"],
-                                     first_timestamp_ms=row["txn_last_update_timestamp"]))
+                                     first_timestamp=row["txn_last_update_timestamp"]))
         elif _exhausted(row) and (tid, pid) not in first_exhausted:
             first_exhausted[(tid, pid)] = row
             now = row["now_producer_id"]
@@ -104,10 +104,10 @@ def coordinator_epoch_findings(candidates: pa.Table) -> list[dict[str, Any]]:
             )
             found.append(finding_row(row, "epoch_exhausted", Severity.INFO if moved_on else Severity.WARNING,
                                      evidence, producer_epoch=epoch, first_offset=row["offset"],
-                                     last_offset=row["offset"], first_timestamp_ms=row["txn_last_update_timestamp"]))
+                                     last_offset=row["offset"], first_timestamp=row["txn_last_update_timestamp"]))
     return found
 
 
 def coordinator_rule_findings(candidates: pa.Table) -> pa.Table:
     """Every finding of the rules of this module, as a ``FINDINGS`` table (no row: none)."""
-    return pa.Table.from_pylist(coordinator_epoch_findings(candidates), schema=FINDINGS)
+    return pa.Table.from_pylist(coordinator_epoch_findings(candidates), schema=in_ms(FINDINGS))

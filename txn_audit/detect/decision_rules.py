@@ -36,7 +36,7 @@ from txn_audit.detect.words import (
     time_or_null,
 )
 from txn_audit.detect.open_transaction_rules import MarkerEpochs, last_coordinator_epoch, marker_epochs
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
@@ -96,7 +96,7 @@ def missing_marker_findings(matches: list[dict[str, Any]], open_rows: list[dict[
             coordinator_epoch = last_coordinator_epoch(held, epochs)
             found.append(finding_row(
                 m, "missing_marker", Severity.CRITICAL, evidence, producer_epoch=m["epoch"],
-                first_offset=held["first_offset"], last_offset=held["last_data_offset"], first_timestamp_ms=m["ts"],
+                first_offset=held["first_offset"], last_offset=held["last_data_offset"], first_timestamp=m["ts"],
                 remediation=abort_command_text(m["topic"], m["partition"], held["first_offset"]),
                 remediation_pre_3_0=formatted(ABORT_COMMAND_PRE_3_0, m["topic"], m["partition"], m["producer_id"],
                                               m["epoch"], max(coordinator_epoch or 0, 0)),
@@ -120,7 +120,7 @@ def outcome_mismatch_findings(matches: list[dict[str, Any]]) -> list[dict[str, A
         )
         found.append(finding_row(
             m, "outcome_mismatch", Severity.CRITICAL, evidence, producer_epoch=m["epoch"],
-            first_offset=m["next_marker_offset"], last_offset=m["next_marker_offset"], first_timestamp_ms=m["ts"],
+            first_offset=m["next_marker_offset"], last_offset=m["next_marker_offset"], first_timestamp=m["ts"],
         ))
     return found
 
@@ -165,7 +165,7 @@ def stuck_findings(matches: list[dict[str, Any]], newest_markers: dict[Key, int]
         )
         severity = Severity.WARNING if age is not None and age > prepare_grace_ms else Severity.INFO
         found.append(finding_row(m, "coordinator_stuck", severity, evidence, producer_epoch=m["epoch"],
-                                 first_timestamp_ms=m["ts"]))
+                                 first_timestamp=m["ts"]))
     return found
 
 
@@ -207,4 +207,4 @@ def decision_findings(unsettled: pa.Table, open_rows: pa.Table, previous: pa.Tab
             newest[key] = max(newest.get(key, row["marker_timestamp"]), row["marker_timestamp"])
     rows = [*missing_marker_findings(matches, opened, marker_epochs(previous)), *outcome_mismatch_findings(matches),
             *stuck_findings(matches, newest, as_of_ms, prepare_grace_ms, clock_skew_ms)]
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

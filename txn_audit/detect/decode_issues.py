@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.formats import input_kind
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.severity import Severity
 
 __all__ = ["BATCH_COLUMNS", "CORRUPTION_ISSUES", "SEGMENT_COLUMNS", "TRUNCATION_ISSUES", "decode_issue_findings",
@@ -93,8 +93,8 @@ def decode_issue_findings(issues: pa.Table, batches: pa.Table, texts: Collection
             "topic": issue["topic"], "partition": issue["partition"], "broker_id": issue["broker_id"],
             "first_offset": batch["base_offset"] if batch else (None if end is None else end + 1),
             "last_offset": batch["last_offset"] if batch else None,
-            "first_timestamp_ms": batch["max_timestamp"] if batch else None,
+            "first_timestamp": batch["max_timestamp"] if batch else None,
             "evidence": f"{where}: {detail}{TORN_TAIL_NOTE}" if torn else f"{where}: {kind}: {detail}",
             "file": file,
         })
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from txn_audit.detect.transaction_rules import DECIDED, FLIPPED_TEXT
 from txn_audit.detect.words import KNOWN_MARKERS, finding_row, formatted, partition_name
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.severity import Severity
 from txn_audit.tables import rows_on_partitions
 
@@ -128,8 +128,8 @@ def _placed(repeat: Mapping[str, Any], first: Mapping[str, Any], last: Mapping[s
     """A finding's place: the marker ``repeat``, its span from the marker ``first`` it repeats
     to the bare marker ``last``."""
     return {"producer_epoch": repeat["marker_epoch"], "first_offset": repeat["marker_offset"],
-            "last_offset": last["marker_offset"], "first_timestamp_ms": first["marker_timestamp"],
-            "last_timestamp_ms": last["marker_timestamp"]}
+            "last_offset": last["marker_offset"], "first_timestamp": first["marker_timestamp"],
+            "last_timestamp": last["marker_timestamp"]}
 
 
 def classify(bare: Mapping[str, Any], before: Mapping[str, Any],
@@ -220,4 +220,4 @@ def duplicate_marker_findings(rows: pa.Table, answers: pa.Table, producer_ids: p
                 earlier: list[dict[str, Any] | None] = [*markers.get((topic, partition, producer_id, seq - 2), [])]
                 for before_that in earlier or [None]:
                     found.extend(classify(bare, before, before_that))
-    return pa.Table.from_pylist(found, schema=FINDINGS)
+    return pa.Table.from_pylist(found, schema=in_ms(FINDINGS))

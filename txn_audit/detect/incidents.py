@@ -53,11 +53,13 @@ import pyarrow.parquet as pq
 from txn_audit.detect.words import duration_text, offsets_text, time_text
 from txn_audit.outputs import publish
 from txn_audit.results import BlockedConsumer, Finding, Incident, PartitionStatus
-from txn_audit.schemas import FINDINGS, INCIDENTS
+from txn_audit.schemas import FINDINGS, INCIDENTS, declared, in_ms
 from txn_audit.severity import SEVERITIES, Severity
 
 __all__ = ["INCIDENT_KINDS", "TransactionContext", "build_incidents", "incident_commands", "write_incidents"]
 
+#: the tables this module writes
+TABLES = {"incidents": INCIDENTS, "findings": FINDINGS}
 #: the causes an incident can have (a finding of any other kind, alone, is an incident of its kind)
 INCIDENT_KINDS = (
     "late_arrival",  # a batch created before the marker that ended its transaction, appended after it
@@ -209,7 +211,7 @@ def _cause(members: Sequence[Finding], context: TransactionContext, late_toleran
         if late is None and zombie is not None:
             return "zombie_write", zombie
         assert late is not None
-        created, marker = late.first_timestamp_ms, late.last_timestamp_ms
+        created, marker = late.first_timestamp, late.last_timestamp
         fenced_before = created is not None and marker is not None and created > marker + late_tolerance_ms
         if zombie is not None and fenced_before:
             return "zombie_write", zombie
@@ -385,7 +387,7 @@ def _incident(members: Sequence[Finding], context: TransactionContext, partition
         incident_id=_digest(kind, anchor), kind=kind, severity=severity, topic=topic, partition=partition,
         broker_id=anchor.broker_id, producer_id=anchor.producer_id, producer_epoch=anchor.producer_epoch,
         transactional_id=transactional_id, first_offset=first_offset, partitions=tuple(places),
-        consequences=tuple(consequences), findings=len(members), held_records=records, held_since_ms=since,
+        consequences=tuple(consequences), findings=len(members), held_records=records, held_since_timestamp=since,
         summary=" ".join(sentences), remediation=remediation, commands=tuple(commands),
     )
 
@@ -429,11 +431,12 @@ def build_incidents(findings: Sequence[Finding], partitions: Iterable[PartitionS
 
 def incident_tables(incidents: Sequence[Incident], findings: Sequence[Finding]) -> dict[str, pa.Table]:
     """The ``incidents`` table and the ``findings`` table with their incident ids, as rows in the
-    order given."""
+    order given, their instants in epoch ms (``schemas.in_ms``; ``write_incidents`` writes them
+    typed)."""
     return {
-        "incidents": pa.Table.from_pylist([i.to_row() for i in incidents], schema=INCIDENTS),
+        "incidents": pa.Table.from_pylist([i.to_row() for i in incidents], schema=in_ms(INCIDENTS)),
         "findings": pa.Table.from_pylist([f.to_row() | {"severity": f.severity.value} for f in findings],
-                                         schema=FINDINGS),
+                                         schema=in_ms(FINDINGS)),
     }
 
 
@@ -444,5 +447,5 @@ def write_incidents(tables_dir: str | Path, incidents: Sequence[Incident], findi
     for name, table in incident_tables(incidents, findings).items():
         staging = root / f".{name}.writing-{uuid.uuid4().hex}"
         staging.mkdir()
-        pq.write_table(table, staging / "part-00000.parquet")
+        pq.write_table(declared(table, TABLES[name]), staging / "part-00000.parquet")
         publish(staging, root / name)

@@ -36,7 +36,7 @@ from txn_audit.detect.words import (
     value_text,
 )
 from txn_audit.formats.primitives import INT32_MAX
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.tables import rows_on_partitions
 from txn_audit.severity import Severity
 
@@ -228,7 +228,7 @@ def classify(row: Mapping[str, Any], current: Mapping[str, Any] | None, last_coo
     return finding_row(
         row, kind, severity, evidence, producer_epoch=epoch,
         transactional_id=row["transactional_id"] if cur_tid is None else cur_tid, first_offset=row["first_offset"],
-        last_offset=row["last_data_offset"], first_timestamp_ms=row["first_timestamp"], last_timestamp_ms=last_write,
+        last_offset=row["last_data_offset"], first_timestamp=row["first_timestamp"], last_timestamp=last_write,
         **remedies,
     )
 
@@ -254,4 +254,4 @@ def open_transaction_findings(open_rows: pa.Table, coordinator: pa.Table, previo
         successor = by_id.get(row["transactional_id"]) if currents == [None] else None
         rows.extend(classify(row, cur, last_epoch, as_of_ms, max_transaction_timeout_ms, successor)
                     for cur in currents)
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from txn_audit.detect.offset_ranges import uncovered
 from txn_audit.detect.words import duration_text, finding_row, offsets_text, partition_name, rows_where, time_text
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.severity import Severity
 
 __all__ = ["BATCH_PLACE", "SEGMENT_KEY", "Between", "Span", "dropped_offsets", "epoch_findings",
@@ -66,7 +66,7 @@ def late_arrival_findings(events: pa.Table, late_tolerance_ms: int) -> list[dict
         )
         found.append(finding_row(row, "late_arrival", Severity.WARNING, evidence, producer_epoch=epoch,
                                  first_offset=row["offset"], last_offset=row["last_offset"],
-                                 first_timestamp_ms=created, last_timestamp_ms=marker_at))
+                                 first_timestamp=created, last_timestamp=marker_at))
     return found
 
 
@@ -167,8 +167,8 @@ def sequence_findings(events: pa.Table, batches: pa.Table, between: Between | No
         for file in files.get(tuple(row[c] for c in BATCH_PLACE), []):
             found.append(finding_row(row, "sequence_gap", severity, evidence, producer_epoch=epoch,
                                      first_offset=row["offset"], last_offset=row["last_offset"],
-                                     first_timestamp_ms=row["first_timestamp"],
-                                     last_timestamp_ms=row["max_timestamp"], file=file))
+                                     first_timestamp=row["first_timestamp"],
+                                     last_timestamp=row["max_timestamp"], file=file))
     return found
 
 
@@ -187,7 +187,7 @@ def epoch_findings(events: pa.Table) -> list[dict[str, Any]]:
         name, pid, offset = partition_name(row["topic"], row["partition"]), row["producer_id"], row["offset"]
         source = {c: row[c] for c in EPOCH_SOURCE}
         common = {"producer_epoch": epoch, "first_offset": offset, "last_offset": row["last_offset"],
-                  "first_timestamp_ms": row["max_timestamp"]}
+                  "first_timestamp": row["max_timestamp"]}
         fenced_by = row["max_marker_epoch_before"]
         zombie = not marker and _below(epoch, fenced_by)
         if zombie:
@@ -216,4 +216,4 @@ def producer_findings(events: pa.Table, batches: pa.Table, late_tolerance_ms: in
     rows = [*late_arrival_findings(events, late_tolerance_ms),
             *sequence_findings(events, batches, between, compacted),
             *epoch_findings(events)]
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

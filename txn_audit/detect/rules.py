@@ -90,7 +90,7 @@ def pending_offset_commit_findings(offset_commits: DataFrame, open_offsets: Data
         F.first("o.epoch").alias("producer_epoch"),
         F.min("c.offset").alias("first_offset"),
         F.max("c.offset").alias("last_offset"),
-        F.min("c.record_timestamp").alias("first_timestamp_ms"),
+        F.min("c.record_timestamp").alias("first_timestamp"),
         F.array_sort(F.collect_set(F.concat(F.col("c.commit_topic"), F.lit("-"),
                                             F.col("c.commit_partition").cast("string")))).alias("committed"),
     )
@@ -154,21 +154,23 @@ def find_hanging_disagreement_findings(
     in the dump, or one of the two is wrong (warning).
     """
     fh = find_hanging_outputs(reported)
-    runs = fh.select("file", "run_at_ms", "max_transaction_timeout_min",
+    runs = fh.select("file", "run_timestamp", "max_transaction_timeout_ms",
                      F.col("broker_id").alias("run_broker")).distinct()
     theirs = fh.where(F.col("line").isNotNull()).select(
-        "file", "run_at_ms", "max_transaction_timeout_min", "topic", "partition", "producer_id", "producer_epoch",
+        "file", "run_timestamp", "max_transaction_timeout_ms", "topic", "partition", "producer_id", "producer_epoch",
         F.col("start_offset").alias("first_offset"), F.col("last_timestamp").alias("their_last_timestamp"),
     )
     ours = hanging.select(
         "topic", "partition", "producer_id", "first_offset", F.col("producer_epoch").alias("our_epoch"),
-        F.col("last_timestamp_ms").alias("our_last_timestamp"), F.col("broker_id").alias("our_broker"),
+        F.col("last_timestamp").alias("our_last_timestamp"), F.col("broker_id").alias("our_broker"),
     )
     key = ["topic", "partition", "producer_id", "first_offset"]
+    # the tool's --max-transaction-timeout, in the minutes it takes
+    timeout_minutes = (F.col("max_transaction_timeout_ms") / 60_000).cast("long").cast("string")
     tool = F.format_string(
         "kafka-transactions.sh find-hanging (%s, run at %s with --max-transaction-timeout %s min)",
-        F.col("file"), F.coalesce(ts("run_at_ms"), F.lit("an unknown time")),
-        F.coalesce(F.col("max_transaction_timeout_min").cast("string"), F.lit("?")),
+        F.col("file"), F.coalesce(ts("run_timestamp"), F.lit("an unknown time")),
+        F.coalesce(timeout_minutes, F.lit("?")),
     )
     here = pname()
 
@@ -193,10 +195,10 @@ def find_hanging_disagreement_findings(
         F.format_string(
             "txn-audit sees it open but not hanging at the audit time %s (its open_transaction finding says why)%s",
             ts(F.lit(opts.audit_ms)),
-            F.when(F.col("run_at_ms").isNotNull() & (F.col("run_at_ms") != F.lit(opts.audit_ms)), F.format_string(
+            F.when(F.col("run_timestamp").isNotNull() & (F.col("run_timestamp") != opts.audit_ms), F.format_string(
                 "; to judge it as the tool did, scan with --as-of %s --max-transaction-timeout %sm",
-                F.date_format(F.timestamp_millis(F.col("run_at_ms")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
-                F.coalesce(F.col("max_transaction_timeout_min").cast("string"), F.lit("<minutes>")),
+                F.date_format(F.timestamp_millis(F.col("run_timestamp")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
+                F.coalesce(timeout_minutes, F.lit("<minutes>")),
             )).otherwise(F.lit("")),
         ),
     ).otherwise(
@@ -213,12 +215,12 @@ def find_hanging_disagreement_findings(
             tool, F.col("producer_id"), F.col("producer_epoch"), here, F.col("first_offset"),
             ts("their_last_timestamp"), their_view,
         ),
-        last_timestamp_ms=F.col("their_last_timestamp"),
+        last_timestamp=F.col("their_last_timestamp"),
     )
 
     # hanging for txn-audit, not listed by a find-hanging run
     only_ours = ours.crossJoin(runs).join(theirs.select("file", *key), ["file", *key], "left_anti")
-    cutoff = F.col("run_at_ms") - F.col("max_transaction_timeout_min") * 60_000
+    cutoff = F.col("run_timestamp") - F.col("max_transaction_timeout_ms")
     too_young = F.col("our_last_timestamp") > cutoff
     other_broker = (F.col("run_broker").isNotNull() & F.col("our_broker").isNotNull()
                     & (F.col("run_broker") != F.col("our_broker")))
@@ -227,12 +229,12 @@ def find_hanging_disagreement_findings(
         other_broker, F.format_string("the tool asked broker %d; this replica is on broker %d",
                                       F.col("run_broker"), F.col("our_broker")),
     ).when(
-        F.col("run_at_ms").isNull() | F.col("max_transaction_timeout_min").isNull(),
+        F.col("run_timestamp").isNull() | F.col("max_transaction_timeout_ms").isNull(),
         F.lit("the output does not say when the tool ran or with which timeout, so the difference cannot be explained"),
     ).when(
         too_young,
         F.format_string("when the tool ran the producer's last write was %s old, under its timeout",
-                        duration(F.col("run_at_ms") - F.col("our_last_timestamp"))),
+                        duration(F.col("run_timestamp") - F.col("our_last_timestamp"))),
     ).otherwise(F.lit("its last write was older than the tool's timeout when it ran, so find-hanging should have "
                       "listed it: check that the coordinator, not this dump, is right"))
     ours_rows = finding(
@@ -247,6 +249,6 @@ def find_hanging_disagreement_findings(
         ),
         producer_epoch=F.col("our_epoch"),
         broker_id=F.col("our_broker"),
-        last_timestamp_ms=F.col("our_last_timestamp"),
+        last_timestamp=F.col("our_last_timestamp"),
     )
     return theirs_rows.unionByName(ours_rows)

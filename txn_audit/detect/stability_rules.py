@@ -29,7 +29,7 @@ from txn_audit.detect.words import (
 )
 from txn_audit.reconstruct.divergence import AHEAD, BEHIND, CONFLICT
 from txn_audit.formats.layout import REMOTE_LOG_METADATA_TOPIC
-from txn_audit.schemas import FINDINGS, HW_CAPPED
+from txn_audit.schemas import FINDINGS, HW_CAPPED, in_ms
 from txn_audit.severity import Severity
 
 __all__ = ["DIVERGENCE_SEVERITY", "HW_SOURCE_TEXT", "REMOTE_COPIED", "capped_partitions", "divergent_copies",
@@ -103,7 +103,7 @@ def stuck_lso_findings(stability: pa.Table, compacted: Collection[tuple[str, int
         found.append(finding_row(
             held, "stuck_lso", severity, evidence,
             producer_id=culprit, producer_epoch=held["culprit_producer_epoch"], transactional_id=tid,
-            first_offset=lso, last_offset=hw - 1, first_timestamp_ms=since,
+            first_offset=lso, last_offset=hw - 1, first_timestamp=since,
         ))
     return found
 
@@ -237,4 +237,4 @@ def stability_findings(stability: pa.Table, replica_stability: pa.Table,
     rows = [*stuck_lso_findings(stability, compacted), *hw_beyond_log_end_findings(stability),
             *remote_only_findings(stability, local_starts, remote),
             *replica_divergence_findings(replica_stability, stability)]
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

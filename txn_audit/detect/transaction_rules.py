@@ -24,7 +24,7 @@ from txn_audit.detect.words import (
     formatted,
     partition_name,
 )
-from txn_audit.schemas import FINDINGS
+from txn_audit.schemas import FINDINGS, in_ms
 from txn_audit.severity import Severity
 
 __all__ = ["ABSORBING", "JUDGED", "SNAPSHOT_ONLY", "absorbed_findings", "retention_findings", "transaction_findings"]
@@ -62,7 +62,7 @@ def absorbed_findings(absorbing: pa.Table) -> list[dict[str, Any]]:
         found.append(finding_row(
             row, "absorbed_late_record", Severity.CRITICAL if flipped else Severity.WARNING, evidence,
             producer_epoch=row["max_epoch"], first_offset=row["first_late_offset"], last_offset=row["marker_offset"],
-            first_timestamp_ms=row["first_timestamp"], last_timestamp_ms=row["marker_timestamp"],
+            first_timestamp=row["first_timestamp"], last_timestamp=row["marker_timestamp"],
         ))
     return found
 
@@ -85,7 +85,7 @@ def retention_findings(snapshot_only: pa.Table, stability: pa.Table) -> list[dic
         )
         found.append(finding_row(
             row, "retention_lost_open_txn", Severity.CRITICAL, evidence,
-            producer_epoch=row["min_epoch"], first_offset=first, last_timestamp_ms=row["producer_last_timestamp"],
+            producer_epoch=row["min_epoch"], first_offset=first, last_timestamp=row["producer_last_timestamp"],
             remediation=abort_command_text(row["topic"], row["partition"], first),
             # brokers before 3.0: by its producer, at the coordinator epoch of its last marker (at least 0)
             remediation_pre_3_0=formatted(ABORT_COMMAND_PRE_3_0, row["topic"], row["partition"], row["producer_id"],
@@ -99,4 +99,4 @@ def transaction_findings(judged: pa.Table, stability: pa.Table) -> pa.Table:
     ``judged``: the ``JUDGED`` rows of ``partition_transactions``, each rule taking its own."""
     rows = [*absorbed_findings(judged.filter(ABSORBING)),
             *retention_findings(judged.filter(SNAPSHOT_ONLY), stability)]
-    return pa.Table.from_pylist(rows, schema=FINDINGS)
+    return pa.Table.from_pylist(rows, schema=in_ms(FINDINGS))

@@ -37,6 +37,8 @@ from txn_audit.schemas import (
     RAW_TABLES,
     REPLICA_COLUMNS,
     WRITTEN_FILES,
+    declared,
+    in_ms,
     raw_writer_options,
     replicas_metadata,
     spark_schema,
@@ -195,7 +197,7 @@ def _write_driver_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schem
     about 0.25 ms to write and describe, thousands of them on a dump of thousands of partitions."""
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = declared(pa.Table.from_pylist(rows, schema=in_ms(schema)), schema)
     if not set(REPLICA_COLUMNS) <= set(schema.names):
         pq.write_table(table, str(path), **raw_writer_options(schema))
         return

@@ -63,7 +63,7 @@ from txn_audit.formats.transactions_text import (
 from txn_audit.ingest.inventory import Inventory, LogDir, PartitionReplica, issue_row
 from txn_audit.ingest.storage import DIR, FILE, SYMLINK, DumpLocation, Entry, open_stream, resolve_dump
 from txn_audit.ingest.tasks import FileTask, TableRows
-from txn_audit.schemas import RAW_TABLES, REPORTED_TRANSACTIONS
+from txn_audit.schemas import RAW_TABLES, REPORTED_TRANSACTIONS, in_ms
 
 TEXT_TASK_KIND = "dumplog_text"
 UNKNOWN_MARKER = "UNKNOWN"  # a control batch dumped without its record: COMMIT or ABORT is not known
@@ -327,10 +327,11 @@ def _reported_rows(output: TransactionsOutput) -> list[dict[str, Any]]:
     """``reported_transactions`` rows of one kafka-transactions.sh output."""
     assert output.kind is not None or not output.rows
     base: dict[str, Any] = {name: None for name in REPORTED_TRANSACTIONS.names}
-    base.update(file=output.file, tool=output.kind or "unknown", command=output.command, run_at_ms=output.run_at_ms)
+    base.update(file=output.file, tool=output.kind or "unknown", command=output.command,
+                run_timestamp=output.run_at_ms)
     if output.kind == "find-hanging":
         base.update(broker_id=_option_int(output.command, "broker-id"),
-                    max_transaction_timeout_min=_option_int(output.command, "max-transaction-timeout"))
+                    max_transaction_timeout_ms=_minutes_ms(_option_int(output.command, "max-transaction-timeout")))
     if not output.rows:
         return [base] if output.kind is not None else []
     rows = []
@@ -350,9 +351,14 @@ def _reported_rows(output: TransactionsOutput) -> list[dict[str, Any]]:
         else:
             row.update(topic=r.topic, partition=r.partition, producer_epoch=r.producer_epoch,
                        coordinator_epoch=r.coordinator_epoch, start_offset=r.start_offset,
-                       last_timestamp=r.last_timestamp, duration_min=r.duration_min)
+                       last_timestamp=r.last_timestamp, duration_ms=_minutes_ms(r.duration_min))
         rows.append(row)
     return rows
+
+
+def _minutes_ms(minutes: int | None) -> int | None:
+    """A duration the tool gives in minutes, in ms (the tables' unit of durations)."""
+    return None if minutes is None else minutes * 60_000
 
 
 def _segment_row(entry: Entry, kind: str, decoded: bool, skip: str | None) -> dict[str, object]:
@@ -412,7 +418,7 @@ def decode_text_task(task: FileTask, out: TableRows, pause_every: int = 8192) ->
         out.add("decode_issues", replica + (file, line, kind, severity, detail))
 
     def add(section: DumpSection, item: object, table: str, row: tuple[Any, ...]) -> None:
-        wrong = _out_of_range(row, RAW_TABLES[table])
+        wrong = _out_of_range(row, in_ms(RAW_TABLES[table]))
         if wrong is None:
             out.add(table, row)
             return

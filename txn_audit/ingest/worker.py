@@ -56,11 +56,13 @@ from txn_audit.ingest.tasks import FileTask, TableRows
 from txn_audit.ingest.text import decode_text_task
 from txn_audit.schemas import (
     DECODED_TABLES,
+    RAW_TABLES,
     REPLICA_ROW_GROUP_TABLES,
     REPLICA_COLUMNS,
     WORKER_OUTPUTS,
     WRITTEN_FILES,
     Replica,
+    declared,
     raw_writer_options,
     replicas_metadata,
 )
@@ -247,6 +249,7 @@ def _batch_struct(task: FileTask, cols: HeaderColumns) -> pa.StructArray:
         **_task_columns(task, n),
         "codec": _CODECS.take(cols.compression),
         "timestamp_type": _TIMESTAMP_TYPES.take(cols.timestamp_type),
+        "delete_horizon_timestamp": cols.delete_horizon_ms,  # the decoder's (Kafka's) name
         "crc_ok": cols.crc_ok,
     }
     return _struct_of("batches", values, cols)
@@ -641,11 +644,12 @@ def write_partition(
                 continue
             if name not in writers:
                 paths[name] = os.path.join(out_dir, name, f"{prefix}.{sequence:05d}-{uuid.uuid4().hex}.parquet")
-                schema = WORKER_OUTPUTS[name]
+                schema = RAW_TABLES[name]
                 writers[name] = pq.ParquetWriter(paths[name], schema, **raw_writer_options(schema))
                 written[name] = 0
                 replicas[name] = set()
-            table = pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts])
+            table = declared(pa.Table.from_batches([pa.RecordBatch.from_struct_array(p) for p in parts]),
+                             RAW_TABLES[name])
             for replica, rows in replica_runs(table):  # a row group per replica: its statistics name it
                 if name in REPLICA_ROW_GROUP_TABLES:
                     writers[name].write_table(rows)

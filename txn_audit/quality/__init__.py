@@ -100,7 +100,7 @@ class QualityResult:
                 "producer_epoch": None, "transactional_id": None,
                 "first_offset": next((example[k] for k in ("base_offset", "offset", "first_offset")
                                       if example.get(k) is not None), None),
-                "last_offset": None, "first_timestamp_ms": None, "last_timestamp_ms": None,
+                "last_offset": None, "first_timestamp": None, "last_timestamp": None,
                 "evidence": evidence, "remediation": None, "remediation_pre_3_0": None, "file": None,
                 "incident_id": None,
             })

@@ -34,12 +34,12 @@ from txn_audit.replica_tasks.reading import (
     replica_tables,
     sampled_cuts,
 )
-from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, in_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_BATCHES = ALL_TABLES["batches"]
+_BATCHES = in_ms(ALL_TABLES["batches"])
 
 #: the neighbour rows: a batch that repeats or overlaps the one before it in its replica's order
 NEIGHBOURS = pa.schema([

@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 from txn_audit.manifest import TableManifest
 from txn_audit.quality.checks import FAULT_COLUMNS, ROW_RULES, RowRule
 from txn_audit.replica_tasks.reading import item_int, item_list, table_batches, table_dataset
-from txn_audit.schemas import ALL_TABLES
+from txn_audit.schemas import ALL_TABLES, in_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -52,7 +52,7 @@ def rules_of(table: str) -> tuple[RowRule, ...]:
 def fault_schema(table: str) -> pa.Schema:
     """The faults of ``table``: its ``FAULT_COLUMNS``, each nullable (a null where the table's
     schema allows none is a fault of a frame's rows), then one flag per rule."""
-    columns = ALL_TABLES[table]
+    columns = in_ms(ALL_TABLES[table])
     return pa.schema([*(columns.field(name).with_nullable(True) for name in FAULT_COLUMNS[table]),
                       *(pa.field(rule.flag, pa.bool_()) for rule in rules_of(table))])
 
@@ -75,7 +75,7 @@ def faults_in_files(items: Iterator[pa.RecordBatch], *, table: str) -> Iterator[
     """``mapInArrow`` body: ``FILES_ITEM`` rows in, the faults of their files out."""
     for batch in items:
         for item in batch.to_pylist():
-            yield from faults_of(table_dataset(item_list(item, "files"), ALL_TABLES[table]), table).to_batches()
+            yield from faults_of(table_dataset(item_list(item, "files"), in_ms(ALL_TABLES[table])), table).to_batches()
 
 
 def faults_in_rows(batches: Iterator[pa.RecordBatch], *, table: str) -> Iterator[pa.RecordBatch]:

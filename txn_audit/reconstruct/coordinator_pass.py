@@ -49,14 +49,17 @@ from txn_audit.formats.txn_state import txn_partitions_for
 from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFile
 from txn_audit.replica_tasks.commit import file_name
 from txn_audit.replica_tasks.reading import int_values, item_int, replica_tables
-from txn_audit.schemas import COORDINATOR_CURRENT, PRODUCER_IDS, REPLICA_COLUMNS, TXN_LOG
+from txn_audit.schemas import COORDINATOR_CURRENT, PRODUCER_IDS, REPLICA_COLUMNS, TXN_LOG, in_ms
+
+#: the coordinator log as the pass computes with it: its times in epoch ms
+_TXN_LOG = in_ms(TXN_LOG)
 
 #: the newest record of a transactional id: the coordinator log's columns ``coordinator_current`` reads
-CURRENT_FIELDS = pa.schema([TXN_LOG.field(name).with_nullable(True) for name in (
+CURRENT_FIELDS = pa.schema([_TXN_LOG.field(name).with_nullable(True) for name in (
     "transactional_id", "tombstone", "producer_id", "producer_epoch", "state", "topic_partitions", "txn_timeout_ms",
     "txn_start_timestamp", "txn_last_update_timestamp", "client_transaction_version", "offset", "partition")])
 #: a producer id's newest record in a partition: what ``producer_transactional_ids`` reads
-PRODUCER_FIELDS = pa.schema([TXN_LOG.field(name).with_nullable(True) for name in (
+PRODUCER_FIELDS = pa.schema([_TXN_LOG.field(name).with_nullable(True) for name in (
     "producer_id", "transactional_id", "client_transaction_version", "offset")])
 #: the coordinator log's columns of a record the epoch rule reads
 EPOCH_RECORD = (*REPLICA_COLUMNS, "offset", "file", "transactional_id", "producer_id", "producer_epoch", "state",
@@ -64,7 +67,7 @@ EPOCH_RECORD = (*REPLICA_COLUMNS, "offset", "file", "transactional_id", "produce
 #: a record the coordinator epoch rule may flag, with the id's previous record (of those that are
 #: no tombstone: ``prev_*``) and the producer id of its newest (``now_producer_id``)
 EPOCH_FIELDS = pa.schema([
-    *[TXN_LOG.field(name).with_nullable(True) for name in EPOCH_RECORD],
+    *[_TXN_LOG.field(name).with_nullable(True) for name in EPOCH_RECORD],
     pa.field("now_producer_id", pa.int64()),
     pa.field("prev_state", pa.string()),
     pa.field("prev_producer_id", pa.int64()),
@@ -305,7 +308,7 @@ def partition_names(topics: pa.Array, partitions: pa.Array) -> pa.Array:
 def listed_partitions(states: pa.Array, topic_partitions: pa.Array) -> pa.ListArray:
     """The ``partition_names`` each record lists: those of its ``topic_partitions`` in an Ongoing or
     Prepare* state (``LISTING_STATES``), none in another (an empty list, never null)."""
-    lists = topic_partitions.cast(TXN_LOG.field("topic_partitions").type)
+    lists = topic_partitions.cast(_TXN_LOG.field("topic_partitions").type)
     listing = pc.and_(pc.fill_null(pc.is_in(states, value_set=pa.array(LISTING_STATES)), False), pc.is_valid(lists))
     lengths = np.where(listing.to_numpy(zero_copy_only=False),
                        pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False), 0)

@@ -47,7 +47,7 @@ from txn_audit.replica_tasks.reading import (
     sampled_cuts,
     table_dataset,
 )
-from txn_audit.schemas import REPLICA_COLUMNS, Replica
+from txn_audit.schemas import REPLICA_COLUMNS, Replica, read_batch_ms
 
 #: most input rows one task holds and sorts at once (about 100 bytes each in memory; reading
 #: and sorting them takes about as much again)
@@ -178,11 +178,11 @@ class _Replica:
         if condition is not None:
             where = where & condition
         # little read-ahead: a worker's memory is what bounds a group, not the file system
-        scan = self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
-                                            batch_readahead=1, fragment_readahead=1)
+        scan = map(read_batch_ms, self.tables[side].to_batches(columns=columns, filter=where, use_threads=False,
+                                                               batch_readahead=1, fragment_readahead=1))
         shares, share = item_int(self.item, "shares"), item_int(self.item, "share")
         if shares == 1:
-            return scan  # type: ignore[no-any-return]  # pyarrow is untyped
+            return scan
         return (batch.filter(pa.array(batch.column("producer_id").to_numpy(zero_copy_only=False) % shares == share))
                 for batch in scan)
 

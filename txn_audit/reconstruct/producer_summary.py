@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txn_audit.reconstruct.coordinator_pass import partition_names
-from txn_audit.schemas import COORDINATOR_CURRENT, PARTITION_TRANSACTIONS, PRODUCER_IDS, TRANSACTIONS
+from txn_audit.schemas import COORDINATOR_CURRENT, PARTITION_TRANSACTIONS, PRODUCER_IDS, TRANSACTIONS, in_ms
 
 __all__ = ["COMBINE_ROWS", "COUNTED", "READ", "ROTATED", "per_partition", "summarize_producers"]
 
@@ -82,7 +82,7 @@ def per_partition(batches: Iterable[pa.RecordBatch]) -> pa.Table:
     if len(parts) == 1:
         return parts[0]
     if not parts:
-        return _reduced(_batch_rows(PARTITION_TRANSACTIONS.empty_table()), _KEY)
+        return _reduced(_batch_rows(in_ms(PARTITION_TRANSACTIONS).empty_table()), _KEY)
     return _reduced(pa.concat_tables(parts), _KEY)
 
 
@@ -137,4 +137,5 @@ def summarize_producers(batches: Iterable[pa.RecordBatch], current: pa.Table, pr
     columns["coordinator_listed"] = pc.if_else(owner, newest.column("listed"),
                                                pa.scalar(None, COORDINATOR_CURRENT.field("listed").type))
     columns["txn_timeout_ms"] = newest.column("txn_timeout_ms")
-    return pa.table([columns[f.name].cast(f.type) for f in TRANSACTIONS], schema=TRANSACTIONS)
+    schema = in_ms(TRANSACTIONS)  # typed as it is written (``DerivedOutput.keep_rows``)
+    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)

@@ -161,7 +161,8 @@ def _leaders(rows: list[dict[str, Any]], offsets: list[dict[str, Any]],
         if topic is None:
             continue
         key = (topic, r["partition"])
-        if key not in states or as_of_ms is None or r["record_timestamp"] <= as_of_ms:
+        # a snapshot's state has no time (null): it is in place from before any record
+        if key not in states or as_of_ms is None or r["record_timestamp"] is None or r["record_timestamp"] <= as_of_ms:
             states[key] = r
     return {key: Leadership(r["leader"], r["leader_epoch"], tuple(r["isr"] or ()), r["record_offset"])
             for key, r in states.items()}

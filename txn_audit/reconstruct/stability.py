@@ -42,7 +42,7 @@ from txn_audit.manifest import TableManifest, widen_extent
 from txn_audit.reconstruct.transaction_files import OPEN
 from txn_audit.replica_tasks.reading import manifest_dataset
 from txn_audit.schemas import (
-    HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, PARTITION_TRANSACTIONS, REPLICA_COLUMNS, STABILITY_ROWS,
+    HW_CAPPED, PARTITION_COLUMNS, PARTITION_EXTENT, PARTITION_TRANSACTIONS, REPLICA_COLUMNS, STABILITY_ROWS, in_ms,
 )
 from txn_audit.tables import arrow_frame
 
@@ -143,7 +143,7 @@ def narrowed_candidates(transactions: DataFrame, replicas: Sequence[Mapping[str,
 def _candidate_schema(keys: tuple[str, ...]) -> pa.Schema:
     """``transaction_candidates``' columns: ``keys``, ``TRANSACTION_COLUMNS``, ``hw``."""
     return pa.schema([STABILITY_ROWS.field(key).with_nullable(True) for key in keys]
-                     + [PARTITION_TRANSACTIONS.field(name).with_nullable(True) for name in TRANSACTION_COLUMNS]
+                     + [in_ms(PARTITION_TRANSACTIONS).field(name).with_nullable(True) for name in TRANSACTION_COLUMNS]
                      + [pa.field("hw", pa.int64())])
 
 

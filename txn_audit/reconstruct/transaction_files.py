@@ -42,7 +42,7 @@ from txn_audit.reconstruct.prepare_follows import (
 )
 from txn_audit.replica_tasks.commit import TableFile, file_name
 from txn_audit.replica_tasks.reading import READ_AHEAD, item_int, planned_groups
-from txn_audit.schemas import PARTITION_TRANSACTIONS, repeating_columns, writer_options
+from txn_audit.schemas import PARTITION_TRANSACTIONS, in_ms, repeating_columns, writer_options
 
 #: a transaction's state from its marker's type: any other type of marker still ends it
 MARKER_STATES = {"COMMIT": "committed", "ABORT": "aborted"}
@@ -185,10 +185,10 @@ class TransactionFile:
             "producer_last_timestamp": last_writes.take(producers),
             "source": pa.repeat(pa.scalar(FROM_LOG), rows.num_rows),
         }
-        columns = [added[f.name] if f.name in added else rows.column(f.name) for f in PARTITION_TRANSACTIONS]
+        schema = in_ms(PARTITION_TRANSACTIONS)  # typed as it is written by ``TableFile``
+        columns = [added[f.name] if f.name in added else rows.column(f.name) for f in schema]
         return pa.Table.from_arrays([c if c.type == f.type else c.cast(f.type)
-                                     for c, f in zip(columns, PARTITION_TRANSACTIONS, strict=True)],
-                                    schema=PARTITION_TRANSACTIONS)
+                                     for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
 def pass_writing_transactions(items: Iterator[pa.RecordBatch], *, late_tolerance_ms: int,

@@ -89,7 +89,10 @@ from txn_audit.schemas import (
     cast_select_list,
     conform,
     conform_table,
+    in_ms,
+    read_frame,
     spark_schema,
+    write_frame,
 )
 from txn_audit.tables import RawTables, arrow_frame, read_arrow_table
 from txn_audit.spark import side_by_side
@@ -431,7 +434,7 @@ def reported_coordinator(reported: DataFrame, known: DataFrame) -> DataFrame:
     """``coordinator_current`` rows from ``kafka-transactions.sh describe`` outputs, for the
     transactional ids ``__transaction_state`` (``known``) does not hold: the newest report per id.
     ``list`` rows are not used here: they name no partitions, and a hanging verdict needs them."""
-    latest = Window.partitionBy("transactional_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
+    latest = Window.partitionBy("transactional_id").orderBy(F.col("run_timestamp").desc_nulls_last(), "file", "line")
     return (
         _newest(described_transactions(reported).join(known.select("transactional_id"), "transactional_id",
                                                       "left_anti"), latest)
@@ -456,7 +459,7 @@ def reported_producer_ids(reported: DataFrame, known: DataFrame) -> DataFrame:
     """(producer_id, transactional_id) pairs from ``describe`` outputs for producer ids
     ``__transaction_state`` (``known``) does not name (with ``reported_coordinator``, so that an
     id is never named without the coordinator state that goes with it)."""
-    latest = Window.partitionBy("producer_id").orderBy(F.col("run_at_ms").desc_nulls_last(), "file", "line")
+    latest = Window.partitionBy("producer_id").orderBy(F.col("run_timestamp").desc_nulls_last(), "file", "line")
     return (
         described_transactions(reported).where(F.col("producer_id") >= 0)
         .join(known.select("producer_id"), "producer_id", "left_anti")
@@ -533,9 +536,9 @@ def written_partition_transactions(directory: str, markers: DataFrame, snapshots
     shows (see ``partition_transactions``) are added to them, then the table is read."""
     from_snapshots = _snapshot_transactions(markers, snapshots, offsets, producer_ids, snapshot_files)
     if from_snapshots is not None:
-        from_snapshots.write.mode("append").parquet(directory)
+        write_frame(from_snapshots, PARTITION_TRANSACTIONS, directory, "append")
     finish_table(directory, PARTITION_TRANSACTIONS)
-    return markers.sparkSession.read.schema(spark_schema(PARTITION_TRANSACTIONS)).parquet(directory)
+    return read_frame(markers.sparkSession, PARTITION_TRANSACTIONS, directory)
 
 
 def _with_transactional_ids(frame: DataFrame, producer_ids: DataFrame, *, partial: bool = False) -> DataFrame:
@@ -733,19 +736,19 @@ class DerivedOutput:
         with TableFile(directory, file_name(0, new_job()), schema) as written:
             written.add(rows)
         finish_table(directory, schema)
-        return spark.read.schema(spark_schema(schema)).parquet(directory)
+        return read_frame(spark, schema, directory)
 
     def keep(self, name: str, frame: DataFrame) -> DataFrame:
         """``frame`` computed once: written as table ``name`` and read back."""
         directory = self.table_dir(name)
-        frame.write.parquet(directory)
-        return frame.sparkSession.read.schema(spark_schema(DERIVED_TABLES[name])).parquet(directory)
+        write_frame(frame, DERIVED_TABLES[name], directory)
+        return read_frame(frame.sparkSession, DERIVED_TABLES[name], directory)
 
     def batches(self, name: str, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
         """``columns`` of derived table ``name``'s rows, a record batch at a time, on the driver."""
         import pyarrow.dataset as ds
 
-        dataset = ds.dataset(self.table_dir(name), format="parquet", schema=DERIVED_TABLES[name])
+        dataset = ds.dataset(self.table_dir(name), format="parquet", schema=in_ms(DERIVED_TABLES[name]))
         yield from dataset.to_batches(columns=list(columns))
 
 

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from txn_audit.schemas import declared
+
 
 def located(location: str) -> tuple[fs.FileSystem, str]:
     """The file system and path of ``location``: a URI, or a local path."""
@@ -98,13 +100,14 @@ class TableFile:
         self._stack.__exit__(kind, error, trace)  # the writer closed, then the file committed or dropped
 
     def add(self, rows: pa.Table, row_group_size: int | None = None) -> None:
-        """``rows`` (cast to the schema) appended, as row groups of at most ``row_group_size``
-        (with ``buffer_rows``: held, then written in row groups of ``buffer_rows``)."""
+        """``rows`` (cast to the schema, instants from epoch ms: ``schemas.declared``) appended, as
+        row groups of at most ``row_group_size`` (with ``buffer_rows``: held, then written in row
+        groups of ``buffer_rows``)."""
         if not rows.num_rows:
             return
         self.rows += rows.num_rows
         if not rows.schema.equals(self.schema):
-            rows = rows.cast(self.schema)
+            rows = declared(rows, self.schema)
         if self.buffer_rows is None:
             self._write(rows, row_group_size)
             return

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from txn_audit.manifest import TableManifest
-from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS, Replica
+from txn_audit.schemas import ALL_TABLES, REPLICA_COLUMNS, REPLICA_FIELDS, Replica, in_ms, read_ms
 
 #: while counting a large replica's rows, one row in this many keeps its offset, from which the
 #: rows are cut into windows
@@ -349,11 +349,11 @@ class ParquetFiles:
         return self.read(piece.uri, piece.index, columns)
 
     def read(self, uri: str, index: int, columns: list[str]) -> pa.Table:
-        """``columns`` of row group ``index`` of the file at ``uri``."""
+        """``columns`` of row group ``index`` of the file at ``uri``, instants as epoch ms (``read_ms``)."""
         opened = self._opened.get(uri)
         if opened is None:
             opened = self._opened[uri] = OPENED.opened(uri, self._dictionaries)
-        return READ_AHEAD.read(opened, uri, index, columns, self._dictionaries)
+        return read_ms(READ_AHEAD.read(opened, uri, index, columns, self._dictionaries))
 
     def close(self) -> None:
         self._opened.clear()
@@ -425,7 +425,7 @@ def replica_tables(item: Mapping[str, object], columns: list[str], *, where: ds.
     which skips the row groups the manifest places outside them. ``schema``: the types the
     columns are read as (a file may hold a column as nulls); ``dictionaries``: string columns read
     as dictionary arrays."""
-    wanted = None if schema is None else pa.schema([schema.field(name) for name in columns
+    wanted = None if schema is None else pa.schema([in_ms(schema).field(name) for name in columns
                                                     if name not in dictionaries])
     types = {} if wanted is None else {f.name: f.type for f in wanted}
     with ParquetFiles(dictionaries) as files:
@@ -489,21 +489,21 @@ def table_dataset(uris: list[str], schema: pa.Schema | None = None, dictionaries
 
 
 def manifest_dataset(table: TableManifest) -> ds.Dataset | None:
-    """Every file ``table`` lists, as one dataset with the table's schema (``schemas.ALL_TABLES``);
-    None when it lists none."""
+    """Every file ``table`` lists, as one dataset with the table's schema (``schemas.ALL_TABLES``),
+    its instants as epoch ms (``schemas.in_ms``); None when it lists none."""
     if not table.files:
         return None
-    return table_dataset([table.uri(f) for f in table.files], ALL_TABLES[table.name])
+    return table_dataset([table.uri(f) for f in table.files], in_ms(ALL_TABLES[table.name]))
 
 
 def read_table(table: TableManifest, columns: Sequence[str] | None = None) -> pa.Table:
     """``columns`` (None: all) of every row of the files ``table`` lists, with the table's types
-    (``schemas.ALL_TABLES``), each file read in one call. For a whole table read on the driver:
-    a dataset (``manifest_dataset``) scans a file row group by row group, and ingest writes a row
-    group per replica, so a table of a row per replica costs that per partition: the 2,050 rows
-    of ``partition_offsets`` in ``scale_bench.py``'s many-partition dump took 1.0 s and 240 MiB
-    through a dataset, 0.2 s and 48 MiB so."""
-    schema = ALL_TABLES[table.name]
+    (``schemas.ALL_TABLES``, instants as epoch ms: ``schemas.in_ms``), each file read in one call.
+    For a whole table read on the driver: a dataset (``manifest_dataset``) scans a file row group
+    by row group, and ingest writes a row group per replica, so a table of a row per replica costs
+    that per partition: the 2,050 rows of ``partition_offsets`` in ``scale_bench.py``'s
+    many-partition dump took 1.0 s and 240 MiB through a dataset, 0.2 s and 48 MiB so."""
+    schema = in_ms(ALL_TABLES[table.name])
     names = list(columns or schema.names)
     wanted = pa.schema([schema.field(name).with_nullable(True) for name in names])
     parts = []
@@ -518,7 +518,7 @@ def table_batches(table: TableManifest, columns: Sequence[str], batch_rows: int 
     """``columns`` of every row of the files ``table`` lists, with the table's types, as batches
     of at most ``batch_rows``, file after file: ``read_table`` for a table too large to hold at
     once (half its speed, a batch in memory at a time)."""
-    schema = ALL_TABLES[table.name]
+    schema = in_ms(ALL_TABLES[table.name])
     wanted = pa.schema([schema.field(name).with_nullable(True) for name in columns])
     for entry in table.files:
         filesystem, path = fs.FileSystem.from_uri(table.uri(entry))

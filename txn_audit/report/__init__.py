@@ -30,7 +30,7 @@ from txn_audit.report.figures import (
     stability_figure,
 )
 from txn_audit.detect.words import duration_text
-from txn_audit.schemas import ALL_TABLES, HW_CAPPED
+from txn_audit.schemas import ALL_TABLES, HW_CAPPED, in_ms
 from txn_audit.severity import MOST_SEVERE_FIRST
 from txn_audit.timeparse import format_time_ms
 from txn_audit.usage import DEFAULTS
@@ -45,7 +45,7 @@ MAX_TIMELINE_ROWS = 5000  # transactions drawn on the timeline: a bound on the p
 def _read(tables_dir: Path, name: str, columns: list[str]) -> pa.Table:
     """The columns of a table as Arrow (never as Python rows: a table may hold millions)."""
     path = tables_dir / name
-    schema = ALL_TABLES[name]
+    schema = in_ms(ALL_TABLES[name])  # the report computes in epoch ms
     if not path.is_dir():
         return pa.table({c: pa.array([], schema.field(c).type) for c in columns})
     return ds.dataset(str(path), format="parquet", schema=schema).to_table(columns=columns)
@@ -90,11 +90,12 @@ def incident_marks(incidents: list[dict[str, Any]], findings: list[dict[str, Any
     earliest first timestamp, else the time its records are held since, else the audit time."""
     earliest: dict[str, int] = {}
     for f in findings:
-        at = f.get("first_timestamp_ms")
+        at = f.get("first_timestamp")
         key = str(f.get("incident_id"))
         if at is not None and (key not in earliest or at < earliest[key]):
             earliest[key] = at
-    return [{**i, "time_ms": earliest.get(i["incident_id"], i.get("held_since_ms") or as_of_ms)} for i in incidents]
+    return [{**i, "time_ms": earliest.get(i["incident_id"], i.get("held_since_timestamp") or as_of_ms)}
+            for i in incidents]
 
 
 def skew_seconds(ptx: pa.Table) -> np.ndarray:
