@@ -425,16 +425,16 @@ def replica_tables(item: Mapping[str, object], columns: list[str], *, where: ds.
     which skips the row groups the manifest places outside them. ``schema``: the types the
     columns are read as (a file may hold a column as nulls); ``dictionaries``: string columns read
     as dictionary arrays."""
-    wanted = None if schema is None else pa.schema([in_ms(schema).field(name) for name in columns
-                                                    if name not in dictionaries])
-    types = {} if wanted is None else {f.name: f.type for f in wanted}
+    computed = None if schema is None else in_ms(schema)
+    types = {} if computed is None else {name: computed.field(name).type for name in columns
+                                         if name not in dictionaries}
     with ParquetFiles(dictionaries) as files:
         for group in item_list(item, "groups"):
             if (low is not None and group["high"] is not None and group["high"] < low) or \
                     (high is not None and group["low"] is not None and group["low"] >= high):
                 continue
             table = files.read(group["uri"], group["index"], columns)
-            if wanted is not None and any(f.name in types and f.type != types[f.name] for f in table.schema):
+            if types and any(f.name in types and f.type != types[f.name] for f in table.schema):
                 table = table.cast(pa.schema([f.with_type(types[f.name]) if f.name in types else f
                                               for f in table.schema]))
             if where is not None:
