@@ -39,7 +39,7 @@ from txn_audit.formats.record_batch import encode_batch
 from txn_audit.formats.txn_state import encode_txn_log_key, encode_txn_log_value
 from txn_audit.ingest.tasks import FileTask, TableRows
 from txn_audit.ingest.worker import _add_coordinator_records, _decode_log
-from txn_audit.schemas import DECODED_TABLES, OFFSET_COMMITS, TXN_LOG
+from txn_audit.schemas import DECODED_TABLES, OFFSET_COMMITS, TXN_LOG, in_ms
 
 REPO = Path(__file__).resolve().parents[2]
 TXN, OFFSETS = "__transaction_state", "__consumer_offsets"
@@ -119,8 +119,9 @@ def _check_worker(topic: str, data: bytes, pause_every: int = 8192) -> dict[str,
 
 
 def test_columns_are_the_tables() -> None:
-    """The decoder's columns are the worker's tables' columns, same names, order and types."""
-    for cols, schema in ((fc.TXN_LOG_COLUMNS, TXN_LOG), (fc.OFFSET_COMMIT_COLUMNS, OFFSET_COMMITS)):
+    """The decoder's columns are the worker's tables' columns, same names, order and types (instants as
+    the workers hold them: epoch ms, ``schemas.in_ms``)."""
+    for cols, schema in ((fc.TXN_LOG_COLUMNS, in_ms(TXN_LOG)), (fc.OFFSET_COMMIT_COLUMNS, in_ms(OFFSET_COMMITS))):
         fields = {f.name: f.type for f in schema}
         assert [(f.name, f.type) for f in cols] == [(n, fields[n]) for n in cols.names]
         assert [n for n in schema.names if n in cols.names] == cols.names

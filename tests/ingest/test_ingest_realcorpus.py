@@ -27,7 +27,10 @@ def ingested(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> OnDemand[P
 
 
 def _rows(spark: Any, path: Path) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in spark.read.parquet(str(path)).collect()]
+    """A raw table's rows as the package reads them: its instants as epoch ms, Kafka's digits."""
+    from txn_audit.schemas import RAW_TABLES, read_frame
+
+    return [r.asDict(recursive=True) for r in read_frame(spark, RAW_TABLES[path.name], str(path)).collect()]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -28,7 +28,7 @@ from txn_audit.api import scan_exit_code
 from txn_audit.severity import Severity
 from txn_audit.usage import ExitCode
 from txn_audit.errors import OutputError, UsageError
-from txn_audit.schemas import ALL_TABLES, FINDINGS
+from txn_audit.schemas import ALL_TABLES, FINDINGS, read_ms
 from txn_audit.warehouse import (
     PARTITION_COLUMN, RUNS, audit_dates, partition_name, publish_run, resolve,
 )
@@ -153,7 +153,7 @@ def _assert_layout(warehouse: Path) -> None:
 
 def _assert_findings_match(warehouse: Path, sample: SampleScan) -> None:
     published = [row for f in sorted((warehouse / "findings" / PART).glob("*.parquet"))
-                 for row in pq.read_table(f).to_pylist()]
+                 for row in read_ms(pq.read_table(f)).to_pylist()]  # instants as the rows give them: epoch ms
     assert Counter(map(_finding_key, published)) == Counter(_finding_key(f.to_row()) for f in sample.result.findings)
     run = warehouse / RUNS / PART
     summary = json.loads((run / "summary.json").read_text())
