@@ -245,7 +245,8 @@ def _pass_writing(work: list[dict[str, Any]], *, late_tolerance_ms: int, unseque
                 for written in files:  # in the items' order
                     written.close()
             for item, follower in zip(group, followers, strict=True):
-                follows.add(follower.rows())
+                if follower.prepares.num_rows:  # a partition no Prepare* record lists has nothing to follow
+                    follows.add(follower.rows())
                 if item_int(item, "task") == strays_task:
                     follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
 
@@ -346,10 +347,14 @@ def _by_partition(prepares: pa.Table) -> dict[tuple[object, object], pa.Table]:
     return found
 
 
+#: the Prepare* records of a partition none lists
+_NO_PREPARES = PREPARE_FIELDS.empty_table()
+
+
 def _prepares_of(item: Mapping[str, object], prepares: Mapping[tuple[object, object], pa.Table]) -> pa.Table:
     """The Prepare* records of ``prepares`` (``_by_partition``) for ``item``'s partition and
     share of producers."""
-    rows = prepares.get((item["topic"], item["partition"]), PREPARE_FIELDS.empty_table())
+    rows = prepares.get((item["topic"], item["partition"]), _NO_PREPARES)
     shares, share = item_int(item, "shares"), item_int(item, "share")
     if shares > 1:  # the share's producers, as ``pass_files`` reads them
         producers = pc.fill_null(rows.column("producer_id"), -1).to_numpy()
