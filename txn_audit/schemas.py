@@ -92,7 +92,7 @@ def in_ms(schema: pa.Schema) -> pa.Schema:
     if known is not None and known[0] is schema:
         return known[1]
     found = schema if not any(f.type == TIMESTAMP for f in schema) else pa.schema(
-        [f.with_type(pa.int64()) if f.type == TIMESTAMP else f for f in schema], metadata=schema.metadata)
+        [f.with_type(_MS) if f.type == TIMESTAMP else f for f in schema], metadata=schema.metadata)
     if len(_IN_MS) < 1024:
         _IN_MS[id(schema)] = (schema, found)  # the schema kept, so its id is not reused
     return found

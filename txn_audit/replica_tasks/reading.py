@@ -372,8 +372,7 @@ def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
         parts = [rows for rows in map(read, sorted(pieces, key=lambda piece: piece.side)) if rows.num_rows]
         if parts:  # by side, then log order: a stable sort by offset puts a lower side first at one offset
             rows = pa.concat_tables(parts)
-            yield from rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))) \
-                .combine_chunks().to_batches(max_chunksize=chunk_rows)
+            yield from _by_offset(rows).combine_chunks().to_batches(max_chunksize=chunk_rows)
         return
     bounds = sorted({piece.low for piece in pieces})
     held: list[tuple[Piece, pa.Table]] = []  # read, with the rows of later windows
@@ -400,12 +399,17 @@ def merge_in_log_order(pieces: list[Piece], read: Callable[[Piece], pa.Table],
         parts = [part for part in parts if part.num_rows]
         if parts:
             rows = pa.concat_tables(parts)
-            ready.append(rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable"))))
+            ready.append(_by_offset(rows))
             ready_rows += rows.num_rows
         if ready and (ready_rows >= chunk_rows or high is None):
             # windows are in order: a few together make batches large enough for their reader
             yield from pa.concat_tables(ready).combine_chunks().to_batches(max_chunksize=chunk_rows)
             ready, ready_rows = [], 0
+
+
+def _by_offset(rows: pa.Table) -> pa.Table:
+    """``rows`` in ``offset`` order, rows of one offset in the order given (a stable sort)."""
+    return rows.take(pa.array(np.argsort(rows.column("offset").to_numpy(), kind="stable")))
 
 
 def _at_most(pieces: Sequence[Piece], rows: int) -> bool:
