@@ -1,5 +1,5 @@
-"""Every form of fix txn-audit prints, run by Kafka's own tools (the releases' jars from Maven
-Central, ``make kafka-tools``): each tool takes the command's options as they are printed, filled
+"""Every form of fix txn-audit prints, run by Kafka's own tools (the releases' jars, fetched from Maven
+Central on first use): each tool takes the command's options as they are printed, filled
 with ``--bootstrap-server`` and ``--command-config``, and goes on to ask the cluster (here a closed
 port, so it gives up at the timeout the command's config sets) instead of refusing them with its
 usage. A command with a word too many, or one option misspelt, is refused: the check can fail."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.realkafka.dist import cache_root, java_binary
+from tools.realkafka.dist import HarnessError, fetch, java_binary
 from txn_audit.detect.words import (
     ABORT_COMMAND_PRE_3_0,
     abort_command_text,
@@ -38,13 +38,14 @@ CLOSED = "127.0.0.1:1"
 
 
 def _lib(release: str) -> Path:
-    lib = cache_root() / release / "lib"
-    if not any(lib.glob("kafka-tools-*.jar")):
-        message = f"Kafka {release}'s tool jars are not in {lib} (make kafka-tools fetches them)"
+    """The release's jars, fetched from Maven Central on first use (into the harness's cache)."""
+    try:
+        return fetch(release, log=False).lib
+    except HarnessError as e:
+        message = f"Kafka {release}'s tools cannot be fetched here: {e}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    return lib
 
 
 def _main_class(lib: Path, script: str) -> str:
