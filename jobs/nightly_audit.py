@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits with 2 on a bad option
     try:
         options = api.AuditOptions.from_text(args.as_of, args.max_transaction_timeout, args.late_tolerance,
-                                             verbose=args.verbose)
+                                             bootstrap_server=args.bootstrap_server,
+                                             command_config=args.command_config, verbose=args.verbose)
         result = api.run_nightly(
             args.dump, args.warehouse, parse_date(args.audit_date), options=options,
             min_severity=api.Severity.parse(args.min_severity), fail_on=args.fail_on, strict=args.strict,

@@ -268,7 +268,7 @@ VerboseOption = Annotated[
 
 #: the ``scan`` options the nightly job takes too, with the same names, defaults and help
 AUDIT_OPTIONS = ("as_of", "max_transaction_timeout", "late_tolerance", "min_severity", "fail_on", "strict",
-                 "verbose")
+                 "bootstrap_server", "command_config", "verbose")
 
 
 def add_audit_options(parser: argparse.ArgumentParser, names: Iterable[str] = AUDIT_OPTIONS) -> None:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from txn_audit.detect.incidents import incident_commands
 from txn_audit.detect.words import BROKER_PLACEHOLDER
 from txn_audit.formats.layout import CLUSTER_METADATA_TOPIC
+from txn_audit.outputs import FIXES_SCRIPT
 from txn_audit.results import Finding, Incident
 from txn_audit.timeparse import format_time_ms
 
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["FIXES_SCRIPT", "UNKNOWN_RELEASE", "BrokerRelease", "Connection", "Fix", "Release", "broker_release",
            "fix_lines", "fixes", "fixes_json", "fixes_script"]
 
-#: the script ``scan --out DIR`` writes beside ``summary.json``
-FIXES_SCRIPT = "fixes.sh"
 #: the width the script's comments wrap at
 _COMMENT_WIDTH = 100
 

@@ -34,11 +34,14 @@ from typing import Any
 from txn_audit.errors import OutputError, OutputInUseError, TxnAuditError, UsageError
 
 __all__ = [
-    "MARKER", "check_target", "link_tree", "output_lock", "publish", "recover", "staged_output", "write_failure",
-    "write_json_atomic", "write_text_atomic",
+    "FIXES_SCRIPT", "MARKER", "check_target", "link_tree", "output_lock", "publish", "recover", "staged_output",
+    "write_failure", "write_json_atomic", "write_text_atomic",
 ]
 
 MARKER = ".txn-audit-output"  # present in every folder this package wrote
+#: the script ``scan --out DIR`` writes beside ``summary.json``: every fix, for an operator to review, then
+#: run (``txn_audit.fixes``)
+FIXES_SCRIPT = "fixes.sh"
 _STAGING = ".staging-"
 _OLD = ".previous-"
 _LOCK = ".lock"

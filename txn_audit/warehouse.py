@@ -4,7 +4,7 @@ Layout (Hive-style partition folders, so Spark and ``pyarrow.dataset(..., partit
 both read ``audit_date`` as a column; the Parquet files themselves do not hold it)::
 
     <warehouse>/<table>/audit_date=YYYY-MM-DD/part-00000.parquet ...
-    <warehouse>/runs/audit_date=YYYY-MM-DD/summary.json, report.html, quality/, run.json
+    <warehouse>/runs/audit_date=YYYY-MM-DD/summary.json, fixes.sh, report.html, quality/, run.json
 
 A date's ``run.json`` records the version of the schemas its tables were written with
 (``schema_version``; none: version 1); readers of earlier dates bring them to the current
@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from txn_audit.errors import UsageError
 from txn_audit.migrate import SCHEMA_VERSION, manifest_version
-from txn_audit.outputs import MARKER, link_tree, staged_output, write_json_atomic
+from txn_audit.outputs import FIXES_SCRIPT, MARKER, link_tree, staged_output, write_json_atomic
 from txn_audit.schemas import ALL_TABLES
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 PARTITION_COLUMN = "audit_date"
 RUNS = "runs"
-RUN_FILES = ("summary.json", "report.html")
+RUN_FILES = ("summary.json", FIXES_SCRIPT, "report.html")
 RUN_FOLDERS = ("quality",)
 RUN_MANIFEST = "run.json"
 _PARTITION = re.compile(rf"^{PARTITION_COLUMN}=(\d{{4}}-\d{{2}}-\d{{2}})$")

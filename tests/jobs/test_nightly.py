@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ from txn_audit.api import scan_exit_code
 from txn_audit.severity import Severity
 from txn_audit.usage import ExitCode
 from txn_audit.errors import OutputError, UsageError
+from txn_audit.outputs import FIXES_SCRIPT
 from txn_audit.schemas import ALL_TABLES, FINDINGS, read_ms
 from txn_audit.warehouse import (
     PARTITION_COLUMN, RUNS, audit_dates, partition_name, publish_run, resolve,
@@ -127,6 +129,21 @@ def _submit(master: str, dump: Path, warehouse: str, tmp: Path, *extra: str,
     finally:
         _stop(proc)
     return Run(code, log.read_text(errors="replace"))
+
+
+def _assert_fixes_filled(script: Path) -> None:
+    """The date's ``fixes.sh``: valid shell, every command naming the cluster and the client
+    config the job was given, none of them run unless the operator uncomments it."""
+    text = script.read_text()
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0, text
+    commands = [line.lstrip("# ") for line in text.splitlines() if line.lstrip("# ").startswith("kafka-")]
+    assert commands, text  # the sample has hanging transactions: there is something to fix
+    for command in commands:
+        words = shlex.split(command)
+        assert "--bootstrap-server" in words and words[words.index("--bootstrap-server") + 1] == \
+            "kafka-1:9092,kafka-2:9092", command
+        assert words[words.index("--command-config") + 1] == "/etc/kafka/admin.properties", command
+    assert not [line for line in text.splitlines() if line.startswith("kafka-")], "a fix would run by default"
 
 
 def _rows(folder: Path) -> list[str]:
@@ -355,8 +372,10 @@ def test_nightly_job_in_local_mode_then_on_a_cluster_for_one_date(
     expected = int(scan_exit_code(sample_scan.result, fail_on=Severity.WARNING, strict=False))
     assert expected == ExitCode.CRITICAL  # the sample has critical findings planted on purpose
 
-    first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first")
+    first = _submit("local[2]", sample_scan.dump, str(warehouse), tmp_path / "first",
+                    "--bootstrap-server", "kafka-1:9092,kafka-2:9092", "--command-config", "/etc/kafka/admin.properties")
     assert first.code == expected, first.tail()
+    _assert_fixes_filled(warehouse / RUNS / PART / FIXES_SCRIPT)
     assert "nightly_audit verdict: CRITICAL" in first.output and "exit code 4 (critical)" in first.output
     assert "nightly_audit audit time " in first.output and ": given with --as-of" not in first.output
     _assert_layout(warehouse)
@@ -442,7 +461,7 @@ def test_publish_run_layout_readers_and_rerun(spark: SparkSession, sample_scan: 
         assert first.row_counts[name] == source.count_rows(), name
     assert first.row_counts["findings"] == len(sample_scan.result.findings)
     assert sorted(p.name for p in first.run_dir.iterdir() if not p.name.startswith(".")) == [
-        "quality", "report.html", "run.json", "summary.json"]
+        FIXES_SCRIPT, "quality", "report.html", "run.json", "summary.json"]
 
     publish_run(spark, sample_scan.out, warehouse, other)
     untouched = {k: v for k, v in _listing(warehouse).items() if partition_name(other) in k}
@@ -571,6 +590,7 @@ def test_locations_and_refusals(tmp_path: Path) -> None:
         (["--as-of", "yesterday"], "invalid time"),
         (["--min-severity", "loud"], "invalid choice"),
         (["--dump-typo", "x"], "unrecognized arguments"),
+        (["--bootstrap-server", "kafka-1"], "expected HOST:PORT"),
     ],
 )
 def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
