@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -62,7 +62,7 @@ print("published")
 """
 PUBLISH_DATE = """
 import sys
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from txn_audit.warehouse import publish_run
 publish_run(None, Path(sys.argv[1]), sys.argv[2], date.fromisoformat(sys.argv[3]), run=sys.argv[4])
@@ -200,7 +200,8 @@ def test_publish_refuses_a_folder_it_did_not_write(target: Target, tmp_path: Pat
     assert store.read_text("precious.txt") == "keep me"
 
 
-def test_killed_publish_leaves_the_previous_output(target: Target, tmp_path: Path) -> None:
+def test_killed_publish_leaves_the_previous_output(target: Target, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     uri = target.uri(_fresh("out/killed"))
     first = {"summary.json": b'{"run": 1}', "tables/findings/part-0.parquet": b"y" * 5000}
     stores.publish_folder(_folder(tmp_path / "first", first), uri)
@@ -214,14 +215,47 @@ def test_killed_publish_leaves_the_previous_output(target: Target, tmp_path: Pat
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert _output(uri) == first  # the killed run is not visible to a reader
-    assert _leftovers(uri), "the killed run left nothing: it was not killed halfway"
-    # the next run removes what the killed one left
+    left = _leftovers(uri)
+    assert left, "the killed run left nothing: it was not killed halfway"
+    # a run just after keeps them (the killed run might be one still uploading) ...
     stores.publish_folder(_folder(tmp_path / "third", {"summary.json": b'{"run": 3}'}), uri)
     assert _output(uri) == {"summary.json": b'{"run": 3}'}
+    assert _leftovers(uri) == left
+    # ... a run once they are idle for LEFTOVER_AGE removes them
+    monkeypatch.setattr(stores, "LEFTOVER_AGE", timedelta(0))
+    stores.publish_folder(_folder(tmp_path / "fourth", {"summary.json": b'{"run": 4}'}), uri)
+    assert _output(uri) == {"summary.json": b'{"run": 4}'}
     assert _leftovers(uri) == []
 
 
-def test_a_killed_first_run_does_not_block_the_next(target: Target, tmp_path: Path) -> None:
+def test_overlapping_publishes_keep_each_others_files(target: Target, tmp_path: Path) -> None:
+    """Run A uploads many files; run B publishes to the same output meanwhile and ends first: B
+    deletes nothing of A's, then A, publishing last, is the output, whole, and B's files go."""
+    uri = target.uri(_fresh("out/overlap"))
+    stores.publish_folder(_folder(tmp_path / "first", {"summary.json": b'{"run": 1}'}), uri)
+    big = _many(tmp_path / "big", 3000)
+    run = stores.new_run_id()
+    process = subprocess.Popen([sys.executable, "-c", PUBLISH, str(big), uri, run], env=_env(), cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_uploads(uri, run, lambda: process.poll() is None)
+        stores.check_output(uri)  # B's check of --out, then its publish, while A uploads
+        stores.publish_folder(_folder(tmp_path / "b", {"summary.json": b'{"run": "b"}'}), uri)
+        assert process.poll() is None, "A ended before B published: the runs did not overlap"
+        assert _output(uri) == {"summary.json": b'{"run": "b"}'}
+        said, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0 and b"published" in said, said[-2000:]
+    expected = {p.relative_to(big).as_posix(): p.read_bytes() for p in big.rglob("*") if p.is_file()}
+    assert _output(uri) == expected
+    assert _leftovers(uri) == []
+
+
+def test_a_killed_first_run_does_not_block_the_next(target: Target, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stores, "LEFTOVER_AGE", timedelta(0))  # what it left is idle: the run was killed
     name = _fresh("first")
     uri = target.uri(f"out/{name}")
     half = "run-20261120T000000Z-0000abcd/tables/t/part-0.parquet"  # what a first run killed halfway left
@@ -233,9 +267,10 @@ def test_a_killed_first_run_does_not_block_the_next(target: Target, tmp_path: Pa
     assert _output(uri) == {"summary.json": b"{}"} and _leftovers(uri) == []
 
 
-def test_hdfs_puts_back_an_output_moved_aside(hdfs_target: Target, tmp_path: Path) -> None:
+def test_hdfs_puts_back_an_output_moved_aside(hdfs_target: Target, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A run killed between its two renames leaves the previous output under a hidden name and
-    no output: the next run (or its check of --out) puts it back first."""
+    no output: a later run (or its check of --out) puts it back first, once it is idle."""
     name = _fresh("aside")
     uri = hdfs_target.uri(f"out/{name}")
     first = {"summary.json": b'{"run": 1}'}
@@ -245,6 +280,10 @@ def test_hdfs_puts_back_an_output_moved_aside(hdfs_target: Target, tmp_path: Pat
     parent.write_bytes(f".{name}.staging-run-20261120T000000Z-0000abcd/summary.json", b"half")
     with pytest.raises(StoreError, match="no txn-audit output"):
         stores.current_output(uri)
+    stores.check_output(uri)  # written just now: it may be a run between its renames
+    with pytest.raises(StoreError, match="no txn-audit output"):
+        stores.current_output(uri)
+    monkeypatch.setattr(stores, "LEFTOVER_AGE", timedelta(0))
     stores.check_output(uri)
     assert _output(uri) == first and _leftovers(uri) == []
 
@@ -401,9 +440,10 @@ def _read(uri: str) -> bytes:
     return data
 
 
-def test_killed_warehouse_publish_keeps_the_date(target: Target, sample_scan: SampleScan, tmp_path: Path) -> None:
+def test_killed_warehouse_publish_keeps_the_date(target: Target, sample_scan: SampleScan, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL halfway through publishing a date again: the date's committed files are the
-    previous run's, whole; the next publish of the date removes the killed run's files."""
+    previous run's, whole; a publish of the date once they are idle removes the killed run's files."""
     wh = target.uri(_fresh("wh-killed"))
     publish_run(None, sample_scan.out, wh, D1)
     store = stores.open_store(wh, "--warehouse")
@@ -442,6 +482,7 @@ def test_killed_warehouse_publish_keeps_the_date(target: Target, sample_scan: Sa
         assert len(listed) > len(before["findings"])
     else:
         assert sorted(listed) == sorted(before["findings"])
+    monkeypatch.setattr(stores, "LEFTOVER_AGE", timedelta(0))
     publish_run(None, sample_scan.out, wh, D1)
     listed = [store.uri(rel) for rel in store.files(part) if rel.endswith(".parquet")]
     assert sorted(listed) == sorted(stores.committed_files(store, "findings", D1))

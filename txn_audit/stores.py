@@ -9,8 +9,8 @@ or the previous files of a warehouse date, whole and readable. How, per store:
 **HDFS** (``webhdfs://``, ``hdfs://``): a rename of a folder is one atomic operation of the
 NameNode. A folder is uploaded to a hidden sibling (``.<name>.staging-<run>``); then the previous
 output is renamed aside (``.<name>.previous-<run>``), the staging folder renamed in, and the
-previous one deleted. A run killed between the two renames leaves no folder at the target: the
-next run puts the previous one back first (``recover``), as ``outputs.py`` does where the
+previous one deleted. A run killed between the two renames leaves no folder at the target: a
+later run puts the previous one back first (``recover``), as ``outputs.py`` does where the
 kernel cannot exchange two folders. Readers that list folders (Spark) see the old folder or the
 new one, never a mix; in the instant between the renames they see none. The warehouse publishes
 each ``<table>/audit_date=D/`` this way, the run folder ``runs/audit_date=D/`` last, so
@@ -20,26 +20,30 @@ each ``<table>/audit_date=D/`` this way, the run folder ``runs/audit_date=D/`` l
 
 - ``scan --out s3://b/out``: the files go under a fresh run prefix, ``out/run-<time>-<id>/``;
   then one small object, the pointer ``out/.txn-audit-output`` (JSON: the run and its files), is
-  written last and names the complete run; only then are the objects of earlier runs deleted.
-  A killed run's objects are never named by the pointer, and the next run deletes them.
+  written last and names the complete run; only then are the objects of the run it replaced
+  deleted. A killed run's objects are never named by the pointer; a later run deletes them.
   Readers follow the pointer (``current_output``, or read ``out/.txn-audit-output``): the
   output is ``s3://b/out/<run>/`` (``tables/<table>/``, ``summary.json``, ``report.html``).
 - the warehouse: a date's table files get fresh names (``part-<run>-00000.parquet``) beside the
   previous ones in ``<table>/audit_date=D/``, the run's report and summary go to
   ``runs/audit_date=D/<run>/``, and the date's manifest ``runs/audit_date=D/run.json``, written
   last, is the commit point: it names the run and lists every file of the date, table by table.
-  ``audit_dates`` lists the dates that have a manifest. Then the date's files that the manifest
-  does not list (the previous run's, a killed run's) are deleted.
+  ``audit_dates`` lists the dates that have a manifest. Then the date's files of the run the
+  previous manifest named are deleted, and a killed run's.
 
 What a reader that lists folders sees on S3 (Spark's ``spark.read.parquet("s3a://b/wh/findings")``):
-while a date is being published, and after a run of that date was killed until the date is
-published again, ``<table>/audit_date=D/`` holds the files of two runs, so a listing reader
+while a date is being published, and after a run of that date was killed until a later run
+deletes its files, ``<table>/audit_date=D/`` holds the files of two runs, so a listing reader
 counts that date's rows twice (or reads half of the new run's files). Readers that must not see
 that window read the files the manifest lists (``committed_files``; with Spark,
 ``spark.read.option("basePath", table_uri).parquet(*files)``). Other dates are never touched.
 
-One writer at a time per output or warehouse is assumed (as for local folders). Objects are
-deleted one at a time: some S3-compatible servers refuse the batch delete that the AWS SDK
+**Runs that overlap** on one output or warehouse date (a store has no lock a killed run would
+release) never delete each other's files: what another run left, a staging folder or objects no
+pointer or manifest names, is deleted (or an output moved aside put back) only once nothing in it
+was written for ``LEFTOVER_AGE`` (an hour): a run still uploading writes more often, a killed
+run's leftovers go with the first run that publishes after that. The run that publishes last is
+the output. Objects are deleted one at a time: some S3-compatible servers refuse the batch delete that the AWS SDK
 sends without a Content-MD5 header.
 
 Every storage failure while publishing or reading back is a ``StoreError``: one line that names
@@ -58,7 +62,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -84,6 +88,10 @@ _DATE = re.compile(r"^audit_date=(\d{4}-\d{2}-\d{2})$")
 #: what txn-audit names a table file of the warehouse on S3
 _PART = re.compile(r"^part-(run-\d{8}T\d{6}Z-[0-9a-f]{8})-\d{5}\.parquet$")
 UPLOAD_THREADS = 8
+#: what another run left (a staging folder, objects no pointer or manifest names) is deleted, or
+#: put back, only once nothing in it was written for this long: a run still publishing writes
+#: more often than that, so runs that overlap never delete each other's files
+LEFTOVER_AGE = timedelta(hours=1)
 CHUNK = 8 << 20
 T = TypeVar("T")
 
@@ -103,6 +111,24 @@ def is_remote(location: str | os.PathLike[str] | None) -> bool:
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
+
+
+def _idle(infos: Iterable[pafs.FileInfo]) -> bool:
+    """Whether nothing of ``infos`` was written for ``LEFTOVER_AGE``."""
+    times = [i.mtime if i.mtime.tzinfo else i.mtime.replace(tzinfo=UTC) for i in infos if i.mtime is not None]
+    return not times or datetime.now(UTC) - max(times) >= LEFTOVER_AGE
+
+
+def _delete_runs(store: Store, files: dict[str, pafs.FileInfo], run_of: Callable[[str], str], keep: str,
+                 replaced: str | None) -> None:
+    """Delete ``files`` (``Store.file_infos``) of other runs (``run_of``) than ``keep``: the
+    ``replaced`` run's, and another run's once idle (a killed run's, not one still uploading)."""
+    runs: dict[str, list[str]] = {}
+    for rel in files:
+        runs.setdefault(run_of(rel), []).append(rel)
+    stale = [rel for run, rels in runs.items() if run != keep and (run == replaced or _idle(files[r] for r in rels))
+             for rel in rels]
+    store.delete_files(stale)
 
 
 def new_run_id() -> str:
@@ -164,9 +190,13 @@ class Store:
 
     def files(self, rel: str = "") -> list[str]:
         """The files under ``rel``, as paths relative to this folder, sorted."""
+        return sorted(self.file_infos(rel))
+
+    def file_infos(self, rel: str = "") -> dict[str, pafs.FileInfo]:
+        """The files under ``rel`` by their paths relative to this folder."""
         base = self.path(rel).rstrip("/") + "/"
-        return sorted(posixpath.join(rel, i.path[len(base):]) if rel else i.path[len(base):]
-                      for i in self.listing(rel) if i.type == pafs.FileType.File and i.path.startswith(base))
+        return {posixpath.join(rel, i.path[len(base):]) if rel else i.path[len(base):]: i
+                for i in self.listing(rel) if i.type == pafs.FileType.File and i.path.startswith(base)}
 
     def read_text(self, rel: str) -> str:
         def read() -> str:
@@ -314,16 +344,18 @@ def _check_s3_bucket(store: Store) -> None:
 
 
 def recover(store: Store) -> None:
-    """HDFS: undo what a killed run left beside ``store``: put a moved-aside output back, delete
-    half-uploaded ones."""
+    """HDFS: undo what a killed run left beside ``store``, once idle (``LEFTOVER_AGE``): put a
+    moved-aside output back, delete half-uploaded ones."""
     parent, name = _parent_and_name(store)
-    siblings = sorted(posixpath.basename(i.path) for i in parent.listing(recursive=False))
-    previous = [s for s in siblings if s.startswith(f".{name}{_OLD}")]
-    staging = [s for s in siblings if s.startswith(f".{name}{_STAGING}")]
+    siblings = {posixpath.basename(i.path): i for i in parent.listing(recursive=False)}
+    # a sibling another run is still writing (``LEFTOVER_AGE``) is its own
+    idle = [s for s in sorted(siblings) if s.startswith((f".{name}{_OLD}", f".{name}{_STAGING}"))
+            and _idle([siblings[s], *parent.listing(s)])]
+    previous = [s for s in idle if s.startswith(f".{name}{_OLD}")]
     if previous and name not in siblings:
         parent.rename(previous[-1], name)
-        previous = previous[:-1]
-    for leftover in [*previous, *staging]:
+        idle.remove(previous[-1])
+    for leftover in idle:
         parent.delete_tree(leftover)
 
 
@@ -356,10 +388,21 @@ def publish_folder(local_dir: Path, location: str | Store, what: str = "--out", 
         store.upload((path, f"{run}/{rel}") for path, rel in files if rel != MARKER)
     except StoreError as err:
         raise StoreError(f"{err}; the previous output is unchanged") from None
+    replaced = _named_run(store, MARKER)
     pointer = {"written_by": "txn-audit", "run": run, "files": [rel for _, rel in files if rel != MARKER]}
     store.write_bytes(MARKER, (json.dumps(pointer, indent=2) + "\n").encode())  # the commit point
-    store.delete_files(rel for rel in store.files() if rel != MARKER and not rel.startswith(f"{run}/"))
+    written = {rel: info for rel, info in store.file_infos().items() if rel != MARKER}
+    _delete_runs(store, written, lambda rel: rel.split("/", 1)[0], run, replaced)
     return store.uri(run)
+
+
+def _named_run(store: Store, rel: str) -> str | None:
+    """The run the pointer or manifest ``rel`` names (None: none there, or not one)."""
+    try:
+        run = json.loads(store.read_text(rel))["run"]
+    except (StoreError, ValueError, KeyError, TypeError):
+        return None
+    return run if isinstance(run, str) else None
 
 
 def _publish_by_rename(store: Store, files: list[tuple[Path, str]], run: str) -> None:
@@ -447,13 +490,24 @@ def publish_date(store: Store, tables: dict[str, list[Path]], run_dir: Path, aud
         store.upload([*uploads, *run_files])
     except StoreError as err:
         raise StoreError(f"{err}; the date's previous files are unchanged") from None
+    replaced = _named_run(store, f"{RUNS}/{part}/{RUN_MANIFEST}")
     body = manifest | {"run": run, "tables": listed, "run_files": [rel for _, rel in run_files]}
     store.write_bytes(f"{RUNS}/{part}/{RUN_MANIFEST}", (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
-    keep = {key for keys in listed.values() for key in keys} | {rel for _, rel in run_files}
-    keep.add(f"{RUNS}/{part}/{RUN_MANIFEST}")
-    stale = [rel for name in [*tables, RUNS] for rel in store.files(f"{name}/{part}") if rel not in keep]
-    store.delete_files(stale)
+    written = {rel: info for name in [*tables, RUNS] for rel, info in store.file_infos(f"{name}/{part}").items()
+               if rel != f"{RUNS}/{part}/{RUN_MANIFEST}"}
+    _delete_runs(store, written, _date_file_run, run, replaced)
     return {**{name: store.uri(f"{name}/{part}") for name in tables}, "runs": store.uri(f"{RUNS}/{part}/{run}")}
+
+
+def _date_file_run(rel: str) -> str:
+    """The run that wrote a file of a date: ``<table>/audit_date=D/part-<run>-NNNNN.parquet`` or
+    ``runs/audit_date=D/<run>/...`` (else the file's own path: a run of its own)."""
+    head, _, rest = rel.partition("/")
+    match = _PART.match(posixpath.basename(rel))
+    if match:
+        return match.group(1)
+    inner = rest.split("/")
+    return inner[1] if head == RUNS and len(inner) > 2 else rel
 
 
 def _check_date_folder(folder: Store) -> None:
