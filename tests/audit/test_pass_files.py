@@ -87,6 +87,25 @@ def _write(folder: Path, tables: dict[str, list[dict[str, Any]]], seed: int) -> 
     return uris
 
 
+def _write_in_log_order(folder: Path, tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+    """Each table in one file as ingest writes it: each replica's rows in log order, a row group
+    per replica's run, the footer listing the replicas."""
+    from txn_audit.ingest.worker import replica_runs
+
+    uris: dict[str, list[str]] = {}
+    for name, rows in tables.items():
+        (folder / name).mkdir(parents=True)
+        ordered = sorted(rows, key=lambda r: (r["broker_id"], r["log_dir"], r["topic"], r["partition"], r["offset"]))
+        table = declared(pa.Table.from_pylist(ordered, schema=in_ms(RAW_TABLES[name])), RAW_TABLES[name])
+        listed = table.schema.with_metadata(replicas_metadata(row_replicas(table)))
+        path = folder / name / "part-0.parquet"
+        with pq.ParquetWriter(path, listed) as writer:
+            for _replica, run in replica_runs(table):
+                writer.write_table(run.cast(listed))
+        uris[name] = [path.as_uri()]
+    return uris
+
+
 def _expected(tables: dict[str, list[dict[str, Any]]], broker: int) -> list[dict[str, Any]]:
     """The pass over one broker's rows, sorted in memory, as one stream (times in epoch ms, as read)."""
     parts = [pass_input(pa.Table.from_pylist([r for r in tables[name] if r["broker_id"] == broker],

@@ -13,7 +13,7 @@ import pytest
 
 from tests.audit.builders import rank
 from tests.audit.producer_walk import COMPACTED, TOLERANCE_MS
-from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write
+from tests.audit.test_pass_files import LEADER_DIR, _expected, _items, _tables, _write, _write_in_log_order
 from tests.conftest import SampleScan
 from txn_audit.reconstruct import pass_files, prepare_follows, transaction_files
 from txn_audit.reconstruct.ordered_pass import MARKER, pass_input, transaction_pass
@@ -85,22 +85,24 @@ def _random_prepares(tables: dict[str, list[dict[str, Any]]], seed: int) -> list
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize(("chunk_rows", "round_producers", "share_rows"),
-                         [(10**6, None, 1), (3, None, 1), (10**6, 1, 1), (10**6, None, 10**9), (3, None, 10**9)])
+@pytest.mark.parametrize(("chunk_rows", "round_producers", "share_rows", "in_log_order"),
+                         [(10**6, None, 1, False), (3, None, 1, False), (10**6, 1, 1, False), (10**6, None, 10**9, False),
+                          (10**6, None, 10**9, True), (3, None, 10**9, True)])
 def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, chunk_rows: int,
-                                                    round_producers: int | None, share_rows: int,
+                                                    round_producers: int | None, share_rows: int, in_log_order: bool,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(transaction_files, "CHUNK_ROWS", chunk_rows)  # last writes carried across chunks
     if round_producers is not None:  # a task passes over its producers in rounds, into one file
         monkeypatch.setattr(pass_files, "ROUND_PRODUCERS", round_producers)
     tables = _tables(seed)
-    items = [item for item in _items(_write(tmp_path / "raw", tables, seed), parallelism=8, share_rows=share_rows)
-             if item["log_dir"] == LEADER_DIR]
+    files = _write_in_log_order(tmp_path / "raw", tables) if in_log_order else _write(tmp_path / "raw", tables, seed)
+    items = [item for item in _items(files, parallelism=8, share_rows=share_rows) if item["log_dir"] == LEADER_DIR]
     assert any(len(pass_files.producer_rounds(item)) > 1 for item in items) == (round_producers is not None)
-    # whole replicas (no shares): small ones passed over together, in runs of several
+    # whole replicas (no shares) whose row groups give log order: small ones passed over together,
+    # in runs of several (``pass_files.group_input``); shuffled files, one at a time
     grouped = [len(group) for half in (items[: len(items) // 2], items[len(items) // 2:])
                for group in transaction_files.item_groups(half)]
-    assert (max(grouped) > 1) == (share_rows > 1 and round_producers is None)
+    assert (max(grouped) > 1) == (share_rows > 1 and round_producers is None and in_log_order)
     producers = sorted({r["producer_id"] for r in tables["batches"] if r["producer_id"] >= 0})
     # some producers' transactional ids known (none for seed 2: a dump without a transaction log)
     ids = {} if seed == 2 else {pid: f"tx-{pid}" for pid in random.Random(seed).sample(producers, len(producers) // 2)}
@@ -124,7 +126,7 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
         out += pass_writing_transactions(iter([_task_rows(task)]), late_tolerance_ms=TOLERANCE_MS,
                                          unsequenced_topics=COMPACTED, directory=directory, job="job",
                                          output=output, prepares_dir=str(tmp_path / "prepares"),
-                                         follows_dir=follows_dir, strays_task=len(items) - 1,
+                                         follows_dir=follows_dir, strays_task=int(items[-1]["task"]),
                                          read_partitions=sorted(replicas), producer_ids=_known(ids))
 
     assert all(b.schema == output for b in out)
@@ -178,17 +180,21 @@ def test_each_task_writes_its_replicas_transactions(tmp_path: Path, seed: int, c
 
 def test_small_replicas_run_together_one_per_partition() -> None:
     """``item_groups``: consecutive small whole replicas in runs of at most ``group_rows`` rows,
-    never two replicas of one partition in a run; a share, or a replica of ``group_rows`` rows or
-    more, alone; the items' order kept."""
-    def item(topic: str, partition: int, rows: int, shares: int = 1) -> dict[str, Any]:
-        return {"topic": topic, "partition": partition, "rows": rows, "shares": shares, "share": 0}
+    never two replicas of one partition in a run; a share, a replica of ``group_rows`` rows or
+    more, or one whose row groups overlap (not in log order), alone; the items' order kept."""
+    def item(topic: str, partition: int, rows: int, shares: int = 1, overlapping: bool = False) -> dict[str, Any]:
+        groups = [{"low": 0, "high": rows - 1, "uri": "f", "index": 0, "producer_high": 9},
+                  {"low": rows - 1 if overlapping else rows, "high": rows, "uri": "f", "index": 1, "producer_high": 9}]
+        return {"topic": topic, "partition": partition, "rows": rows, "shares": shares, "share": 0,
+                "batch_groups": groups, "marker_groups": []}
 
     work = [item("a", 0, 10), item("a", 1, 10), item("a", 0, 10), item("b", 0, 50), item("b", 1, 10),
-            item("c", 0, 100), item("c", 1, 5), item("c", 2, 30, shares=2), item("d", 0, 1)]
+            item("c", 0, 100), item("c", 1, 5), item("c", 2, 30, shares=2), item("d", 0, 1), item("d", 1, 2),
+            item("d", 2, 3, overlapping=True), item("d", 3, 4)]
     groups = [[(i["topic"], i["partition"]) for i in group] for group in transaction_files.item_groups(work, 60)]
-    # a second a-0 starts a run; b-1 would pass 60 rows; c-0 is too large, c-2 a share
+    # a second a-0 starts a run; b-1 would pass 60 rows; c-0 is too large, c-2 a share, d-2 overlaps
     assert groups == [[("a", 0), ("a", 1)], [("a", 0), ("b", 0)], [("b", 1)], [("c", 0)], [("c", 1)], [("c", 2)],
-                      [("d", 0)]]
+                      [("d", 0), ("d", 1)], [("d", 2)], [("d", 3)]]
 
 
 def test_a_table_no_task_wrote_gets_an_empty_file(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ the same row by row in the JVM and shuffled every row twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numba
@@ -76,9 +76,10 @@ def pass_source_columns(side: int) -> list[str]:
     return sorted(named)
 
 
-def pass_input(table: pa.Table | pa.RecordBatch, side: int) -> pa.Table:
+def pass_input(table: pa.Table | pa.RecordBatch, side: int, carry: Sequence[str] = ()) -> pa.Table:
     """``PASS_INPUT`` rows of ``side`` from raw rows: a data side takes only the data batches
-    written with a producer id (no control batch), a marker side every marker."""
+    written with a producer id (no control batch), a marker side every marker. ``carry``: columns
+    of ``table`` kept as they are, after those."""
     if side == DATA:
         keep = pc.and_(pc.invert(table.column("is_control")), pc.greater_equal(table.column("producer_id"), 0))
         table = table.filter(keep)
@@ -89,6 +90,8 @@ def pass_input(table: pa.Table | pa.RecordBatch, side: int) -> pa.Table:
             columns[name] = pa.repeat(pa.scalar(source.value, source.type), table.num_rows)
         else:
             columns[name] = table.column(source)
+    for name in carry:
+        columns[name] = table.column(name)
     return pa.table(columns)
 
 #: previous-marker and previous-sequence fields: output name -> input column

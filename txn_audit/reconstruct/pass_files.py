@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -256,7 +256,7 @@ def _sorted_group(replica: _Replica, group: _Group | None) -> pa.Table | None:
     return pa.table(columns, names=names)
 
 
-def _pieces(item: Mapping[str, object]) -> list[Piece] | None:
+def item_pieces(item: Mapping[str, object]) -> list[Piece] | None:
     """The row groups of ``item``'s replica in both tables (side ``DATA``, then ``MARKER``) in
     log order; None unless the manifest named them with offsets that do not overlap
     (``replica_tasks.reading.pieces_in_order``)."""
@@ -272,8 +272,8 @@ def log_order_input(item: Mapping[str, object], chunk_rows: int = 65536) -> Iter
     """``item``'s pass input rows in offset order (data before a marker of the same offset), as
     batches of at most ``chunk_rows``, read row group by row group: a task holds a few row groups
     at a time, whatever the size of the replica, and sorts nothing but within them. None when the
-    files do not allow it (``_pieces``): then ``sorted_pass_input``."""
-    pieces = _pieces(item)
+    files do not allow it (``item_pieces``): then ``sorted_pass_input``."""
+    pieces = item_pieces(item)
     if pieces is None:
         return None
     return _merged(pieces, item_int(item, "shares"), item_int(item, "share"), chunk_rows)
@@ -351,6 +351,37 @@ def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:
     allow it (``log_order_input``), otherwise sorted by producer (``sorted_pass_input``)."""
     rows = log_order_input(item)
     return sorted_pass_input(item) if rows is None else rows
+
+
+def group_input(group: Sequence[Mapping[str, object]]) -> tuple[pa.Table, list[int]]:
+    """The pass input rows of ``group``'s items (small ones, passed over together:
+    ``transaction_files.item_groups``), one item's after another, each in log order as
+    ``log_order_input`` gives it (by offset, data before a marker of the same offset, then as
+    read); and each item's count of rows. Each side's rows of every item are made pass input at
+    once and sorted together: a pass over an item's few rows costs a few Arrow calls per row group
+    however few its rows. Every item is one replica whose files allow log order (``item_pieces``)."""
+    read: list[list[pa.Table]] = [[], []]  # per side, the raw rows of each row group as read
+    places: list[list[np.ndarray]] = [[], []]  # per side, the item of each row
+    with ParquetFiles() as files:
+        for place, item in enumerate(group):
+            pieces = item_pieces(item)
+            if pieces is None or item_int(item, "shares") != 1:
+                raise ValueError(f"item {place} of a group is not one replica in log order")
+            for piece in sorted(pieces, key=lambda p: p.side):  # a side's in log order (``pieces_in_order``)
+                rows = files.row_group(piece, pass_source_columns(piece.side))
+                read[piece.side].append(rows)
+                places[piece.side].append(np.full(rows.num_rows, place, np.int64))
+    sides = [pass_input(pa.concat_tables(read[side], promote_options="permissive").append_column(
+                 "_item", pa.array(np.concatenate(places[side]))), side, carry=["_item"])
+             for side in (DATA, MARKER) if read[side]]
+    if not sides:
+        return pa.table({}), [0] * len(group)  # no row
+    rows = pa.concat_tables(sides, promote_options="permissive")
+    item = rows.column("_item").to_numpy()
+    side = np.concatenate([np.full(part.num_rows, number, np.int64) for number, part in enumerate(sides)])
+    order = np.lexsort((side, rows.column("offset").to_numpy(), item))  # stable: as read within a key
+    counts = np.bincount(item, minlength=len(group)).tolist()
+    return rows.drop_columns(["_item"]).take(pa.array(order)).combine_chunks(), counts
 
 
 def item_pass(item: Mapping[str, object], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...],

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from txn_audit.reconstruct.ordered_pass import transaction_pass
-from txn_audit.reconstruct.pass_files import PASS_ITEM, item_pass, pass_input_rows, producer_rounds
+from txn_audit.reconstruct.pass_files import PASS_ITEM, group_input, item_pass, item_pieces, producer_rounds
 from txn_audit.reconstruct.prepare_follows import (
     FOLLOW_FIELDS,
     FOLLOW_WRITER_OPTIONS,
@@ -260,7 +260,8 @@ GROUP_ROWS = 65_536
 def item_groups(work: Sequence[Mapping[str, object]],
                 group_rows: int | None = None) -> Iterator[list[Mapping[str, object]]]:
     """``work``'s items in runs passed over together, in their order: consecutive items of one
-    replica each (not a share of one), of fewer than ``group_rows`` rows (default ``GROUP_ROWS``)
+    replica each (not a share of one) whose files give its rows in log order
+    (``pass_files.item_pieces``), of fewer than ``group_rows`` rows (default ``GROUP_ROWS``)
     and passed over in one round (``pass_files.producer_rounds``), until the run holds that many
     rows or a second replica of one partition; any other item alone. The pass keeps each (topic,
     partition, producer, broker)'s state apart, so replicas of different partitions may follow one
@@ -271,7 +272,7 @@ def item_groups(work: Sequence[Mapping[str, object]],
     rows = 0
     for item in work:
         small = (item_int(item, "shares") == 1 and item_int(item, "rows") < limit
-                 and len(producer_rounds(item)) == 1)
+                 and len(producer_rounds(item)) == 1 and item_pieces(item) is not None)
         if not small:
             if run:
                 yield run
@@ -296,24 +297,23 @@ def _partition(item: Mapping[str, object]) -> tuple[object, object]:
 def _group_pass(group: list[Mapping[str, object]], followers: list[PrepareFollower], late_tolerance_ms: int,
                 unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """``transaction_pass`` over ``group``: one item's rounds (``item_pass``), or the input rows
-    of several items one after another, in one batch (each item's shown to its follower first):
-    the pass costs a few milliseconds per batch, however few its rows (300 items of ``scale_bench``'s
-    2,050-partition dump: 2.2-2.7 s passed one by one, 1.1-1.2 s together)."""
+    of several items one after another, read and sorted together (``pass_files.group_input``), in
+    one batch (each item's shown to its follower first): the pass costs a few milliseconds per
+    batch, however few its rows (300 items of ``scale_bench``'s 2,050-partition dump: 2.2-2.7 s
+    passed one by one, 1.1-1.2 s together)."""
     if len(group) == 1:
         yield from item_pass(group[0], late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics,
                              seen=followers[0].add)
         return
 
     def rows() -> Iterator[pa.RecordBatch]:
-        held: list[pa.RecordBatch] = []  # the items' batches, passed on together: the pass costs per batch
-        for item, follower in zip(group, followers, strict=True):
-            for batch in pass_input_rows(item):
-                follower.add(batch)
-                held.append(batch)
-        if held:  # one schema: the raw tables' types (``pass_input``), unless a file holds a column as nulls
-            together = pa.concat_tables([pa.Table.from_batches([batch]) for batch in held],
-                                        promote_options="permissive")
-            yield from together.combine_chunks().to_batches()
+        together, counts = group_input(group)
+        start = 0
+        for follower, count in zip(followers, counts, strict=True):
+            if count:
+                follower.add(together.slice(start, count).to_batches()[0])
+            start += count
+        yield from together.to_batches()
 
     yield from transaction_pass(rows(), late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
 
