@@ -248,10 +248,39 @@ def test_of_markers_of_one_time_the_follower_takes_the_lowest_offset(arrival: li
     markers = [(T0 + 5, 7, 1, "ABORT"), (T0 + 5, 3, 2, "COMMIT"), (T0 + 6, 1, 2, "ABORT")]
     for index in arrival:
         ts, offset, epoch, kind = markers[index]
-        follower.add(pa.RecordBatch.from_pylist([{"producer_id": 1, "is_marker": True, "max_timestamp": ts,
-                                                  "offset": offset, "epoch": epoch, "marker_type": kind}]))
+        follower.add(pa.RecordBatch.from_pylist([{"topic": "a", "partition": 0, "producer_id": 1, "is_marker": True,
+                                                  "max_timestamp": ts, "offset": offset, "epoch": epoch,
+                                                  "marker_type": kind}]))
     (row,) = follower.rows().to_pylist()
     assert (row["has_marker"], row["next_marker_type"], row["next_marker_offset"]) == (True, "COMMIT", 3)
+
+
+def test_one_follower_keeps_partitions_apart() -> None:
+    """A follower of several partitions' records (a group of small replicas passed over together)
+    answers each as a follower of its partition alone does: a producer's marker on one partition
+    never follows its record on another."""
+    import pyarrow as pa
+
+    from txn_audit.reconstruct.prepare_follows import PREPARE_FIELDS, PrepareFollower
+
+    prepares = [{"topic": topic, "partition": partition, "producer_id": 1, "epoch": 2, "ts": T0,
+                 "txn_log_partition": 0, "txn_log_offset": offset}
+                for offset, (topic, partition) in enumerate([("a", 0), ("a", 1), ("b", 0)])]
+    # a-0's marker comes late, a-1's early and of another epoch, b-0 gets none (b-1's is not its own)
+    markers = [("a", 0, T0 + 9, 40, 2, "COMMIT"), ("a", 1, T0 + 1, 7, 1, "ABORT"), ("b", 1, T0 + 2, 5, 2, "COMMIT")]
+    rows = pa.RecordBatch.from_pylist([{"topic": t, "partition": p, "producer_id": 1, "is_marker": True,
+                                        "max_timestamp": ts, "offset": o, "epoch": e, "marker_type": k}
+                                       for t, p, ts, o, e, k in markers])
+
+    def answers(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any, ...]]:
+        follower = PrepareFollower(pa.Table.from_pylist(records, schema=PREPARE_FIELDS))
+        follower.add(rows)
+        return {(r["topic"], r["partition"]): (r["has_marker"], r["next_marker_type"], r["next_marker_offset"])
+                for r in follower.rows().to_pylist()}
+
+    together = answers(prepares)
+    assert together == {key: value for record in prepares for key, value in answers([record]).items()}
+    assert together == {("a", 0): (True, "COMMIT", 40), ("a", 1): (False, "ABORT", 7), ("b", 0): (False, None, None)}
 
 
 def test_read_prepares_keeps_the_records_of_the_partitions_asked_for(tmp_path: Path) -> None:

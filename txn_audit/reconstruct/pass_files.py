@@ -353,13 +353,13 @@ def pass_input_rows(item: Mapping[str, object]) -> Iterator[pa.RecordBatch]:
     return sorted_pass_input(item) if rows is None else rows
 
 
-def group_input(group: Sequence[Mapping[str, object]]) -> tuple[pa.Table, list[int]]:
+def group_input(group: Sequence[Mapping[str, object]]) -> pa.Table:
     """The pass input rows of ``group``'s items (small ones, passed over together:
     ``transaction_files.item_groups``), one item's after another, each in log order as
     ``log_order_input`` gives it (by offset, data before a marker of the same offset, then as
-    read); and each item's count of rows. Each side's rows of every item are made pass input at
-    once and sorted together: a pass over an item's few rows costs a few Arrow calls per row group
-    however few its rows. Every item is one replica whose files allow log order (``item_pieces``)."""
+    read). Each side's rows of every item are made pass input at once and sorted together: a pass
+    over an item's few rows costs a few Arrow calls per row group however few its rows. Every item
+    is one replica whose files allow log order (``item_pieces``)."""
     read: list[list[pa.Table]] = [[], []]  # per side, the raw rows of each row group as read
     places: list[list[np.ndarray]] = [[], []]  # per side, the item of each row
     with ParquetFiles() as files:
@@ -375,13 +375,12 @@ def group_input(group: Sequence[Mapping[str, object]]) -> tuple[pa.Table, list[i
                  "_item", pa.array(np.concatenate(places[side]))), side, carry=["_item"])
              for side in (DATA, MARKER) if read[side]]
     if not sides:
-        return pa.table({}), [0] * len(group)  # no row
+        return pa.table({})  # no row
     rows = pa.concat_tables(sides, promote_options="permissive")
     item = rows.column("_item").to_numpy()
     side = np.concatenate([np.full(part.num_rows, number, np.int64) for number, part in enumerate(sides)])
     order = np.lexsort((side, rows.column("offset").to_numpy(), item))  # stable: as read within a key
-    counts = np.bincount(item, minlength=len(group)).tolist()
-    return rows.drop_columns(["_item"]).take(pa.array(order)).combine_chunks(), counts
+    return rows.drop_columns(["_item"]).take(pa.array(order)).combine_chunks()
 
 
 def item_pass(item: Mapping[str, object], *, late_tolerance_ms: int, unsequenced_topics: tuple[str, ...],

@@ -151,19 +151,48 @@ def read_follows(directory: str, where: pc.Expression | None = None) -> pa.Table
 
 _NONE = np.iinfo(np.int64).max  # no marker found yet: after every (time, offset)
 
+#: a row's partition and producer as one value that sorts and compares: its topic's code
+#: (``PartitionProducers``), partition and producer id (-1 for none)
+PARTITION_PRODUCER = np.dtype([("topic", np.int64), ("partition", np.int64), ("producer", np.int64)])
+
+
+class PartitionProducers:
+    """Rows' (topic, partition, producer id) as ``PARTITION_PRODUCER`` values; a topic's code is
+    the order this object first saw it in, so that the values of one object compare across tables."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, int] = {}
+
+    def of(self, rows: pa.Table | pa.RecordBatch) -> np.ndarray:
+        topics = rows.column("topic")
+        encoded = pc.dictionary_encode(topics.combine_chunks() if isinstance(topics, pa.ChunkedArray) else topics)
+        codes = np.array([self.topics.setdefault(topic, len(self.topics)) for topic in encoded.dictionary.to_pylist()],
+                         np.int64)
+        keys = np.empty(rows.num_rows, PARTITION_PRODUCER)
+        keys["topic"] = codes[pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)] if len(codes) else -1
+        for field, column in (("partition", "partition"), ("producer", "producer_id")):
+            keys[field] = pc.fill_null(rows.column(column), -1).to_numpy(zero_copy_only=False)
+        return keys
+
 
 class PrepareFollower:
-    """The Prepare* records of one task's partition (and share of producers), and for each the
-    first marker of its producer at or after its time among the markers ``add`` was given."""
+    """The Prepare* records of a task's partitions (and share of producers), and for each the
+    first marker of its producer on its partition at or after its time among the markers ``add``
+    was given. A producer on a partition is one ``PARTITION_PRODUCER`` value, coded here as its
+    place among the records' (``producers``), so that the records of many partitions are
+    followed at once."""
 
     def __init__(self, prepares: pa.Table) -> None:
+        self.keys = PartitionProducers()
+        # the records' partitions and producers, each once, sorted: a producer's code is its place
+        self.known, codes = np.unique(self.keys.of(prepares), return_inverse=True)
         # producer, then time (an untimed record first, as Spark sorts nulls), then log order
         columns = [pc.fill_null(prepares.column(name), -1).to_numpy() for name in
-                   ("txn_log_offset", "txn_log_partition", "ts", "producer_id")]
+                   ("txn_log_offset", "txn_log_partition", "ts")]
         timed = pc.is_valid(prepares.column("ts")).to_numpy(zero_copy_only=False)
-        order = np.lexsort((columns[0], columns[1], columns[2], timed, columns[3]))
+        order = np.lexsort((columns[0], columns[1], columns[2], timed, codes))
         self.prepares = prepares.take(pa.array(order, pa.int64()))
-        self.producers = pc.fill_null(self.prepares.column("producer_id"), -1).to_numpy()
+        self.producers = codes[order].astype(np.int64)
         self.timed = pc.is_valid(self.prepares.column("ts")).to_numpy(zero_copy_only=False)
         self.times = pc.fill_null(self.prepares.column("ts"), 0).to_numpy()
         n = self.prepares.num_rows
@@ -179,7 +208,7 @@ class PrepareFollower:
         """Pass input rows (``ordered_pass.PASS_INPUT``), in any order: their markers are seen."""
         if not len(self.wanted) or not rows.num_rows:
             return
-        producers = rows.column("producer_id").to_numpy(zero_copy_only=False)
+        producers = self._codes(self.keys.of(rows))
         keep = pc.fill_null(rows.column("is_marker"), False).to_numpy(zero_copy_only=False) & np.isin(
             producers, self.wanted)
         if not keep.any():
@@ -214,6 +243,13 @@ class PrepareFollower:
         chosen = pa.array(marker, pa.int64())
         self.marker_epoch[prepare], self.marker_epoch_known[prepare] = int_values(markers.column("epoch").take(chosen))
         self.marker_type[prepare] = markers.column("marker_type").take(chosen).to_numpy(zero_copy_only=False)
+
+    def _codes(self, keys: np.ndarray) -> np.ndarray:
+        """Each of ``keys``' producer code (-1: no record's)."""
+        at = np.searchsorted(self.known, keys)
+        inside = np.minimum(at, max(len(self.known) - 1, 0))
+        found = (at < len(self.known)) & (self.known[inside] == keys) if len(self.known) else np.zeros(len(keys), bool)
+        return np.where(found, at, -1).astype(np.int64)
 
     def rows(self) -> pa.Table:
         """``FOLLOW_FIELDS`` for every Prepare* record: the marker found for it, unless none was

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import ExitStack
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -36,6 +35,7 @@ from txn_audit.reconstruct.prepare_follows import (
     FOLLOW_FIELDS,
     FOLLOW_WRITER_OPTIONS,
     PREPARE_FIELDS,
+    PartitionProducers,
     PrepareFollower,
     read_prepares,
     unfollowed,
@@ -70,17 +70,17 @@ def transaction_states(marker_types: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 class _Lookup:
-    """Values by producer id (an id absent: null)."""
+    """Values by key: a producer id, or a ``PARTITION_PRODUCER`` (a key absent: null)."""
 
-    def __init__(self, producer_ids: np.ndarray, values: pa.Array) -> None:
-        order = np.argsort(producer_ids, kind="stable")
-        self.keys = producer_ids[order]
+    def __init__(self, keys: np.ndarray, values: pa.Array) -> None:
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
         self.values = values.take(pa.array(order))
 
-    def take(self, producer_ids: np.ndarray) -> pa.Array:
-        at = np.searchsorted(self.keys, producer_ids)
+    def take(self, keys: np.ndarray) -> pa.Array:
+        at = np.searchsorted(self.keys, keys)
         inside = np.minimum(at, max(len(self.keys) - 1, 0))
-        found = (at < len(self.keys)) & (self.keys[inside] == producer_ids) if len(self.keys) else at < 0
+        found = (at < len(self.keys)) & (self.keys[inside] == keys) if len(self.keys) else at < 0
         return self.values.take(pa.array(inside, mask=~found))
 
 
@@ -93,11 +93,11 @@ def known_ids(producer_ids: pa.Table) -> _Lookup:
 
 
 class TransactionFile:
-    """One item's transactions (``ordered_pass.transaction_pass``'s ``txn`` rows of one replica or
-    share, in the pass's order, in which each producer's transactions come in their order, its
-    last one last), completed on ``close`` and handed to ``written`` (the task's file) as
-    ``PARTITION_TRANSACTIONS`` rows. Held in memory up to ``CHUNK_ROWS`` rows, spilled to a local
-    Arrow file beyond."""
+    """One item's or group's transactions (``ordered_pass.transaction_pass``'s ``txn`` rows of a
+    replica or share, or of a group of replicas of different partitions, in the pass's order, in
+    which each producer's transactions on a partition come in their order, its last one last),
+    completed on ``close`` and handed to ``written`` (the task's file) as ``PARTITION_TRANSACTIONS``
+    rows. Held in memory up to ``CHUNK_ROWS`` rows, spilled to a local Arrow file beyond."""
 
     def __init__(self, written: TableFile, transactional_ids: _Lookup) -> None:
         self.written, self.transactional_ids = written, transactional_ids
@@ -107,7 +107,9 @@ class TransactionFile:
         self._writer: ipc.RecordBatchFileWriter | None = None
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        # one (producer id, newest event of its last transaction so far) per producer and chunk
+        # one (producer on a partition, newest event of its last transaction so far) per producer
+        # on a partition and chunk: ``PARTITION_PRODUCER`` values
+        self._keys = PartitionProducers()
         self._last_producers: list[np.ndarray] = []
         self._last_events: list[pa.Array] = []
 
@@ -129,7 +131,7 @@ class TransactionFile:
         """Rows of ``KEY_COLUMNS`` + ``ordered_pass.txn_fields()``, in the pass's order."""
         if not txns.num_rows:
             return
-        producers = txns.column("producer_id").to_numpy(zero_copy_only=False)
+        producers = self._keys.of(txns)
         last = np.append(producers[1:] != producers[:-1], True)  # the last row of each run of one producer
         self._last_producers.append(producers[last])
         self._last_events.append(txns.column("last_event_timestamp").filter(pa.array(last)))
@@ -170,8 +172,8 @@ class TransactionFile:
         return self.rows
 
     def _last_writes(self) -> _Lookup:
-        """Each producer's last write: the newest event of its last transaction (later chunks
-        hold later transactions, so the last pair of a producer wins)."""
+        """Each producer's last write on each partition: the newest event of its last transaction
+        there (later chunks hold later transactions, so the last pair of a producer wins)."""
         producers = np.concatenate(self._last_producers)[::-1]
         events = pa.concat_arrays(self._last_events)[::-1]
         unique, first = np.unique(producers, return_index=True)
@@ -182,7 +184,7 @@ class TransactionFile:
         added = {
             "transactional_id": self.transactional_ids.take(producers),
             "state": transaction_states(rows.column("marker_type")),
-            "producer_last_timestamp": last_writes.take(producers),
+            "producer_last_timestamp": last_writes.take(self._keys.of(rows)),
             "source": pa.repeat(pa.scalar(FROM_LOG), rows.num_rows),
         }
         schema = in_ms(PARTITION_TRANSACTIONS)  # typed as it is written by ``TableFile``
@@ -231,24 +233,19 @@ def _pass_writing(work: list[dict[str, Any]], *, late_tolerance_ms: int, unseque
     name = file_name(item_int(work[0], "task"), job)
     with TableFile(follows_dir, name, FOLLOW_FIELDS, FOLLOW_WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as follows, \
             TableFile(directory, name, PARTITION_TRANSACTIONS, WRITER_OPTIONS, buffer_rows=CHUNK_ROWS) as task_file:
-        for group in item_groups(work):
-            followers = [PrepareFollower(_prepares_of(item, prepares)) for item in group]
-            with ExitStack() as stack:
-                files = [stack.enter_context(TransactionFile(task_file, known)) for _ in group]
-                place = {_partition(item): index for index, item in enumerate(group)}  # one item per partition
-                for out in _group_pass(group, followers, late_tolerance_ms, unsequenced_topics):
+        for group in item_groups(work):  # a group's replicas are of different partitions
+            follower = PrepareFollower(pa.concat_tables([_prepares_of(item, prepares) for item in group]))
+            with TransactionFile(task_file, known) as written:
+                for out in _group_pass(group, follower, late_tolerance_ms, unsequenced_topics):
                     txn = out.column("txn")
                     if txn.null_count == len(txn):
                         yield out.cast(output)  # every batch of one task's output has one schema
                     else:
-                        _route(pa.RecordBatch.from_struct_array(txn), files, place)
-                for written in files:  # in the items' order
-                    written.close()
-            for item, follower in zip(group, followers, strict=True):
-                if follower.prepares.num_rows:  # a partition no Prepare* record lists has nothing to follow
-                    follows.add(follower.rows())
-                if item_int(item, "task") == strays_task:
-                    follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
+                        written.add(pa.RecordBatch.from_struct_array(txn))
+            if follower.prepares.num_rows:  # partitions no Prepare* record lists have nothing to follow
+                follows.add(follower.rows())
+            if any(item_int(item, "task") == strays_task for item in group):
+                follows.add(unfollowed(read_prepares(prepares_dir, read_partitions, elsewhere=True)))
 
 
 #: items of fewer rows than this are passed over together, up to about this many rows in all: a
@@ -294,43 +291,25 @@ def _partition(item: Mapping[str, object]) -> tuple[object, object]:
     return item["topic"], item["partition"]
 
 
-def _group_pass(group: list[Mapping[str, object]], followers: list[PrepareFollower], late_tolerance_ms: int,
+def _group_pass(group: list[Mapping[str, object]], follower: PrepareFollower, late_tolerance_ms: int,
                 unsequenced_topics: tuple[str, ...]) -> Iterator[pa.RecordBatch]:
     """``transaction_pass`` over ``group``: one item's rounds (``item_pass``), or the input rows
     of several items one after another, read and sorted together (``pass_files.group_input``), in
-    one batch (each item's shown to its follower first): the pass costs a few milliseconds per
+    one batch (shown to ``follower`` first): the pass costs a few milliseconds per
     batch, however few its rows (300 items of ``scale_bench``'s 2,050-partition dump: 2.2-2.7 s
     passed one by one, 1.1-1.2 s together)."""
     if len(group) == 1:
         yield from item_pass(group[0], late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics,
-                             seen=followers[0].add)
+                             seen=follower.add)
         return
 
     def rows() -> Iterator[pa.RecordBatch]:
-        together, counts = group_input(group)
-        start = 0
-        for follower, count in zip(followers, counts, strict=True):
-            if count:
-                follower.add(together.slice(start, count).to_batches()[0])
-            start += count
-        yield from together.to_batches()
+        together = group_input(group)
+        for batch in together.to_batches():
+            follower.add(batch)
+            yield batch
 
     yield from transaction_pass(rows(), late_tolerance_ms=late_tolerance_ms, unsequenced_topics=unsequenced_topics)
-
-
-def _route(txns: pa.RecordBatch, files: list[TransactionFile], place: Mapping[tuple[object, object], int]) -> None:
-    """Hand each of ``txns`` to ``files[place[(topic, partition)]]``, the file of its item (a run's
-    items are one replica each: ``item_groups``), keeping their order."""
-    if len(files) == 1:
-        files[0].add(txns)
-        return
-    owners = np.fromiter((place[key] for key in zip(txns.column("topic").to_pylist(),
-                                                    txns.column("partition").to_pylist(), strict=True)),
-                         dtype=np.int64, count=txns.num_rows)
-    order = np.argsort(owners, kind="stable")
-    cuts = np.flatnonzero(np.diff(owners[order])) + 1
-    for rows in np.split(order, cuts):
-        files[int(owners[rows[0]])].add(txns.take(pa.array(rows)))
 
 
 def _by_partition(prepares: pa.Table) -> dict[tuple[object, object], pa.Table]:
