@@ -165,6 +165,21 @@ def _wait_for_uploads(uri: str, run: str, alive: Callable[[], bool]) -> None:
     raise AssertionError("no upload began within 120 s")
 
 
+def _publishing(uri: str, folder: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """A process publishing ``_many`` files (written into ``folder``) to ``uri``, once its upload
+    is under way; and the folder."""
+    big = _many(folder, 3000)
+    run = stores.new_run_id()
+    process = subprocess.Popen([sys.executable, "-c", PUBLISH, str(big), uri, run], env=_env(), cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_uploads(uri, run, lambda: process.poll() is None)
+    except BaseException:
+        process.kill()
+        raise
+    return process, big
+
+
 def _env() -> dict[str, str]:
     import os
 
@@ -205,15 +220,9 @@ def test_killed_publish_leaves_the_previous_output(target: Target, tmp_path: Pat
     uri = target.uri(_fresh("out/killed"))
     first = {"summary.json": b'{"run": 1}', "tables/findings/part-0.parquet": b"y" * 5000}
     stores.publish_folder(_folder(tmp_path / "first", first), uri)
-    big = _many(tmp_path / "big", 3000)
-    run = stores.new_run_id()
-    process = subprocess.Popen([sys.executable, "-c", PUBLISH, str(big), uri, run], env=_env(), cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_uploads(uri, run, lambda: process.poll() is None)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    process, _ = _publishing(uri, tmp_path / "big")
+    process.send_signal(signal.SIGKILL)  # halfway through its upload
+    process.wait()
     assert _output(uri) == first  # the killed run is not visible to a reader
     left = _leftovers(uri)
     assert left, "the killed run left nothing: it was not killed halfway"
@@ -233,12 +242,8 @@ def test_overlapping_publishes_keep_each_others_files(target: Target, tmp_path: 
     deletes nothing of A's, then A, publishing last, is the output, whole, and B's files go."""
     uri = target.uri(_fresh("out/overlap"))
     stores.publish_folder(_folder(tmp_path / "first", {"summary.json": b'{"run": 1}'}), uri)
-    big = _many(tmp_path / "big", 3000)
-    run = stores.new_run_id()
-    process = subprocess.Popen([sys.executable, "-c", PUBLISH, str(big), uri, run], env=_env(), cwd=REPO,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process, big = _publishing(uri, tmp_path / "big")
     try:
-        _wait_for_uploads(uri, run, lambda: process.poll() is None)
         stores.check_output(uri)  # B's check of --out, then its publish, while A uploads
         stores.publish_folder(_folder(tmp_path / "b", {"summary.json": b'{"run": "b"}'}), uri)
         assert process.poll() is None, "A ended before B published: the runs did not overlap"

@@ -156,6 +156,15 @@ _NONE = np.iinfo(np.int64).max  # no marker found yet: after every (time, offset
 PARTITION_PRODUCER = np.dtype([("topic", np.int64), ("partition", np.int64), ("producer", np.int64)])
 
 
+def sorted_positions(known: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each of ``keys``' place in ``known`` (sorted, each value once); -1 where absent."""
+    at = np.searchsorted(known, keys)
+    if not len(known):
+        return np.full(len(keys), -1, np.int64)
+    inside = np.minimum(at, len(known) - 1)
+    return np.where((at < len(known)) & (known[inside] == keys), at, -1).astype(np.int64)
+
+
 class PartitionProducers:
     """Rows' (topic, partition, producer id) as ``PARTITION_PRODUCER`` values; a topic's code is
     the order this object first saw it in, so that the values of one object compare across tables."""
@@ -208,7 +217,7 @@ class PrepareFollower:
         """Pass input rows (``ordered_pass.PASS_INPUT``), in any order: their markers are seen."""
         if not len(self.wanted) or not rows.num_rows:
             return
-        producers = self._codes(self.keys.of(rows))
+        producers = sorted_positions(self.known, self.keys.of(rows))  # -1: no record's
         keep = pc.fill_null(rows.column("is_marker"), False).to_numpy(zero_copy_only=False) & np.isin(
             producers, self.wanted)
         if not keep.any():
@@ -243,13 +252,6 @@ class PrepareFollower:
         chosen = pa.array(marker, pa.int64())
         self.marker_epoch[prepare], self.marker_epoch_known[prepare] = int_values(markers.column("epoch").take(chosen))
         self.marker_type[prepare] = markers.column("marker_type").take(chosen).to_numpy(zero_copy_only=False)
-
-    def _codes(self, keys: np.ndarray) -> np.ndarray:
-        """Each of ``keys``' producer code (-1: no record's)."""
-        at = np.searchsorted(self.known, keys)
-        inside = np.minimum(at, max(len(self.known) - 1, 0))
-        found = (at < len(self.known)) & (self.known[inside] == keys) if len(self.known) else np.zeros(len(keys), bool)
-        return np.where(found, at, -1).astype(np.int64)
 
     def rows(self) -> pa.Table:
         """``FOLLOW_FIELDS`` for every Prepare* record: the marker found for it, unless none was

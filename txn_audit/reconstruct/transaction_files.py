@@ -38,6 +38,7 @@ from txn_audit.reconstruct.prepare_follows import (
     PartitionProducers,
     PrepareFollower,
     read_prepares,
+    sorted_positions,
     unfollowed,
 )
 from txn_audit.replica_tasks.commit import TableFile, file_name
@@ -73,15 +74,14 @@ class _Lookup:
     """Values by key: a producer id, or a ``PARTITION_PRODUCER`` (a key absent: null)."""
 
     def __init__(self, keys: np.ndarray, values: pa.Array) -> None:
+        """A key given twice takes its first value."""
         order = np.argsort(keys, kind="stable")
         self.keys = keys[order]
         self.values = values.take(pa.array(order))
 
     def take(self, keys: np.ndarray) -> pa.Array:
-        at = np.searchsorted(self.keys, keys)
-        inside = np.minimum(at, max(len(self.keys) - 1, 0))
-        found = (at < len(self.keys)) & (self.keys[inside] == keys) if len(self.keys) else at < 0
-        return self.values.take(pa.array(inside, mask=~found))
+        at = sorted_positions(self.keys, keys)
+        return self.values.take(pa.array(np.maximum(at, 0), mask=at < 0))
 
 
 def known_ids(producer_ids: pa.Table) -> _Lookup:
