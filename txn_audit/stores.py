@@ -43,8 +43,10 @@ release) never delete each other's files: what another run left, a staging folde
 pointer or manifest names, is deleted (or an output moved aside put back) only once nothing in it
 was written for ``LEFTOVER_AGE`` (an hour): a run still uploading writes more often, a killed
 run's leftovers go with the first run that publishes after that. The run that publishes last is
-the output. Objects are deleted one at a time: some S3-compatible servers refuse the batch delete that the AWS SDK
-sends without a Content-MD5 header.
+the output.
+
+Objects are deleted one at a time: some S3-compatible servers refuse the batch delete that the
+AWS SDK sends without a Content-MD5 header.
 
 Every storage failure while publishing or reading back is a ``StoreError``: one line that names
 the URI.
